@@ -1,0 +1,11 @@
+"""pyspark-ducklake: DuckLake tables for Apache Spark and Python."""
+
+from __future__ import annotations
+
+from pyspark_ducklake.catalog.transaction import RetryConfig
+from pyspark_ducklake.exceptions import DuckLakeError
+from pyspark_ducklake.lake import Lake, LakeTable, connect
+
+__version__ = "0.1.0"
+
+__all__ = ["DuckLakeError", "Lake", "LakeTable", "RetryConfig", "__version__", "connect"]

@@ -1,0 +1,1 @@
+"""The DuckLake format and its commit protocol. Never imports pyspark."""

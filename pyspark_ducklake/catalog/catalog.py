@@ -1,0 +1,150 @@
+"""Opening and creating DuckLake catalogs."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy import Engine, insert, inspect
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+from pyspark_ducklake.catalog import reader
+from pyspark_ducklake.catalog import tables as T
+from pyspark_ducklake.catalog.location import CatalogLocation, create_catalog_engine, parse_location
+from pyspark_ducklake.catalog.transaction import now_utc
+from pyspark_ducklake.exceptions import (
+    CatalogUnreachableError,
+    InvalidOptionError,
+    NotADuckLakeCatalogError,
+    UnsupportedSpecVersionError,
+)
+
+FORMAT_VERSION = "1.0"
+SUPPORTED_VERSIONS = ("1.0",)
+CREATED_BY = "pyspark-ducklake"
+
+
+@dataclass(frozen=True)
+class CatalogInfo:
+    """What an opened catalog says about itself."""
+
+    version: str
+    data_path: str
+    created_by: str | None
+
+
+def uuid7() -> str:
+    """A version-7 UUID (time-ordered), as the reference uses for new entries."""
+    ms = int(now_utc().timestamp() * 1000)
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (ms & ((1 << 48) - 1)) << 80
+    value |= 0x7 << 76
+    value |= ((rand >> 62) & 0xFFF) << 64
+    value |= 0b10 << 62
+    value |= rand & ((1 << 62) - 1)
+    return str(uuid.UUID(int=value))
+
+
+def normalize_data_path(data_path: str) -> str:
+    """Absolute, with a trailing ``/`` (local paths are made absolute; URLs are kept)."""
+    path = data_path.strip()
+    if not path:
+        raise InvalidOptionError("data_path is empty; pass a folder or URL for the Parquet files")
+    if path.startswith("file://"):
+        path = path[len("file://") :]
+    if "://" not in path:
+        path = os.path.abspath(os.path.expanduser(path))
+    return path if path.endswith("/") else path + "/"
+
+
+def open_catalog(location: str | CatalogLocation, data_path: str | None, *, create: bool = True) -> tuple[Engine, CatalogInfo]:
+    """Open (and, when empty, create) a DuckLake catalog.
+
+    Raises:
+        CatalogUnreachableError: the database cannot be reached.
+        NotADuckLakeCatalogError: the database has tables but no DuckLake catalog.
+        UnsupportedSpecVersionError: the catalog's format version is not supported.
+        InvalidOptionError: a new catalog needs a data path and none was given.
+    """
+    loc = location if isinstance(location, CatalogLocation) else parse_location(location)
+    engine = create_catalog_engine(loc)
+    try:
+        with engine.connect() as conn:
+            names = set(inspect(conn).get_table_names())
+    except (DBAPIError, SQLAlchemyError) as e:
+        engine.dispose()
+        raise CatalogUnreachableError(
+            f"cannot open catalog {loc.redacted()}: {getattr(e, 'orig', e)}; check the URL, credentials and that "
+            "the database server is running"
+        ) from e
+    if "ducklake_metadata" not in names:
+        if names - {n for n in names if n.startswith("ducklake_")} and not create:
+            raise NotADuckLakeCatalogError(f"{loc.redacted()} holds no DuckLake catalog (no ducklake_metadata table)")
+        if not create:
+            raise NotADuckLakeCatalogError(f"{loc.redacted()} holds no DuckLake catalog (no ducklake_metadata table)")
+        if any(n.startswith("ducklake_") for n in names):
+            raise NotADuckLakeCatalogError(
+                f"{loc.redacted()} has some ducklake_* tables but no ducklake_metadata; it is not a usable catalog"
+            )
+        if data_path is None:
+            raise InvalidOptionError(
+                f"catalog {loc.redacted()} is new: pass data_path (a folder or URL for the Parquet files) to create it"
+            )
+        info = create_catalog(engine, data_path)
+        return engine, info
+    info = read_info(engine, loc)
+    return engine, info
+
+
+def read_info(engine: Engine, loc: CatalogLocation) -> CatalogInfo:
+    with engine.connect() as conn:
+        version = reader.metadata_value(conn, "version")
+        data_path = reader.metadata_value(conn, "data_path")
+        created_by = reader.metadata_value(conn, "created_by")
+    if version is None:
+        raise NotADuckLakeCatalogError(f"{loc.redacted()}: ducklake_metadata has no 'version' row")
+    if version not in SUPPORTED_VERSIONS:
+        raise UnsupportedSpecVersionError(
+            f"catalog {loc.redacted()} is DuckLake format version {version}; this pyspark-ducklake supports "
+            f"{', '.join(SUPPORTED_VERSIONS)}. Use a matching DuckDB to migrate it, or a newer pyspark-ducklake."
+        )
+    if data_path is None:
+        raise NotADuckLakeCatalogError(f"{loc.redacted()}: ducklake_metadata has no 'data_path' row")
+    return CatalogInfo(version, data_path, created_by)
+
+
+def create_catalog(engine: Engine, data_path: str) -> CatalogInfo:
+    """Write the full 1.0 schema and initial rows, exactly as the reference's ``InitializeDuckLake`` does."""
+    path = normalize_data_path(data_path)
+    with engine.connect().execution_options(ducklake_write=True) as conn, conn.begin():
+        T.metadata.create_all(conn)
+        conn.execute(
+            insert(T.ducklake_snapshot).values(
+                snapshot_id=0, snapshot_time=now_utc(), schema_version=0, next_catalog_id=1, next_file_id=0
+            )
+        )
+        conn.execute(
+            insert(T.ducklake_snapshot_changes).values(snapshot_id=0, changes_made='created_schema:"main"')
+        )
+        conn.execute(
+            insert(T.ducklake_metadata),
+            [
+                {"key": "version", "value": FORMAT_VERSION, "scope": None, "scope_id": None},
+                {"key": "created_by", "value": CREATED_BY, "scope": None, "scope_id": None},
+                {"key": "data_path", "value": path, "scope": None, "scope_id": None},
+                {"key": "encrypted", "value": "false", "scope": None, "scope_id": None},
+            ],
+        )
+        conn.execute(
+            insert(T.ducklake_schema).values(
+                schema_id=0,
+                schema_uuid=str(uuid.uuid4()),
+                begin_snapshot=0,
+                end_snapshot=None,
+                schema_name="main",
+                path="main/",
+                path_is_relative=True,
+            )
+        )
+    return CatalogInfo(FORMAT_VERSION, path, CREATED_BY)

@@ -1,0 +1,86 @@
+"""Plain records read from the catalog: snapshots, schemas, tables, files."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from pyspark_ducklake.catalog.changes import ChangeSet
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A row of ``ducklake_snapshot``: the catalog state after one commit."""
+
+    snapshot_id: int
+    snapshot_time: dt.datetime | None
+    schema_version: int
+    next_catalog_id: int
+    next_file_id: int
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """A snapshot with what it changed (``ducklake_snapshot_changes``)."""
+
+    snapshot: Snapshot
+    changes_made: str | None
+    author: str | None
+    commit_message: str | None
+    commit_extra_info: str | None
+
+    @property
+    def snapshot_id(self) -> int:
+        return self.snapshot.snapshot_id
+
+    @property
+    def changes(self) -> ChangeSet:
+        return ChangeSet.parse(self.changes_made)
+
+
+@dataclass(frozen=True)
+class SchemaEntry:
+    schema_id: int
+    schema_name: str
+    path: str
+    path_is_relative: bool
+
+
+@dataclass(frozen=True)
+class TableEntry:
+    table_id: int
+    table_uuid: str
+    schema: SchemaEntry
+    table_name: str
+    path: str
+    path_is_relative: bool
+    begin_snapshot: int
+
+
+@dataclass(frozen=True)
+class DeleteFileEntry:
+    delete_file_id: int
+    data_file_id: int
+    path: str
+    delete_count: int
+    file_size_bytes: int | None
+    footer_size: int | None
+    begin_snapshot: int
+    partial_max: int | None
+
+
+@dataclass(frozen=True)
+class DataFileEntry:
+    """A data file visible at a snapshot, with its absolute path and its live delete file (if any)."""
+
+    data_file_id: int
+    path: str
+    record_count: int
+    file_size_bytes: int
+    footer_size: int | None
+    row_id_start: int | None
+    begin_snapshot: int
+    partial_max: int | None
+    mapping_id: int | None
+    delete_file: DeleteFileEntry | None
+    partition_id: int | None = None

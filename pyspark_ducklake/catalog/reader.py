@@ -1,0 +1,313 @@
+"""Reading the catalog as of one snapshot. Every query binds its values; nothing is spliced into SQL."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import Connection, Table, and_, func, inspect, or_, select
+from sqlalchemy.sql.elements import ColumnElement
+
+from pyspark_ducklake.catalog import tables as T
+from pyspark_ducklake.catalog.entries import (
+    DataFileEntry,
+    DeleteFileEntry,
+    SchemaEntry,
+    Snapshot,
+    SnapshotInfo,
+    TableEntry,
+)
+from pyspark_ducklake.catalog.types import Column, TableSchema
+from pyspark_ducklake.exceptions import NoSuchSchemaError, NoSuchSnapshotError, NoSuchTableError
+
+
+def visible(table: Table, snapshot_id: int) -> ColumnElement[bool]:
+    """``begin_snapshot <= S AND (end_snapshot IS NULL OR end_snapshot > S)``."""
+    return and_(
+        table.c.begin_snapshot <= snapshot_id,
+        or_(table.c.end_snapshot.is_(None), table.c.end_snapshot > snapshot_id),
+    )
+
+
+def _snapshot(row: Any) -> Snapshot:
+    return Snapshot(row.snapshot_id, row.snapshot_time, row.schema_version, row.next_catalog_id, row.next_file_id)
+
+
+def latest_snapshot(conn: Connection) -> Snapshot:
+    """The newest snapshot.
+
+    Raises:
+        NoSuchSnapshotError: the catalog has no snapshot at all.
+    """
+    s = T.ducklake_snapshot
+    row = conn.execute(select(s).order_by(s.c.snapshot_id.desc()).limit(1)).first()
+    if row is None:
+        raise NoSuchSnapshotError("the catalog has no snapshots; it was not initialised")
+    return _snapshot(row)
+
+
+def snapshot_by_id(conn: Connection, snapshot_id: int) -> Snapshot:
+    """The snapshot with this id.
+
+    Raises:
+        NoSuchSnapshotError: no such snapshot (never existed, or expired).
+    """
+    s = T.ducklake_snapshot
+    row = conn.execute(select(s).where(s.c.snapshot_id == snapshot_id)).first()
+    if row is None:
+        raise NoSuchSnapshotError(f"no snapshot with id {snapshot_id}; list them with lake.snapshots()")
+    return _snapshot(row)
+
+
+def snapshot_at_time(conn: Connection, when: dt.datetime) -> Snapshot:
+    """The newest snapshot committed at or before ``when`` (naive means UTC).
+
+    Raises:
+        NoSuchSnapshotError: every snapshot is newer than ``when``.
+    """
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    best: Snapshot | None = None
+    # Compared in Python: SQLite stores the time as text in more than one spelling.
+    for row in conn.execute(select(T.ducklake_snapshot).order_by(T.ducklake_snapshot.c.snapshot_id)):
+        snap = _snapshot(row)
+        if snap.snapshot_time is not None and snap.snapshot_time <= when:
+            best = snap
+    if best is None:
+        raise NoSuchSnapshotError(f"no snapshot at or before {when.isoformat()}")
+    return best
+
+
+def snapshots(conn: Connection) -> list[SnapshotInfo]:
+    s, c = T.ducklake_snapshot, T.ducklake_snapshot_changes
+    q = select(s, c.c.changes_made, c.c.author, c.c.commit_message, c.c.commit_extra_info).select_from(
+        s.outerjoin(c, s.c.snapshot_id == c.c.snapshot_id)
+    )
+    return [
+        SnapshotInfo(_snapshot(r), r.changes_made, r.author, r.commit_message, r.commit_extra_info)
+        for r in conn.execute(q.order_by(s.c.snapshot_id))
+    ]
+
+
+def snapshot_changes_after(conn: Connection, snapshot_id: int) -> list[SnapshotInfo]:
+    """Snapshots newer than ``snapshot_id`` with their changes (the commit's conflict check)."""
+    s, c = T.ducklake_snapshot, T.ducklake_snapshot_changes
+    q = (
+        select(s, c.c.changes_made, c.c.author, c.c.commit_message, c.c.commit_extra_info)
+        .select_from(s.outerjoin(c, s.c.snapshot_id == c.c.snapshot_id))
+        .where(s.c.snapshot_id > snapshot_id)
+        .order_by(s.c.snapshot_id)
+    )
+    return [SnapshotInfo(_snapshot(r), r.changes_made, r.author, r.commit_message, r.commit_extra_info) for r in conn.execute(q)]
+
+
+def metadata_value(conn: Connection, key: str, scope: str | None = None, scope_id: int | None = None) -> str | None:
+    m = T.ducklake_metadata
+    cond = m.c.key == key
+    cond = and_(cond, m.c.scope.is_(None) if scope is None else m.c.scope == scope)
+    if scope_id is not None:
+        cond = and_(cond, m.c.scope_id == scope_id)
+    row = conn.execute(select(m.c.value).where(cond).limit(1)).first()
+    return None if row is None else row[0]
+
+
+def schema_by_name(conn: Connection, name: str, snapshot_id: int) -> SchemaEntry:
+    """Raises: NoSuchSchemaError."""
+    s = T.ducklake_schema
+    row = conn.execute(select(s).where(s.c.schema_name == name, visible(s, snapshot_id))).first()
+    if row is None:
+        raise NoSuchSchemaError(f"schema {name!r} does not exist; create it with lake.create_schema({name!r})")
+    return SchemaEntry(row.schema_id, row.schema_name, row.path or "", bool(row.path_is_relative is not False))
+
+
+def schemas(conn: Connection, snapshot_id: int) -> list[SchemaEntry]:
+    s = T.ducklake_schema
+    rows = conn.execute(select(s).where(visible(s, snapshot_id)).order_by(s.c.schema_id))
+    return [SchemaEntry(r.schema_id, r.schema_name, r.path or "", r.path_is_relative is not False) for r in rows]
+
+
+def table_by_name(conn: Connection, schema: str, name: str, snapshot_id: int) -> TableEntry:
+    """Raises: NoSuchSchemaError, NoSuchTableError."""
+    sch = schema_by_name(conn, schema, snapshot_id)
+    t = T.ducklake_table
+    row = conn.execute(
+        select(t).where(t.c.schema_id == sch.schema_id, t.c.table_name == name, visible(t, snapshot_id))
+    ).first()
+    if row is None:
+        raise NoSuchTableError(
+            f"table {schema}.{name} does not exist at snapshot {snapshot_id}; create it with lake.create_table()"
+        )
+    return _table(row, sch)
+
+
+def _table(row: Any, sch: SchemaEntry) -> TableEntry:
+    return TableEntry(
+        row.table_id,
+        row.table_uuid,
+        sch,
+        row.table_name,
+        row.path or "",
+        row.path_is_relative is not False,
+        row.begin_snapshot,
+    )
+
+
+def tables(conn: Connection, snapshot_id: int, schema: str | None = None) -> list[TableEntry]:
+    out = []
+    for sch in schemas(conn, snapshot_id):
+        if schema is not None and sch.schema_name != schema:
+            continue
+        t = T.ducklake_table
+        rows = conn.execute(select(t).where(t.c.schema_id == sch.schema_id, visible(t, snapshot_id)))
+        out.extend(_table(r, sch) for r in rows)
+    return out
+
+
+def table_schema(conn: Connection, table_id: int, snapshot_id: int) -> TableSchema:
+    """The table's columns (nested fields as children) visible at the snapshot."""
+    c = T.ducklake_column
+    rows = conn.execute(
+        select(c).where(c.c.table_id == table_id, visible(c, snapshot_id)).order_by(c.c.column_order, c.c.column_id)
+    ).all()
+    return build_schema(rows)
+
+
+def build_schema(rows: Any) -> TableSchema:
+    by_parent: dict[int | None, list[Any]] = {}
+    for r in rows:
+        by_parent.setdefault(r.parent_column, []).append(r)
+
+    def build(r: Any) -> Column:
+        kids = tuple(build(k) for k in by_parent.get(r.column_id, []))
+        return Column(
+            r.column_id,
+            r.column_name,
+            r.column_type,
+            r.nulls_allowed is not False,
+            kids,
+            r.initial_default,
+            r.default_value,
+        )
+
+    return TableSchema(tuple(build(r) for r in by_parent.get(None, [])))
+
+
+def table_schema_version_snapshot(conn: Connection, table_id: int, schema_version: int) -> int | None:
+    """The snapshot at which a table's schema version began (for the columns of an old inlined table)."""
+    v = T.ducklake_schema_versions
+    row = conn.execute(
+        select(func.min(v.c.begin_snapshot)).where(v.c.table_id == table_id, v.c.schema_version == schema_version)
+    ).first()
+    if row is not None and row[0] is not None:
+        return int(row[0])
+    s = T.ducklake_snapshot
+    row = conn.execute(select(func.min(s.c.snapshot_id)).where(s.c.schema_version == schema_version)).first()
+    return None if row is None or row[0] is None else int(row[0])
+
+
+def table_schema_version(conn: Connection, table_id: int, snapshot_id: int) -> int:
+    """The schema version of the table's latest DDL at or before the snapshot."""
+    v = T.ducklake_schema_versions
+    row = conn.execute(
+        select(func.max(v.c.schema_version)).where(v.c.table_id == table_id, v.c.begin_snapshot <= snapshot_id)
+    ).first()
+    if row is not None and row[0] is not None:
+        return int(row[0])
+    row = conn.execute(select(func.max(v.c.schema_version)).where(v.c.begin_snapshot <= snapshot_id)).first()
+    return 0 if row is None or row[0] is None else int(row[0])
+
+
+def data_files(conn: Connection, table: TableEntry, snapshot_id: int, data_path: str) -> list[DataFileEntry]:
+    """Data files of the table visible at the snapshot, each with its live delete file."""
+    d, x = T.ducklake_data_file, T.ducklake_delete_file
+    files = conn.execute(
+        select(d).where(d.c.table_id == table.table_id, visible(d, snapshot_id)).order_by(d.c.data_file_id)
+    ).all()
+    deletes = {
+        r.data_file_id: r
+        for r in conn.execute(select(x).where(x.c.table_id == table.table_id, visible(x, snapshot_id)))
+    }
+    base = table_path(table, data_path)
+    out = []
+    for r in files:
+        dr = deletes.get(r.data_file_id)
+        delete = None
+        if dr is not None:
+            delete = DeleteFileEntry(
+                dr.delete_file_id,
+                dr.data_file_id,
+                resolve(base, dr.path, dr.path_is_relative),
+                dr.delete_count or 0,
+                dr.file_size_bytes,
+                dr.footer_size,
+                dr.begin_snapshot,
+                dr.partial_max,
+            )
+        out.append(
+            DataFileEntry(
+                r.data_file_id,
+                resolve(base, r.path, r.path_is_relative),
+                r.record_count or 0,
+                r.file_size_bytes,
+                r.footer_size,
+                r.row_id_start,
+                r.begin_snapshot,
+                r.partial_max,
+                r.mapping_id,
+                delete,
+                r.partition_id,
+            )
+        )
+    return out
+
+
+def table_path(table: TableEntry, data_path: str) -> str:
+    """The table's folder: ``data_path + schema.path + table.path`` when relative."""
+    schema_base = resolve(data_path, table.schema.path, table.schema.path_is_relative)
+    path = resolve(schema_base, table.path, table.path_is_relative)
+    return path if path.endswith("/") or not path else path + "/"
+
+
+def resolve(base: str, path: str, is_relative: bool | None) -> str:
+    if is_relative is False:
+        return path
+    if base and not base.endswith("/"):
+        base += "/"
+    return base + (path or "")
+
+
+def has_table(conn: Connection, name: str) -> bool:
+    return inspect(conn).has_table(name)
+
+
+def inlined_tables(conn: Connection, table_id: int) -> list[tuple[str, int]]:
+    """Registered inlined-data tables of a table: ``(table_name, schema_version)``, oldest first."""
+    i = T.ducklake_inlined_data_tables
+    rows = conn.execute(
+        select(i.c.table_name, i.c.schema_version).where(i.c.table_id == table_id).order_by(i.c.schema_version)
+    )
+    return [(r.table_name, int(r.schema_version)) for r in rows]
+
+
+def table_stats(conn: Connection, table_id: int) -> Any:
+    s = T.ducklake_table_stats
+    return conn.execute(select(s).where(s.c.table_id == table_id)).first()
+
+
+def table_column_stats(conn: Connection, table_id: int) -> dict[int, Any]:
+    s = T.ducklake_table_column_stats
+    return {r.column_id: r for r in conn.execute(select(s).where(s.c.table_id == table_id))}
+
+
+def file_column_stats(conn: Connection, table_id: int, column_ids: list[int]) -> dict[int, dict[int, Any]]:
+    """``{data_file_id: {column_id: row}}`` for pruning."""
+    s = T.ducklake_file_column_stats
+    out: dict[int, dict[int, Any]] = {}
+    for r in conn.execute(select(s).where(s.c.table_id == table_id, s.c.column_id.in_(column_ids))):
+        out.setdefault(r.data_file_id, {})[r.column_id] = r
+    return out
+
+
+def name_mapping(conn: Connection, mapping_id: int) -> list[Any]:
+    n = T.ducklake_name_mapping
+    return list(conn.execute(select(n).where(n.c.mapping_id == mapping_id).order_by(n.c.column_id)))

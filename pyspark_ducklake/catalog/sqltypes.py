@@ -1,0 +1,101 @@
+"""Column types of the DuckLake catalog tables, rendered as the reference implementation declares them.
+
+DuckDB declares BOOLEAN, UUID and TIMESTAMPTZ columns; its SQLite backend stores them as BIGINT (0/1), VARCHAR
+and VARCHAR text, its PostgreSQL backend natively. These decorators give one Python value type on every backend.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import BigInteger, Boolean, String
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TIMESTAMP, TypeDecorator, TypeEngine
+
+
+class DuckLakeBoolean(TypeDecorator[bool]):
+    """BOOLEAN on PostgreSQL, BIGINT 0/1 on SQLite."""
+
+    impl = BigInteger
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            return dialect.type_descriptor(Boolean(create_constraint=False))
+        return dialect.type_descriptor(BigInteger())
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
+        if value is None:
+            return None
+        if dialect.name == "postgresql":
+            return bool(value)
+        return 1 if value else 0
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> bool | None:
+        return None if value is None else bool(value)
+
+
+class DuckLakeUUID(TypeDecorator[str]):
+    """UUID on PostgreSQL, VARCHAR on SQLite; Python sees the canonical string."""
+
+    impl = String
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            return dialect.type_descriptor(postgresql.UUID(as_uuid=False))
+        return dialect.type_descriptor(String())
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> str | None:
+        return None if value is None else str(value)
+
+
+def format_timestamptz(value: dt.datetime) -> str:
+    """The text DuckDB writes for a TIMESTAMPTZ in a SQLite catalog: UTC with a '+00' suffix."""
+    utc = value.astimezone(dt.timezone.utc) if value.tzinfo else value
+    text = utc.strftime("%Y-%m-%d %H:%M:%S")
+    if utc.microsecond:
+        text += f".{utc.microsecond:06d}"
+    return text + "+00"
+
+
+def parse_timestamptz(text: str) -> dt.datetime:
+    """Parse the TIMESTAMPTZ text forms found in SQLite catalogs ('…+00', ISO 'T…+00:00', or naive UTC)."""
+    s = text.strip().replace("T", " ")
+    if s.endswith("Z"):
+        s = s[:-1] + "+00:00"
+    # '+00' / '-05' offsets without minutes are not understood by fromisoformat before 3.11 in all forms.
+    if len(s) >= 3 and s[-3] in "+-" and s[-2:].isdigit():
+        s = s + ":00"
+    value = dt.datetime.fromisoformat(s)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.timezone.utc)
+    return value.astimezone(dt.timezone.utc)
+
+
+class DuckLakeTimestampTZ(TypeDecorator[dt.datetime]):
+    """TIMESTAMP WITH TIME ZONE on PostgreSQL, UTC text on SQLite; Python sees an aware UTC datetime."""
+
+    impl = String
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            return dialect.type_descriptor(TIMESTAMP(timezone=True))
+        return dialect.type_descriptor(String())
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
+        if value is None or dialect.name == "postgresql":
+            return value
+        if isinstance(value, dt.datetime):
+            return format_timestamptz(value)
+        return value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> dt.datetime | None:
+        if value is None:
+            return None
+        if isinstance(value, dt.datetime):
+            return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+        return parse_timestamptz(str(value))

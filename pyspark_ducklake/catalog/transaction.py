@@ -1,0 +1,254 @@
+"""The commit protocol: one database transaction per attempt, ``snapshot_id = latest + 1`` as the lock.
+
+Each attempt reads the newest snapshot inside its transaction, inserts the next snapshot row first (its primary key
+makes concurrent committers collide), re-applies the staged change against the current state, checks the snapshots
+committed since the writer's base for logical conflicts, and commits. Collisions are retried with exponential backoff
+and jitter, as the reference's ``RunCommitLoop`` does.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Connection, Engine, insert, update
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+
+from pyspark_ducklake.catalog import reader
+from pyspark_ducklake.catalog import tables as T
+from pyspark_ducklake.catalog.changes import ChangeSet
+from pyspark_ducklake.catalog.entries import Snapshot
+from pyspark_ducklake.exceptions import (
+    CatalogUnreachableError,
+    CommitConflictError,
+    CommitFailedError,
+    CommitStateUnknownError,
+    DuckLakeError,
+    InvalidOptionError,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RetryConfig:
+    """Commit retry settings; defaults are DuckLake's (``ducklake_max_retry_count`` etc.)."""
+
+    max_retry_count: int = 10
+    retry_wait_ms: int = 100
+    retry_backoff: float = 1.5
+
+    def __post_init__(self) -> None:
+        if self.max_retry_count < 0:
+            raise InvalidOptionError(f"option 'max_retry_count' must be >= 0, got {self.max_retry_count}")
+        if self.retry_wait_ms < 0:
+            raise InvalidOptionError(f"option 'retry_wait_ms' must be >= 0, got {self.retry_wait_ms}")
+        if self.retry_backoff < 1.0:
+            raise InvalidOptionError(f"option 'retry_backoff' must be >= 1.0, got {self.retry_backoff}")
+
+    def wait_seconds(self, attempt: int) -> float:
+        return self.retry_wait_ms / 1000.0 * random.uniform(0.5, 1.0) * self.retry_backoff**attempt
+
+
+class SkipCommit(Exception):  # noqa: N818 - control flow, never escapes run_commit
+    """Raised by an apply function to end the attempt without committing (e.g. an idempotent replay)."""
+
+
+@dataclass
+class CommitContext:
+    """State of one commit attempt: the connection, the new snapshot and its id counters."""
+
+    conn: Connection
+    base: Snapshot
+    snapshot_id: int
+    schema_version: int
+    next_catalog_id: int
+    next_file_id: int
+    data_path: str
+    backend: str
+    changes: ChangeSet = field(default_factory=ChangeSet)
+    _schema_version_bumped: bool = False
+    _table_ops: dict[str, Any] = field(default_factory=dict)
+
+    def allocate_catalog_id(self) -> int:
+        value = self.next_catalog_id
+        self.next_catalog_id += 1
+        return value
+
+    def allocate_file_id(self) -> int:
+        value = self.next_file_id
+        self.next_file_id += 1
+        return value
+
+    def bump_schema_version(self) -> int:
+        """The schema version of this snapshot's DDL (bumped once per snapshot, as the reference does)."""
+        if not self._schema_version_bumped:
+            self.schema_version += 1
+            self._schema_version_bumped = True
+        return self.schema_version
+
+    @property
+    def schema_changed(self) -> bool:
+        return self._schema_version_bumped
+
+    def scratch(self, key: str, factory: Callable[[], Any]) -> Any:
+        """Per-attempt scratch space (e.g. table-stat accumulators), reset on every retry."""
+        if key not in self._table_ops:
+            self._table_ops[key] = factory()
+        return self._table_ops[key]
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    snapshot_id: int | None
+    attempts: int
+    skipped: bool = False
+
+
+def now_utc() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def run_commit(
+    engine: Engine,
+    apply: Callable[[CommitContext], None],
+    *,
+    base_snapshot_id: int | None,
+    data_path: str,
+    retry: RetryConfig,
+    author: str | None = None,
+    commit_message: str | None = None,
+    commit_extra_info: dict[str, Any] | str | None = None,
+    finalize: Callable[[CommitContext], None] | None = None,
+) -> CommitResult:
+    """Commit one snapshot, retrying collisions.
+
+    Args:
+        engine: the catalog.
+        apply: stages the change on the context; runs once per attempt, so it must read state from ``ctx.conn``.
+        base_snapshot_id: the snapshot the change was planned against; later snapshots are conflict-checked.
+        data_path: the lake's data path.
+        retry: retry settings.
+        author: ``ducklake_snapshot_changes.author``.
+        commit_message: ``ducklake_snapshot_changes.commit_message``.
+        commit_extra_info: ``ducklake_snapshot_changes.commit_extra_info`` (a dict is stored as JSON).
+        finalize: runs after ``apply`` in the same attempt (table statistics and the like).
+
+    Returns:
+        The committed snapshot id and the number of attempts.
+
+    Raises:
+        CommitConflictError: a concurrent commit conflicts logically with this one; nothing was committed.
+        CommitFailedError: retries were exhausted; nothing was committed.
+        CommitStateUnknownError: the database failed while committing; the outcome is unknown.
+    """
+    extra = json.dumps(commit_extra_info, sort_keys=True) if isinstance(commit_extra_info, dict) else commit_extra_info
+    backend = engine.dialect.name
+    last_error: Exception | None = None
+    for attempt in range(retry.max_retry_count + 1):
+        if attempt:
+            wait = retry.wait_seconds(attempt - 1)
+            log.debug("commit attempt %d failed (%s); retrying in %.3fs", attempt, last_error, wait)
+            time.sleep(wait)
+        try:
+            conn = engine.connect().execution_options(ducklake_write=True)
+        except DBAPIError as e:
+            last_error = e
+            if attempt == retry.max_retry_count:
+                raise CatalogUnreachableError(f"cannot connect to the catalog to commit: {e.orig}") from e
+            continue
+        with conn:
+            committing = False
+            try:
+                with conn.begin():
+                    head = reader.latest_snapshot(conn)
+                    ctx = CommitContext(
+                        conn=conn,
+                        base=head,
+                        snapshot_id=head.snapshot_id + 1,
+                        schema_version=head.schema_version,
+                        next_catalog_id=head.next_catalog_id,
+                        next_file_id=head.next_file_id,
+                        data_path=data_path,
+                        backend=backend,
+                    )
+                    # The snapshot row goes first: its primary key serialises concurrent committers.
+                    conn.execute(
+                        insert(T.ducklake_snapshot).values(
+                            snapshot_id=ctx.snapshot_id,
+                            snapshot_time=now_utc(),
+                            schema_version=head.schema_version,
+                            next_catalog_id=head.next_catalog_id,
+                            next_file_id=head.next_file_id,
+                        )
+                    )
+                    apply(ctx)
+                    if finalize is not None:
+                        finalize(ctx)
+                    if base_snapshot_id is not None and head.snapshot_id > base_snapshot_id:
+                        for other in reader.snapshot_changes_after(conn, base_snapshot_id):
+                            reason = ctx.changes.conflict_with(other.changes)
+                            if reason is not None:
+                                raise CommitConflictError(
+                                    f"transaction conflict with snapshot {other.snapshot_id}: {reason}; "
+                                    "re-read the table and retry the operation"
+                                )
+                    conn.execute(
+                        update(T.ducklake_snapshot)
+                        .where(T.ducklake_snapshot.c.snapshot_id == ctx.snapshot_id)
+                        .values(
+                            schema_version=ctx.schema_version,
+                            next_catalog_id=ctx.next_catalog_id,
+                            next_file_id=ctx.next_file_id,
+                        )
+                    )
+                    conn.execute(
+                        insert(T.ducklake_snapshot_changes).values(
+                            snapshot_id=ctx.snapshot_id,
+                            changes_made=ctx.changes.render(),
+                            author=author,
+                            commit_message=commit_message,
+                            commit_extra_info=extra,
+                        )
+                    )
+                    committing = True
+                return CommitResult(ctx.snapshot_id, attempt + 1)
+            except SkipCommit:
+                return CommitResult(None, attempt + 1, skipped=True)
+            except DuckLakeError:
+                raise
+            except (IntegrityError, OperationalError) as e:
+                if committing and not isinstance(e, IntegrityError) and not _is_retryable(e):
+                    raise CommitStateUnknownError(
+                        f"the catalog failed while committing snapshot {ctx.snapshot_id}; its outcome is unknown "
+                        f"(check lake.snapshots()): {e.orig}"
+                    ) from e
+                if not _is_retryable(e):
+                    raise CommitFailedError(f"commit failed: {e.orig}") from e
+                last_error = e
+            except DBAPIError as e:
+                if committing:
+                    raise CommitStateUnknownError(
+                        f"the catalog failed while committing; its outcome is unknown (check lake.snapshots()): {e.orig}"
+                    ) from e
+                raise CommitFailedError(f"commit failed: {e.orig}") from e
+    raise CommitFailedError(
+        f"commit failed after exceeding max_retry_count={retry.max_retry_count} attempts because other writers "
+        f"kept committing first (last error: {getattr(last_error, 'orig', last_error)}); "
+        "raise option 'max_retry_count' or 'retry_wait_ms'"
+    )
+
+
+def _is_retryable(e: DBAPIError) -> bool:
+    message = str(e.orig).lower()
+    return any(
+        word in message
+        for word in ("unique", "primary key", "duplicate key", "conflict", "concurrent", "locked", "busy", "serializ",
+                     "deadlock", "could not obtain lock", "connection", "server closed", "terminating")
+    )

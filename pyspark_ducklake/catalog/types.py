@@ -1,0 +1,231 @@
+"""DuckLake column types and their Arrow equivalents.
+
+DuckLake stores a type as a string in ``ducklake_column.column_type`` (``int32``, ``decimal(18,3)``,
+``timestamptz``...). Nested types (``list``, ``struct``, ``map``) have one child row per field, linked by
+``parent_column``; :class:`Column` mirrors that tree.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+
+import pyarrow as pa
+
+from pyspark_ducklake.exceptions import UnsupportedTypeError
+
+NESTED_TYPES = frozenset({"list", "struct", "map"})
+
+_PRIMITIVE_TO_ARROW: dict[str, pa.DataType] = {
+    "boolean": pa.bool_(),
+    "int8": pa.int8(),
+    "int16": pa.int16(),
+    "int32": pa.int32(),
+    "int64": pa.int64(),
+    "uint8": pa.uint8(),
+    "uint16": pa.uint16(),
+    "uint32": pa.uint32(),
+    "uint64": pa.uint64(),
+    "int128": pa.decimal128(38, 0),
+    "uint128": pa.decimal128(38, 0),
+    "float32": pa.float32(),
+    "float64": pa.float64(),
+    "date": pa.date32(),
+    "time": pa.time64("us"),
+    "timestamp": pa.timestamp("us"),
+    "timestamp_s": pa.timestamp("s"),
+    "timestamp_ms": pa.timestamp("ms"),
+    "timestamp_ns": pa.timestamp("ns"),
+    "timestamptz": pa.timestamp("us", tz="UTC"),
+    "interval": pa.month_day_nano_interval(),
+    "varchar": pa.string(),
+    "blob": pa.binary(),
+    "uuid": pa.uuid(),
+    "json": pa.json_(),
+}
+
+_DECIMAL_RE = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
+
+# Lossless widenings DuckLake allows with ALTER COLUMN SET TYPE.
+_PROMOTIONS: dict[str, frozenset[str]] = {
+    "int8": frozenset({"int16", "int32", "int64", "float32", "float64"}),
+    "int16": frozenset({"int32", "int64", "float32", "float64"}),
+    "int32": frozenset({"int64", "float64"}),
+    "uint8": frozenset({"uint16", "uint32", "uint64", "int16", "int32", "int64", "float32", "float64"}),
+    "uint16": frozenset({"uint32", "uint64", "int32", "int64", "float32", "float64"}),
+    "uint32": frozenset({"uint64", "int64", "float64"}),
+    "float32": frozenset({"float64"}),
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column (or nested field) of a DuckLake table, as stored in ``ducklake_column``."""
+
+    column_id: int
+    name: str
+    type: str
+    nulls_allowed: bool = True
+    children: tuple[Column, ...] = ()
+    initial_default: str | None = None
+    default_value: str | None = None
+
+    @property
+    def is_nested(self) -> bool:
+        return self.type in NESTED_TYPES
+
+    def with_children(self, children: tuple[Column, ...]) -> Column:
+        return replace(self, children=children)
+
+    def walk(self) -> list[Column]:
+        """This column and all nested fields, depth first (the order DuckLake numbers them)."""
+        out = [self]
+        for child in self.children:
+            out.extend(child.walk())
+        return out
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    """The top-level columns of a table at one schema version."""
+
+    columns: tuple[Column, ...] = field(default_factory=tuple)
+
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def by_name(self, name: str) -> Column | None:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        return None
+
+    def by_id(self) -> dict[int, Column]:
+        return {c.column_id: c for top in self.columns for c in top.walk()}
+
+    def max_column_id(self) -> int:
+        return max((c.column_id for top in self.columns for c in top.walk()), default=0)
+
+    def leaves(self) -> list[Column]:
+        return [c for top in self.columns for c in top.walk() if not c.is_nested]
+
+    def arrow_schema(self) -> pa.Schema:
+        return pa.schema([arrow_field(c) for c in self.columns])
+
+
+def decimal_params(type_str: str) -> tuple[int, int] | None:
+    m = _DECIMAL_RE.match(type_str)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def arrow_type(column: Column) -> pa.DataType:
+    """The Arrow type of a DuckLake column (nested types from its children)."""
+    t = column.type
+    if t in _PRIMITIVE_TO_ARROW:
+        return _PRIMITIVE_TO_ARROW[t]
+    dec = decimal_params(t)
+    if dec is not None:
+        return pa.decimal128(*dec) if dec[0] <= 38 else pa.decimal256(*dec)
+    if t == "list":
+        return pa.list_(arrow_field(column.children[0]))
+    if t == "struct":
+        return pa.struct([arrow_field(c) for c in column.children])
+    if t == "map":
+        key, value = column.children
+        return pa.map_(arrow_field(key).with_nullable(False), arrow_field(value))
+    raise UnsupportedTypeError(f"DuckLake type {t!r} of column {column.name!r} has no Arrow equivalent")
+
+
+def arrow_field(column: Column) -> pa.Field:
+    """An Arrow field for the column, tagged with ``PARQUET:field_id`` = column_id."""
+    return pa.field(
+        column.name,
+        arrow_type(column),
+        nullable=column.nulls_allowed,
+        metadata={b"PARQUET:field_id": str(column.column_id).encode()},
+    )
+
+
+def ducklake_type(dtype: pa.DataType, *, where: str = "") -> str:
+    """The DuckLake type string for a primitive Arrow type.
+
+    Raises:
+        UnsupportedTypeError: for Arrow types DuckLake cannot store; ``where`` names the column.
+    """
+    if isinstance(dtype, pa.ExtensionType):
+        name = dtype.extension_name
+        if name == "arrow.uuid":
+            return "uuid"
+        if name == "arrow.json":
+            return "json"
+        raise UnsupportedTypeError(f"column {where!r}: Arrow extension type {name!r} is not supported by DuckLake")
+    if pa.types.is_large_string(dtype) or pa.types.is_string_view(dtype):
+        return "varchar"
+    if pa.types.is_large_binary(dtype) or pa.types.is_binary_view(dtype) or pa.types.is_fixed_size_binary(dtype):
+        return "blob"
+    if pa.types.is_decimal(dtype):
+        if dtype.precision > 38:
+            raise UnsupportedTypeError(
+                f"column {where!r}: decimal({dtype.precision},{dtype.scale}) exceeds DuckLake's maximum precision 38"
+            )
+        return f"decimal({dtype.precision},{dtype.scale})"
+    if pa.types.is_timestamp(dtype):
+        if dtype.tz is not None:
+            if dtype.unit != "us":
+                # DuckLake has one zoned timestamp type, in microseconds.
+                return "timestamptz"
+            return "timestamptz"
+        return {"s": "timestamp_s", "ms": "timestamp_ms", "us": "timestamp", "ns": "timestamp_ns"}[dtype.unit]
+    if pa.types.is_time(dtype):
+        return "time"
+    if pa.types.is_date(dtype):
+        return "date"
+    if pa.types.is_dictionary(dtype):
+        return ducklake_type(dtype.value_type, where=where)
+    for name, t in _PRIMITIVE_TO_ARROW.items():
+        if name in ("int128", "uint128"):
+            continue
+        if dtype == t:
+            return name
+    if pa.types.is_float16(dtype):
+        return "float32"
+    raise UnsupportedTypeError(f"column {where!r}: Arrow type {dtype} cannot be stored in DuckLake")
+
+
+def columns_from_arrow(schema: pa.Schema, first_id: int = 1) -> tuple[Column, ...]:
+    """Build DuckLake columns for an Arrow schema, numbering ids depth-first from ``first_id``."""
+    next_id = [first_id]
+    return tuple(column_from_arrow_field(f, next_id) for f in schema)
+
+
+def column_from_arrow_field(f: pa.Field, next_id: list[int], name: str | None = None) -> Column:
+    """One column (with nested children) for an Arrow field; ``next_id`` is a one-item counter."""
+    cid = next_id[0]
+    next_id[0] += 1
+    name = f.name if name is None else name
+    t = f.type
+    if isinstance(t, pa.ExtensionType) and t.extension_name not in ("arrow.uuid", "arrow.json"):
+        t = t.storage_type
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t) or pa.types.is_list_view(t):
+        child = column_from_arrow_field(t.value_field, next_id, "element")
+        return Column(cid, name, "list", f.nullable, (child,))
+    if pa.types.is_map(t):
+        key = column_from_arrow_field(t.key_field, next_id, "key")
+        value = column_from_arrow_field(t.item_field, next_id, "value")
+        return Column(cid, name, "map", f.nullable, (replace(key, nulls_allowed=True), value))
+    if pa.types.is_struct(t):
+        children = tuple(column_from_arrow_field(t.field(i), next_id) for i in range(t.num_fields))
+        return Column(cid, name, "struct", f.nullable, children)
+    return Column(cid, name, ducklake_type(t, where=name), f.nullable)
+
+
+def can_promote(old: str, new: str) -> bool:
+    """Whether values of type ``old`` convert losslessly to ``new``."""
+    if old == new:
+        return True
+    if new in _PROMOTIONS.get(old, frozenset()):
+        return True
+    od, nd = decimal_params(old), decimal_params(new)
+    if od and nd:
+        return nd[1] >= od[1] and nd[0] - nd[1] >= od[0] - od[1]
+    return False

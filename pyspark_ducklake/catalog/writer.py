@@ -1,0 +1,404 @@
+"""Metadata writes of one commit: schemas, tables, columns, data and delete files, inlined rows, statistics.
+
+Every function takes the attempt's :class:`CommitContext` and registers what it changed in ``ctx.changes``; table
+statistics are accumulated and written once by :func:`write_table_stats`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute below
+from sqlalchemy import Column as SAColumn
+from sqlalchemy import BigInteger, MetaData, Table, and_, insert, select, update
+from sqlalchemy.schema import CreateTable
+
+from pyspark_ducklake.catalog import reader
+from pyspark_ducklake.catalog import tables as T
+from pyspark_ducklake.catalog.catalog import uuid7
+from pyspark_ducklake.catalog.entries import SchemaEntry, TableEntry
+from pyspark_ducklake.catalog.paths import path_component
+from pyspark_ducklake.catalog.inlined_codec import encode_values, inlined_sql_type
+from pyspark_ducklake.catalog.stats_values import array_min_max, widen
+from pyspark_ducklake.catalog.transaction import CommitContext
+from pyspark_ducklake.catalog.types import Column, TableSchema
+from pyspark_ducklake.exceptions import SchemaAlreadyExistsError, TableAlreadyExistsError
+from pyspark_ducklake.io.parquet import WrittenFile, leaf_arrays
+
+def create_schema(ctx: CommitContext, name: str) -> int:
+    """Raises: SchemaAlreadyExistsError."""
+    try:
+        reader.schema_by_name(ctx.conn, name, ctx.base.snapshot_id)
+    except Exception:
+        pass
+    else:
+        raise SchemaAlreadyExistsError(f"schema {name!r} already exists")
+    schema_id = ctx.allocate_catalog_id()
+    ctx.bump_schema_version()
+    ctx.conn.execute(
+        insert(T.ducklake_schema).values(
+            schema_id=schema_id,
+            schema_uuid=uuid7(),
+            begin_snapshot=ctx.snapshot_id,
+            end_snapshot=None,
+            schema_name=name,
+            path=path_component(name),
+            path_is_relative=True,
+        )
+    )
+    ctx.changes.created_schemas.append(name)
+    return schema_id
+
+
+def column_rows(table_id: int, snapshot_id: int, columns: tuple[Column, ...], parent: int | None = None) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for c in columns:
+        rows.append(
+            {
+                "column_id": c.column_id,
+                "begin_snapshot": snapshot_id,
+                "end_snapshot": None,
+                "table_id": table_id,
+                "column_order": c.column_id,
+                "column_name": c.name,
+                "column_type": c.type,
+                "initial_default": c.initial_default,
+                "default_value": c.default_value if c.default_value is not None else ("NULL" if not c.is_nested else None),
+                "nulls_allowed": c.nulls_allowed,
+                "parent_column": parent,
+                "default_value_type": "literal" if not c.is_nested else "",
+                "default_value_dialect": "duckdb" if not c.is_nested else None,
+            }
+        )
+        rows.extend(column_rows(table_id, snapshot_id, c.children, c.column_id))
+    return rows
+
+
+def create_table(ctx: CommitContext, schema: SchemaEntry, name: str, columns: tuple[Column, ...]) -> TableEntry:
+    """Raises: TableAlreadyExistsError."""
+    t = T.ducklake_table
+    exists = ctx.conn.execute(
+        select(t.c.table_id).where(
+            t.c.schema_id == schema.schema_id, t.c.table_name == name, reader.visible(t, ctx.base.snapshot_id)
+        )
+    ).first()
+    if exists is not None:
+        raise TableAlreadyExistsError(f"table {schema.schema_name}.{name} already exists")
+    table_id = ctx.allocate_catalog_id()
+    sv = ctx.bump_schema_version()
+    entry = TableEntry(table_id, uuid7(), schema, name, path_component(name), True, ctx.snapshot_id)
+    ctx.conn.execute(
+        insert(t).values(
+            table_id=table_id,
+            table_uuid=entry.table_uuid,
+            begin_snapshot=ctx.snapshot_id,
+            end_snapshot=None,
+            schema_id=schema.schema_id,
+            table_name=name,
+            path=entry.path,
+            path_is_relative=True,
+        )
+    )
+    ctx.conn.execute(insert(T.ducklake_column), column_rows(table_id, ctx.snapshot_id, columns))
+    ctx.conn.execute(
+        insert(T.ducklake_schema_versions).values(begin_snapshot=ctx.snapshot_id, schema_version=sv, table_id=table_id)
+    )
+    create_inlined_table(ctx, table_id, sv, TableSchema(columns))
+    ctx.changes.created_tables.append((schema.schema_name, name))
+    return entry
+
+
+def inlined_table(name: str, schema: TableSchema, backend: str) -> Table:
+    cols: list[SAColumn[Any]] = [
+        SAColumn("row_id", BigInteger),
+        SAColumn("begin_snapshot", BigInteger),
+        SAColumn("end_snapshot", BigInteger),
+    ]
+    cols += [SAColumn(c.name, inlined_sql_type(c, backend), key=f"c{c.column_id}") for c in schema.columns]
+    return Table(name, MetaData(), *cols)
+
+
+def create_inlined_table(ctx: CommitContext, table_id: int, schema_version: int, schema: TableSchema) -> str:
+    name = T.inlined_data_table_name(table_id, schema_version)
+    table = inlined_table(name, schema, ctx.backend)
+    ctx.conn.execute(CreateTable(table, if_not_exists=True))
+    ctx.conn.execute(
+        insert(T.ducklake_inlined_data_tables).values(table_id=table_id, table_name=name, schema_version=schema_version)
+    )
+    return name
+
+
+@dataclass
+class TableStatsDelta:
+    """What one commit adds to ``ducklake_table_stats`` and ``ducklake_table_column_stats``."""
+
+    record_count: int = 0
+    file_size_bytes: int = 0
+    next_row_id: int | None = None
+    columns: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+
+def _stats_delta(ctx: CommitContext, table_id: int) -> TableStatsDelta:
+    deltas: dict[int, TableStatsDelta] = ctx.scratch("table_stats", dict)
+    if table_id not in deltas:
+        row = reader.table_stats(ctx.conn, table_id)
+        delta = TableStatsDelta()
+        delta.next_row_id = int(row.next_row_id) if row is not None and row.next_row_id is not None else 0
+        deltas[table_id] = delta
+    return deltas[table_id]
+
+
+def allocate_row_ids(ctx: CommitContext, table_id: int, count: int) -> int:
+    """Reserve ``count`` row ids; returns the first."""
+    delta = _stats_delta(ctx, table_id)
+    assert delta.next_row_id is not None
+    start = delta.next_row_id
+    delta.next_row_id += count
+    delta.record_count += count
+    return start
+
+
+def note_column_values(
+    ctx: CommitContext, table_id: int, column: Column, lo: str | None, hi: str | None, has_null: bool,
+    has_nan: bool | None
+) -> None:
+    """Fold one file's (or inlined batch's) min/max strings into the commit's table-level statistics."""
+    delta = _stats_delta(ctx, table_id)
+    entry = delta.columns.setdefault(column.column_id, {"column": column, "lo": None, "hi": None, "null": False, "nan": None})
+    if lo is not None or hi is not None:
+        entry["lo"], entry["hi"] = widen(column, entry["lo"], entry["hi"], lo, hi)
+    entry["null"] = entry["null"] or has_null
+    if has_nan is not None:
+        entry["nan"] = bool(entry["nan"]) or has_nan
+
+
+def add_data_file(
+    ctx: CommitContext,
+    table: TableEntry,
+    schema: TableSchema,
+    written: WrittenFile,
+    *,
+    relative_path: str,
+    begin_snapshot: int | None = None,
+    row_id_start: int | None = -1,
+    partial_max: int | None = None,
+    count_rows: bool = True,
+) -> int:
+    """Register a written Parquet file; returns its data_file_id."""
+    file_id = ctx.allocate_file_id()
+    if row_id_start == -1:
+        row_id_start = allocate_row_ids(ctx, table.table_id, written.record_count) if count_rows else None
+    elif count_rows:
+        _stats_delta(ctx, table.table_id).record_count += written.record_count
+    delta = _stats_delta(ctx, table.table_id)
+    delta.file_size_bytes += written.file_size_bytes
+    ctx.conn.execute(
+        insert(T.ducklake_data_file).values(
+            data_file_id=file_id,
+            table_id=table.table_id,
+            begin_snapshot=begin_snapshot if begin_snapshot is not None else ctx.snapshot_id,
+            end_snapshot=None,
+            file_order=None,
+            path=relative_path,
+            path_is_relative=True,
+            file_format="parquet",
+            record_count=written.record_count,
+            file_size_bytes=written.file_size_bytes,
+            footer_size=written.footer_size,
+            row_id_start=row_id_start,
+            partition_id=None,
+            encryption_key=None,
+            mapping_id=None,
+            partial_max=partial_max,
+        )
+    )
+    by_id = schema.by_id()
+    rows = []
+    for s in written.leaf_stats:
+        column = by_id.get(s.field_id)
+        if column is None:
+            continue
+        rows.append(
+            {
+                "data_file_id": file_id,
+                "table_id": table.table_id,
+                "column_id": s.field_id,
+                "column_size_bytes": s.column_size_bytes,
+                "value_count": s.value_count,
+                "null_count": s.null_count,
+                "min_value": s.min_value,
+                "max_value": s.max_value,
+                "contains_nan": s.contains_nan,
+                "extra_stats": None,
+            }
+        )
+        note_column_values(ctx, table.table_id, column, s.min_value, s.max_value, s.null_count > 0, s.contains_nan)
+    if rows:
+        ctx.conn.execute(insert(T.ducklake_file_column_stats), rows)
+    if count_rows:
+        ctx.changes.inserted_into.add(table.table_id)
+    return file_id
+
+
+def latest_inlined_table(ctx: CommitContext, table: TableEntry, schema: TableSchema) -> Table:
+    """The inlined-data table for the table's current schema, created when a foreign writer left none."""
+    registered = reader.inlined_tables(ctx.conn, table.table_id)
+    current_sv = reader.table_schema_version(ctx.conn, table.table_id, ctx.snapshot_id)
+    if registered and registered[-1][1] >= current_sv:
+        name = registered[-1][0]
+    else:
+        name = create_inlined_table(ctx, table.table_id, current_sv, schema)
+    return inlined_table(name, schema, ctx.backend)
+
+
+def inlined_insert(ctx: CommitContext, table: TableEntry, schema: TableSchema, data: pa.Table) -> int:
+    """Insert rows into the table's inlined-data table; returns the first row id."""
+    n = data.num_rows
+    start = allocate_row_ids(ctx, table.table_id, n)
+    target = latest_inlined_table(ctx, table, schema)
+    encoded: dict[str, list[Any]] = {}
+    for column in schema.columns:
+        arr = data.column(column.name).combine_chunks() if column.name in data.column_names else pa.nulls(n)
+        encoded[f"c{column.column_id}"] = encode_values(column, arr, ctx.backend)
+        _note_array_stats(ctx, table.table_id, column, arr)
+    rows = [
+        {"row_id": start + i, "begin_snapshot": ctx.snapshot_id, "end_snapshot": None, **{k: v[i] for k, v in encoded.items()}}
+        for i in range(n)
+    ]
+    if rows:
+        ctx.conn.execute(insert(target), rows)
+    ctx.changes.inlined_insert.add(table.table_id)
+    return start
+
+
+def _note_array_stats(ctx: CommitContext, table_id: int, column: Column, arr: pa.Array) -> None:
+    leaves = [c for c in column.walk() if not c.is_nested]
+    arrays = leaf_arrays(pa.table({column.name: arr}))
+    for leaf, values in zip(leaves, arrays):
+        lo, hi, nan = array_min_max(leaf, values, inlined=True)
+        if leaf.type in ("float32", "float64"):
+            nan = bool(pa.compute.any(pa.compute.is_nan(values)).as_py() or False)
+        note_column_values(ctx, table_id, leaf, lo, hi, values.null_count > 0, nan)
+
+
+def end_inlined_rows(ctx: CommitContext, table_id: int, table_name: str, row_ids: list[int]) -> int:
+    """Mark inlined rows deleted at this snapshot; returns how many were live."""
+    t = Table(table_name, MetaData(), SAColumn("row_id", BigInteger), SAColumn("end_snapshot", BigInteger))
+    count = 0
+    for i in range(0, len(row_ids), 500):
+        chunk = row_ids[i : i + 500]
+        result = ctx.conn.execute(
+            update(t).where(and_(t.c.row_id.in_(chunk), t.c.end_snapshot.is_(None))).values(end_snapshot=ctx.snapshot_id)
+        )
+        count += result.rowcount or 0
+    if count:
+        ctx.changes.inlined_delete.add(table_id)
+    return count
+
+
+def add_delete_file(
+    ctx: CommitContext,
+    table: TableEntry,
+    data_file_id: int,
+    written: WrittenFile,
+    *,
+    relative_path: str,
+    previous_delete_file_id: int | None,
+) -> int:
+    """Register a delete file (all deleted positions of the data file), ending the previous one."""
+    if previous_delete_file_id is not None:
+        ctx.conn.execute(
+            update(T.ducklake_delete_file)
+            .where(T.ducklake_delete_file.c.delete_file_id == previous_delete_file_id)
+            .values(end_snapshot=ctx.snapshot_id)
+        )
+    delete_file_id = ctx.allocate_file_id()
+    ctx.conn.execute(
+        insert(T.ducklake_delete_file).values(
+            delete_file_id=delete_file_id,
+            table_id=table.table_id,
+            begin_snapshot=ctx.snapshot_id,
+            end_snapshot=None,
+            data_file_id=data_file_id,
+            path=relative_path,
+            path_is_relative=True,
+            format="parquet",
+            delete_count=written.record_count,
+            file_size_bytes=written.file_size_bytes,
+            footer_size=written.footer_size,
+            encryption_key=None,
+            partial_max=None,
+        )
+    )
+    ctx.changes.deleted_from.add(table.table_id)
+    return delete_file_id
+
+
+def end_data_file(ctx: CommitContext, table: TableEntry, data_file_id: int, delete_file_id: int | None) -> None:
+    """Remove a whole data file from the table at this snapshot (overwrite, or every row deleted)."""
+    ctx.conn.execute(
+        update(T.ducklake_data_file)
+        .where(T.ducklake_data_file.c.data_file_id == data_file_id)
+        .values(end_snapshot=ctx.snapshot_id)
+    )
+    if delete_file_id is not None:
+        ctx.conn.execute(
+            update(T.ducklake_delete_file)
+            .where(T.ducklake_delete_file.c.delete_file_id == delete_file_id)
+            .values(end_snapshot=ctx.snapshot_id)
+        )
+    ctx.changes.deleted_from.add(table.table_id)
+
+
+def write_table_stats(ctx: CommitContext) -> None:
+    """Write the accumulated table statistics (``finalize`` step of a commit)."""
+    deltas: dict[int, TableStatsDelta] = ctx.scratch("table_stats", dict)
+    ts, cs = T.ducklake_table_stats, T.ducklake_table_column_stats
+    for table_id, delta in deltas.items():
+        row = reader.table_stats(ctx.conn, table_id)
+        if row is None:
+            ctx.conn.execute(
+                insert(ts).values(
+                    table_id=table_id,
+                    record_count=delta.record_count,
+                    next_row_id=delta.next_row_id,
+                    file_size_bytes=delta.file_size_bytes,
+                )
+            )
+        else:
+            ctx.conn.execute(
+                update(ts)
+                .where(ts.c.table_id == table_id)
+                .values(
+                    record_count=(row.record_count or 0) + delta.record_count,
+                    next_row_id=delta.next_row_id,
+                    file_size_bytes=(row.file_size_bytes or 0) + delta.file_size_bytes,
+                )
+            )
+        existing = reader.table_column_stats(ctx.conn, table_id)
+        for column_id, e in delta.columns.items():
+            old = existing.get(column_id)
+            if old is None:
+                ctx.conn.execute(
+                    insert(cs).values(
+                        table_id=table_id,
+                        column_id=column_id,
+                        contains_null=e["null"],
+                        contains_nan=e["nan"],
+                        min_value=e["lo"],
+                        max_value=e["hi"],
+                        extra_stats=None,
+                    )
+                )
+                continue
+            lo, hi = widen(e["column"], old.min_value, old.max_value, e["lo"], e["hi"])
+            nan = old.contains_nan
+            if e["nan"] is not None:
+                nan = bool(nan) or e["nan"]
+            ctx.conn.execute(
+                update(cs)
+                .where(cs.c.table_id == table_id, cs.c.column_id == column_id)
+                .values(contains_null=bool(old.contains_null) or e["null"], contains_nan=nan, min_value=lo, max_value=hi)
+            )

@@ -1,0 +1,91 @@
+"""The pyspark-ducklake error hierarchy: every error this library raises derives from DuckLakeError."""
+
+from __future__ import annotations
+
+
+class DuckLakeError(Exception):
+    """Base class for all pyspark-ducklake errors."""
+
+
+class CatalogError(DuckLakeError):
+    """The catalog database cannot be used as a DuckLake catalog."""
+
+
+class CatalogUnreachableError(CatalogError):
+    """The catalog database could not be opened or queried."""
+
+
+class NotADuckLakeCatalogError(CatalogError):
+    """The database is reachable but holds no DuckLake catalog."""
+
+
+class UnsupportedSpecVersionError(CatalogError):
+    """The catalog was written by a DuckLake format version this library does not support."""
+
+
+class NoSuchSchemaError(CatalogError):
+    """The schema does not exist at the requested snapshot."""
+
+
+class NoSuchTableError(CatalogError):
+    """The table does not exist at the requested snapshot."""
+
+
+class SchemaAlreadyExistsError(CatalogError):
+    """A schema of that name already exists."""
+
+
+class TableAlreadyExistsError(CatalogError):
+    """A table of that name already exists."""
+
+
+class NoSuchSnapshotError(CatalogError):
+    """No snapshot matches the requested id or timestamp."""
+
+
+class InvalidIdentifierError(DuckLakeError, ValueError):
+    """A schema, table or column name cannot be used."""
+
+
+class InvalidOptionError(DuckLakeError, ValueError):
+    """An option is unknown or its value cannot be parsed."""
+
+
+class LakeNotConfiguredError(InvalidOptionError):
+    """No catalog (or data path) was given by option, Spark conf or environment."""
+
+
+class UnsupportedTypeError(DuckLakeError, TypeError):
+    """A type that DuckLake (or this library) cannot store or read."""
+
+
+class SchemaMismatchError(DuckLakeError):
+    """Data does not match the table's schema."""
+
+
+class NoSuchColumnError(SchemaMismatchError):
+    """The column does not exist in the table."""
+
+
+class CommitError(DuckLakeError):
+    """A change could not be committed."""
+
+
+class CommitConflictError(CommitError):
+    """Another writer committed a change that conflicts with this one."""
+
+
+class CommitFailedError(CommitError):
+    """The commit definitely failed (retries exhausted or a real conflict); files it wrote were removed."""
+
+
+class CommitStateUnknownError(CommitError):
+    """The outcome of the commit is unknown; files it wrote are kept."""
+
+
+class DataFileError(DuckLakeError):
+    """A data or delete file is missing, unreadable or inconsistent with the catalog."""
+
+
+class NotInstalledError(DuckLakeError, ImportError):
+    """An optional dependency is missing."""

@@ -1,0 +1,1 @@
+"""Storage and Parquet: no pyspark, no SQL."""

@@ -1,0 +1,480 @@
+"""The Python API: ``connect()`` returns a :class:`Lake`; no Spark needed."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyarrow.parquet import filters_to_expression
+
+from pyspark_ducklake.catalog import reader
+from pyspark_ducklake.catalog import writer as W
+from pyspark_ducklake.catalog.catalog import CatalogInfo, open_catalog
+from pyspark_ducklake.catalog.entries import SnapshotInfo, TableEntry
+from pyspark_ducklake.catalog.location import CatalogLocation, parse_location
+from pyspark_ducklake.catalog.transaction import CommitContext, CommitResult, RetryConfig, run_commit
+from pyspark_ducklake.catalog.types import Column, TableSchema, column_from_arrow_field, columns_from_arrow
+from pyspark_ducklake.exceptions import (
+    CommitConflictError,
+    CommitFailedError,
+    InvalidIdentifierError,
+    InvalidOptionError,
+    NoSuchSchemaError,
+)
+from pyspark_ducklake.io.fileio import delete_files
+from pyspark_ducklake.io.parquet import WrittenFile
+from pyspark_ducklake.table import evolution
+from pyspark_ducklake.table.scan import ROWID, SNAPSHOT_ID, execute_plan, plan_scan
+from pyspark_ducklake.table.write import conform_to_table, to_arrow_table, write_data_file, write_delete_file
+
+log = logging.getLogger(__name__)
+
+DATA_INLINING_ROW_LIMIT_DEFAULT = 10  # ducklake_default_data_inlining_row_limit
+
+Filter = list[tuple[str, str, Any]]
+
+
+def parse_identifier(identifier: str | Sequence[str]) -> tuple[str, str]:
+    """``"main.t"`` or ``("main", "t")`` to (schema, table); a bare name is in ``main``.
+
+    Raises:
+        InvalidIdentifierError: empty names or more than two parts.
+    """
+    if isinstance(identifier, str):
+        parts = identifier.split(".") if "." in identifier else ["main", identifier]
+    else:
+        parts = list(identifier)
+    if len(parts) != 2 or not all(parts):
+        raise InvalidIdentifierError(
+            f"table identifier {identifier!r} must be 'schema.table' (or a (schema, table) tuple for names with dots)"
+        )
+    return parts[0], parts[1]
+
+
+@dataclass(frozen=True)
+class LakeTable:
+    """A table as of one snapshot."""
+
+    entry: TableEntry
+    table_schema: TableSchema
+    snapshot_id: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.entry.schema.schema_name}.{self.entry.table_name}"
+
+    @property
+    def table_id(self) -> int:
+        return self.entry.table_id
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.table_schema.arrow_schema()
+
+
+class Lake:
+    """A DuckLake: a catalog database plus a data path.
+
+    Args:
+        catalog: SQLAlchemy URL or DuckDB ``ducklake:`` spelling of the catalog.
+        data_path: folder or URL of the Parquet files; required to create a new lake.
+        data_inlining_row_limit: appends of at most this many rows are stored in the catalog.
+        retry: commit retry settings.
+        storage_options: fsspec options for the data path (credentials, endpoint...).
+    """
+
+    def __init__(
+        self,
+        catalog: str | CatalogLocation,
+        data_path: str | None = None,
+        *,
+        data_inlining_row_limit: int | None = None,
+        retry: RetryConfig | None = None,
+        storage_options: dict[str, Any] | None = None,
+        author: str | None = None,
+    ) -> None:
+        self.location = catalog if isinstance(catalog, CatalogLocation) else parse_location(catalog)
+        self.engine, self.info = open_catalog(self.location, data_path)
+        self.data_path = self.info.data_path
+        self.retry = retry or RetryConfig()
+        self.storage_options = storage_options
+        self.author = author
+        self._inlining_limit = data_inlining_row_limit
+        if data_inlining_row_limit is not None and data_inlining_row_limit < 0:
+            raise InvalidOptionError(f"option 'data_inlining_row_limit' must be >= 0, got {data_inlining_row_limit}")
+
+    # --- catalog ---------------------------------------------------------------------------------------------
+    @property
+    def catalog_info(self) -> CatalogInfo:
+        return self.info
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Lake:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def data_inlining_row_limit(self, table_id: int | None = None) -> int:
+        """The effective limit: the option given to connect(), else the catalog's setting, else DuckLake's 10."""
+        if self._inlining_limit is not None:
+            return self._inlining_limit
+        with self.engine.connect() as conn:
+            if table_id is not None:
+                value = reader.metadata_value(conn, "data_inlining_row_limit", "table", table_id)
+                if value is not None:
+                    return int(value)
+            value = reader.metadata_value(conn, "data_inlining_row_limit")
+        return int(value) if value is not None else DATA_INLINING_ROW_LIMIT_DEFAULT
+
+    def current_snapshot_id(self) -> int:
+        with self.engine.connect() as conn:
+            return reader.latest_snapshot(conn).snapshot_id
+
+    def snapshots(self) -> list[SnapshotInfo]:
+        """Every snapshot with its changes, author, message and extra info, oldest first."""
+        with self.engine.connect() as conn:
+            return reader.snapshots(conn)
+
+    def schemas(self) -> list[str]:
+        with self.engine.connect() as conn:
+            return [s.schema_name for s in reader.schemas(conn, reader.latest_snapshot(conn).snapshot_id)]
+
+    def tables(self, schema: str | None = None) -> list[str]:
+        with self.engine.connect() as conn:
+            snap = reader.latest_snapshot(conn).snapshot_id
+            return [f"{t.schema.schema_name}.{t.table_name}" for t in reader.tables(conn, snap, schema)]
+
+    def _commit(self, apply: Any, *, base: int | None, files: list[str] | None = None,
+                extra_info: dict[str, Any] | str | None = None, message: str | None = None) -> CommitResult:
+        def finalize(ctx: CommitContext) -> None:
+            W.write_table_stats(ctx)
+
+        try:
+            return run_commit(
+                self.engine,
+                apply,
+                base_snapshot_id=base,
+                data_path=self.data_path,
+                retry=self.retry,
+                author=self.author,
+                commit_message=message,
+                commit_extra_info=extra_info,
+                finalize=finalize,
+            )
+        except (CommitFailedError, CommitConflictError):
+            if files:
+                delete_files(files, self.storage_options)
+            raise
+
+    def create_schema(self, name: str, *, exist_ok: bool = False) -> None:
+        """Create a schema.
+
+        Raises:
+            SchemaAlreadyExistsError: it exists (unless ``exist_ok``).
+        """
+        if not name:
+            raise InvalidIdentifierError("schema name is empty")
+        if exist_ok and name in self.schemas():
+            return
+        self._commit(lambda ctx: W.create_schema(ctx, name), base=None)
+
+    def create_table(
+        self,
+        identifier: str | Sequence[str],
+        schema: pa.Schema,
+        *,
+        partition_by: Sequence[str] | None = None,
+        exist_ok: bool = False,
+    ) -> LakeTable:
+        """Create a table from an Arrow schema (column ids numbered depth first from 1).
+
+        Raises:
+            NoSuchSchemaError: the schema does not exist.
+            TableAlreadyExistsError: the table exists (unless ``exist_ok``).
+            UnsupportedTypeError: a column type DuckLake cannot hold (the message names the column).
+        """
+        schema_name, table_name = parse_identifier(identifier)
+        for f in schema:
+            if not f.name:
+                raise InvalidIdentifierError("column names must not be empty")
+        if len(set(schema.names)) != len(schema.names):
+            raise InvalidIdentifierError(f"duplicate column names in {schema.names}")
+        if partition_by:
+            raise InvalidOptionError("partition_by is not supported yet by the Python API; write unpartitioned")
+        columns = columns_from_arrow(schema)
+        if exist_ok and f"{schema_name}.{table_name}" in self.tables():
+            return self.table(identifier)
+
+        def apply(ctx: CommitContext) -> None:
+            sch = reader.schema_by_name(ctx.conn, schema_name, ctx.base.snapshot_id)
+            W.create_table(ctx, sch, table_name, columns)
+
+        self._commit(apply, base=None)
+        return self.table(identifier)
+
+    def table(self, identifier: str | Sequence[str], *, snapshot: int | None = None) -> LakeTable:
+        """The table at the latest (or given) snapshot.
+
+        Raises:
+            NoSuchSchemaError, NoSuchTableError: it does not exist at that snapshot.
+        """
+        schema_name, table_name = parse_identifier(identifier)
+        with self.engine.connect() as conn:
+            snap = reader.latest_snapshot(conn).snapshot_id if snapshot is None else snapshot
+            entry = reader.table_by_name(conn, schema_name, table_name, snap)
+            return LakeTable(entry, reader.table_schema(conn, entry.table_id, snap), snap)
+
+    # --- writes ----------------------------------------------------------------------------------------------
+    def append(self, identifier: str | Sequence[str], data: Any, *, extra_info: dict[str, Any] | None = None) -> int:
+        """Append rows; small appends are inlined into the catalog, larger ones become a Parquet file.
+
+        Returns:
+            The new snapshot id.
+
+        Raises:
+            SchemaMismatchError: the data does not fit the table (nothing is written).
+            CommitFailedError, CommitConflictError, CommitStateUnknownError: see the commit protocol.
+        """
+        table = self.table(identifier)
+        arrow = conform_to_table(to_arrow_table(data), table.table_schema, table.name)
+        if arrow.num_rows == 0:
+            return table.snapshot_id
+        inline = arrow.num_rows <= self.data_inlining_row_limit(table.table_id)
+        if inline:
+            result = self._commit(self._inline_apply(table, arrow), base=table.snapshot_id, extra_info=extra_info)
+        else:
+            name, written = write_data_file(arrow, self._table_dir(table), table.table_schema, storage_options=self.storage_options)
+            result = self._commit(
+                self._file_apply(table, [(name, written)]), base=table.snapshot_id, files=[written.path],
+                extra_info=extra_info,
+            )
+        assert result.snapshot_id is not None
+        return result.snapshot_id
+
+    def _table_dir(self, table: LakeTable) -> str:
+        return reader.table_path(table.entry, self.data_path)
+
+    @staticmethod
+    def _inline_apply(table: LakeTable, arrow: pa.Table) -> Any:
+        def apply(ctx: CommitContext) -> None:
+            schema = _current_schema(ctx, table)
+            W.inlined_insert(ctx, table.entry, schema, arrow)
+
+        return apply
+
+    @staticmethod
+    def _file_apply(table: LakeTable, files: list[tuple[str, WrittenFile]]) -> Any:
+        def apply(ctx: CommitContext) -> None:
+            schema = _current_schema(ctx, table)
+            for name, written in files:
+                W.add_data_file(ctx, table.entry, schema, written, relative_path=name)
+
+        return apply
+
+    def overwrite(self, identifier: str | Sequence[str], data: Any) -> int:
+        """Replace the table's rows with ``data`` in one snapshot.
+
+        Raises:
+            SchemaMismatchError: the data does not fit the table (nothing is written).
+        """
+        table = self.table(identifier)
+        arrow = conform_to_table(to_arrow_table(data), table.table_schema, table.name)
+        files: list[tuple[str, WrittenFile]] = []
+        inline = arrow.num_rows <= self.data_inlining_row_limit(table.table_id)
+        if arrow.num_rows and not inline:
+            files.append(write_data_file(arrow, self._table_dir(table), table.table_schema, storage_options=self.storage_options))
+
+        def apply(ctx: CommitContext) -> None:
+            _delete_everything(ctx, table, self.data_path)
+            if arrow.num_rows:
+                if inline:
+                    W.inlined_insert(ctx, table.entry, _current_schema(ctx, table), arrow)
+                else:
+                    self._file_apply(table, files)(ctx)
+
+        result = self._commit(apply, base=table.snapshot_id, files=[w.path for _, w in files])
+        assert result.snapshot_id is not None
+        return result.snapshot_id
+
+    def delete(self, identifier: str | Sequence[str], filter: Filter | pc.Expression) -> int:  # noqa: A002
+        """Delete the rows matching ``filter`` (pyarrow DNF tuples like ``[("id", "<", 5)]`` or an Expression).
+
+        Returns:
+            The new snapshot id (the current one when nothing matched).
+        """
+        table = self.table(identifier)
+        expr = filter if isinstance(filter, pc.Expression) else filters_to_expression(filter)
+        with self.engine.connect() as conn:
+            plan = plan_scan(conn, table.entry, table.snapshot_id, self.data_path)
+        from pyspark_ducklake.table.scan import execute_file_task, read_delete_positions
+
+        deletes: list[tuple[int, int | None, list[int], str]] = []
+        written: list[tuple[int, int | None, str, WrittenFile]] = []
+        table_dir = self._table_dir(table)
+        for task in plan.files:
+            rows = execute_file_task(task, plan.schema, storage_options=self.storage_options)
+            matched = rows.filter(expr)
+            if matched.num_rows == 0:
+                continue
+            f = task.file
+            if f.row_id_start is None:
+                raise InvalidOptionError(
+                    f"data file {f.path} has no row_id_start (a compacted file); run DuckDB's delete on it"
+                )
+            positions = (matched.column(ROWID).to_numpy() - f.row_id_start).tolist()
+            if f.delete_file is not None:
+                positions += read_delete_positions(f.delete_file.path, table.snapshot_id, self.storage_options).tolist()
+            positions += list(task.inlined_deleted_positions)
+            name, w = write_delete_file(f.path, positions, table_dir, storage_options=self.storage_options)
+            written.append((f.data_file_id, f.delete_file.delete_file_id if f.delete_file else None, name, w))
+        inlined_ids: list[int] = []
+        if plan.inlined is not None and plan.inlined.data.num_rows:
+            inlined_ids = plan.inlined.data.filter(expr).column(ROWID).to_pylist()
+        if not written and not inlined_ids:
+            return table.snapshot_id
+
+        def apply(ctx: CommitContext) -> None:
+            for data_file_id, prev, name, w in written:
+                W.add_delete_file(ctx, table.entry, data_file_id, w, relative_path=name, previous_delete_file_id=prev)
+            if inlined_ids:
+                for tname, _ in reader.inlined_tables(ctx.conn, table.table_id):
+                    if reader.has_table(ctx.conn, tname):
+                        W.end_inlined_rows(ctx, table.table_id, tname, inlined_ids)
+
+        del deletes
+        result = self._commit(apply, base=table.snapshot_id, files=[w.path for *_, w in written])
+        assert result.snapshot_id is not None
+        return result.snapshot_id
+
+    # --- schema evolution ------------------------------------------------------------------------------------
+    def add_column(self, identifier: str | Sequence[str], name: str, dtype: pa.DataType, *, default: Any = None) -> None:
+        """Add a nullable column; old rows read ``default`` (or NULL)."""
+        table = self.table(identifier)
+        column = column_from_arrow_field(pa.field(name, dtype), [1])
+        self._commit(lambda ctx: evolution.add_column(ctx, table.entry, column, default), base=table.snapshot_id)
+
+    def rename_column(self, identifier: str | Sequence[str], old: str, new: str) -> None:
+        table = self.table(identifier)
+        self._commit(lambda ctx: evolution.rename_column(ctx, table.entry, old, new), base=table.snapshot_id)
+
+    def drop_column(self, identifier: str | Sequence[str], name: str) -> None:
+        table = self.table(identifier)
+        self._commit(lambda ctx: evolution.drop_column(ctx, table.entry, name), base=table.snapshot_id)
+
+    def set_column_type(self, identifier: str | Sequence[str], name: str, dtype: pa.DataType) -> None:
+        """Promote a column's type losslessly (e.g. int32 → int64)."""
+        from pyspark_ducklake.catalog.types import ducklake_type
+
+        table = self.table(identifier)
+        new_type = ducklake_type(dtype, where=name)
+        self._commit(lambda ctx: evolution.set_column_type(ctx, table.entry, name, new_type), base=table.snapshot_id)
+
+    # --- reads -----------------------------------------------------------------------------------------------
+    def resolve_snapshot(self, snapshot: int | None = None, timestamp: dt.datetime | str | None = None) -> int:
+        with self.engine.connect() as conn:
+            if snapshot is not None and timestamp is not None:
+                raise InvalidOptionError("pass either snapshot or timestamp, not both")
+            if snapshot is not None:
+                return reader.snapshot_by_id(conn, int(snapshot)).snapshot_id
+            if timestamp is not None:
+                when = dt.datetime.fromisoformat(timestamp) if isinstance(timestamp, str) else timestamp
+                return reader.snapshot_at_time(conn, when).snapshot_id
+            return reader.latest_snapshot(conn).snapshot_id
+
+    def scan(
+        self,
+        identifier: str | Sequence[str],
+        *,
+        snapshot: int | None = None,
+        timestamp: dt.datetime | str | None = None,
+        columns: Sequence[str] | None = None,
+        filter: Filter | None = None,  # noqa: A002
+    ) -> pa.Table:
+        """Read the table at the latest snapshot, a snapshot id, or a point in time.
+
+        ``columns`` may include the virtual columns ``rowid`` and ``snapshot_id``. ``filter`` is a list of
+        ``(column, op, value)`` conjunctions; files whose statistics exclude it are skipped.
+        """
+        snap = self.resolve_snapshot(snapshot, timestamp)
+        schema_name, table_name = parse_identifier(identifier)
+        with self.engine.connect() as conn:
+            entry = reader.table_by_name(conn, schema_name, table_name, snap)
+            plan = plan_scan(conn, entry, snap, self.data_path, filters=filter)
+        if columns is not None:
+            known = {*plan.schema.names(), ROWID, SNAPSHOT_ID}
+            for c in columns:
+                if c not in known:
+                    from pyspark_ducklake.exceptions import NoSuchColumnError
+
+                    raise NoSuchColumnError(f"column {c!r} is not in {schema_name}.{table_name}: {sorted(known)}")
+        return execute_plan(
+            plan, columns=list(columns) if columns is not None else None, filters=filter,
+            storage_options=self.storage_options,
+        )
+
+
+def _current_schema(ctx: CommitContext, table: LakeTable) -> TableSchema:
+    schema = reader.table_schema(ctx.conn, table.table_id, ctx.base.snapshot_id)
+    if schema != table.table_schema:
+        from pyspark_ducklake.exceptions import CommitConflictError as Conflict
+
+        raise Conflict(f"table {table.name} was altered by another writer; re-read it and retry")
+    return schema
+
+
+def _delete_everything(ctx: CommitContext, table: LakeTable, data_path: str) -> None:
+    for f in reader.data_files(ctx.conn, table.entry, ctx.base.snapshot_id, data_path):
+        W.end_data_file(ctx, table.entry, f.data_file_id, f.delete_file.delete_file_id if f.delete_file else None)
+    for tname, _ in reader.inlined_tables(ctx.conn, table.table_id):
+        if reader.has_table(ctx.conn, tname):
+            from sqlalchemy import BigInteger, MetaData, Table, update
+            from sqlalchemy import Column as SAColumn
+
+            t = Table(tname, MetaData(), SAColumn("end_snapshot", BigInteger))
+            n = ctx.conn.execute(update(t).where(t.c.end_snapshot.is_(None)).values(end_snapshot=ctx.snapshot_id)).rowcount
+            if n:
+                ctx.changes.inlined_delete.add(table.table_id)
+
+
+def connect(
+    catalog: str,
+    data_path: str | None = None,
+    *,
+    data_inlining_row_limit: int | None = None,
+    max_retry_count: int | None = None,
+    retry_wait_ms: int | None = None,
+    retry_backoff: float | None = None,
+    storage_options: dict[str, Any] | None = None,
+    author: str | None = None,
+) -> Lake:
+    """Open a lake, creating the catalog when the database is empty (then ``data_path`` is required).
+
+    Raises:
+        CatalogUnreachableError, NotADuckLakeCatalogError, UnsupportedSpecVersionError, InvalidOptionError.
+    """
+    defaults = RetryConfig()
+    retry = RetryConfig(
+        max_retry_count=defaults.max_retry_count if max_retry_count is None else int(max_retry_count),
+        retry_wait_ms=defaults.retry_wait_ms if retry_wait_ms is None else int(retry_wait_ms),
+        retry_backoff=defaults.retry_backoff if retry_backoff is None else float(retry_backoff),
+    )
+    return Lake(
+        catalog,
+        data_path,
+        data_inlining_row_limit=data_inlining_row_limit,
+        retry=retry,
+        storage_options=storage_options,
+        author=author,
+    )
+
+
+__all__ = ["Column", "Lake", "LakeTable", "NoSuchSchemaError", "connect", "np", "parse_identifier"]

@@ -1,0 +1,1 @@
+"""Table operations on top of the catalog and Parquet layers: scans, appends, deletes, schema evolution."""

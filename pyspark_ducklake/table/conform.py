@@ -1,0 +1,134 @@
+"""Bringing a data file's columns to the table's schema at the read snapshot.
+
+Columns are matched by Parquet field id (= DuckLake column id) at every nesting level, so renames and drops
+never mix values up; files without field ids (added by ``ducklake_add_data_files``) are matched by name. Missing
+columns read as their initial default, and narrower stored types are widened to the table's type.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pyspark_ducklake.catalog.stats_values import parse_stat
+from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_field, arrow_type
+from pyspark_ducklake.io.parquet import field_id
+
+
+def default_array(column: Column, n: int) -> pa.Array:
+    """``n`` copies of the column's initial default (NULL when it has none)."""
+    t = arrow_type(column)
+    raw = column.initial_default
+    if raw is None or raw == "NULL" or column.is_nested:
+        return pa.nulls(n, t)
+    value: Any = parse_stat(column, raw)
+    if isinstance(t, pa.ExtensionType):
+        return pa.ExtensionArray.from_storage(t, pa.array([_storage_value(t, value)] * n, t.storage_type))
+    return pa.array([value] * n, t)
+
+
+def _storage_value(t: pa.ExtensionType, value: Any) -> Any:
+    if t.extension_name == "arrow.uuid":
+        import uuid
+
+        return uuid.UUID(str(value)).bytes
+    return value
+
+
+def _match(file_fields: list[tuple[pa.Field, pa.Array]], column: Column) -> tuple[pa.Field, pa.Array] | None:
+    for f, arr in file_fields:
+        if field_id(f) == column.column_id:
+            return f, arr
+    for f, arr in file_fields:
+        if field_id(f) is None and f.name == column.name:
+            return f, arr
+    return None
+
+
+def conform_table(data: pa.Table, schema: TableSchema, columns: list[str] | None = None) -> pa.Table:
+    """Project and convert a file's table to ``schema`` (optionally only ``columns``)."""
+    wanted = [c for c in schema.columns if columns is None or c.name in columns]
+    fields = [(data.schema.field(i), data.column(i).combine_chunks()) for i in range(data.num_columns)]
+    arrays = []
+    for column in wanted:
+        m = _match(fields, column)
+        arrays.append(default_array(column, data.num_rows) if m is None else conform_array(m[1], column))
+    return pa.Table.from_arrays(arrays, schema=pa.schema([arrow_field(c) for c in wanted]))
+
+
+def conform_array(arr: pa.Array, column: Column) -> pa.Array:
+    target = arrow_type(column)
+    t = arr.type
+    if column.type == "struct":
+        sub = [(t.field(i), child) for i, child in enumerate(_struct_children(arr))]
+        children = []
+        for child_col in column.children:
+            m = _match(sub, child_col)
+            children.append(default_array(child_col, len(arr)) if m is None else conform_array(m[1], child_col))
+        return pa.StructArray.from_arrays(
+            children, fields=[arrow_field(c) for c in column.children], mask=arr.is_null() if arr.null_count else None
+        )
+    if column.type == "list":
+        lst = arr if pa.types.is_list(t) else arr.cast(pa.list_(t.value_type))
+        values = conform_array(lst.values, column.children[0])
+        offsets = lst.offsets
+        return pa.ListArray.from_arrays(offsets, values, type=target, mask=lst.is_null() if lst.null_count else None)
+    if column.type == "map":
+        keys = conform_array(arr.keys, column.children[0])
+        items = conform_array(arr.items, column.children[1])
+        return pa.MapArray.from_arrays(arr.offsets, keys, items, type=target, mask=arr.is_null() if arr.null_count else None)
+    return conform_primitive(arr, column, target)
+
+
+def _struct_children(arr: pa.Array) -> list[pa.Array]:
+    return [arr.field(i) for i in range(arr.type.num_fields)]
+
+
+def conform_primitive(arr: pa.Array, column: Column, target: pa.DataType) -> pa.Array:
+    t = arr.type
+    if t == target:
+        return arr
+    if isinstance(target, pa.ExtensionType):
+        storage = arr.storage if isinstance(t, pa.ExtensionType) else arr
+        if target.extension_name == "arrow.json" and not pa.types.is_string(storage.type):
+            storage = storage.cast(pa.string())
+        return pa.ExtensionArray.from_storage(target, storage)
+    if isinstance(t, pa.ExtensionType):
+        arr = arr.storage
+        t = arr.type
+    if target == pa.month_day_nano_interval() and pa.types.is_fixed_size_binary(t):
+        return _parquet_interval(arr)
+    if pa.types.is_decimal(target) and pa.types.is_floating(t):
+        # DuckDB stores HUGEINT as DOUBLE; it cannot be more exact than the double.
+        return pa.array([None if v is None else _to_decimal(v) for v in arr.to_pylist()], target)
+    if pa.types.is_timestamp(target) and pa.types.is_timestamp(t) and target.tz != t.tz:
+        arr = arr.cast(pa.timestamp(t.unit, tz=target.tz) if target.tz else pa.timestamp(t.unit))
+    return arr.cast(target, safe=False) if pa.types.is_timestamp(target) else arr.cast(target)
+
+
+def _to_decimal(v: float) -> Any:
+    import decimal
+
+    return decimal.Decimal(int(v))
+
+
+def _parquet_interval(arr: pa.Array) -> pa.Array:
+    """Parquet INTERVAL (months, days, millis as little-endian uint32) to Arrow month_day_nano."""
+    raw = np.frombuffer(arr.buffers()[1], dtype="<u4", count=3 * (len(arr) + arr.offset))[3 * arr.offset :].reshape(-1, 3)
+    valid = arr.is_valid().to_numpy(zero_copy_only=False)
+    values = [
+        pa.MonthDayNano([int(m), int(d), int(ms) * 1_000_000]) if ok else None
+        for (m, d, ms), ok in zip(raw.tolist(), valid)
+    ]
+    return pa.array(values, pa.month_day_nano_interval())
+
+
+def naive_utc(value: dt.datetime) -> dt.datetime:
+    return value.astimezone(dt.timezone.utc).replace(tzinfo=None) if value.tzinfo else value
+
+
+__all__ = ["conform_array", "conform_table", "default_array", "pc"]

@@ -1,0 +1,286 @@
+"""Reading a table at a snapshot: data files minus deletes, plus live inlined rows.
+
+The plan (which files, which delete files, which inlined tables) comes from the catalog in one read; executing a
+plan task needs only the task itself, so Spark executors can run them in parallel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from sqlalchemy import BigInteger, Connection, MetaData, Table, and_, or_, select
+from sqlalchemy import Column as SAColumn
+
+from pyspark_ducklake.catalog import reader
+from pyspark_ducklake.catalog import tables as T
+from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
+from pyspark_ducklake.catalog.inlined_codec import decode_values
+from pyspark_ducklake.catalog.stats_values import parse_stat
+from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_field
+from pyspark_ducklake.io.parquet import read_table
+from pyspark_ducklake.table.conform import conform_table, default_array
+
+ROW_ID_FIELD_ID = 2147483540
+SNAPSHOT_ID_FIELD_ID = 2147483539
+ROWID = "rowid"
+SNAPSHOT_ID = "snapshot_id"
+VIRTUAL_COLUMNS = (ROWID, SNAPSHOT_ID)
+
+
+@dataclass(frozen=True)
+class FileTask:
+    """One data file to read at a snapshot, with the positions deleted from it."""
+
+    file: DataFileEntry
+    snapshot_id: int
+    inlined_deleted_positions: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class InlinedTask:
+    """Live rows of the inlined-data tables, already fetched from the catalog (they are small by design)."""
+
+    data: pa.Table
+
+
+@dataclass
+class ScanPlan:
+    table: TableEntry
+    schema: TableSchema
+    snapshot_id: int
+    files: list[FileTask] = field(default_factory=list)
+    inlined: InlinedTask | None = None
+    pruned_files: int = 0
+
+
+def plan_scan(
+    conn: Connection,
+    table: TableEntry,
+    snapshot_id: int,
+    data_path: str,
+    *,
+    filters: list[tuple[str, str, Any]] | None = None,
+) -> ScanPlan:
+    """Everything needed to read ``table`` at ``snapshot_id``; files whose stats exclude ``filters`` are pruned."""
+    schema = reader.table_schema(conn, table.table_id, snapshot_id)
+    plan = ScanPlan(table, schema, snapshot_id)
+    files = reader.data_files(conn, table, snapshot_id, data_path)
+    if filters:
+        files, plan.pruned_files = prune_files(conn, table, schema, files, filters)
+    inlined_deletes = read_inlined_file_deletes(conn, table.table_id, snapshot_id)
+    for f in files:
+        plan.files.append(FileTask(f, snapshot_id, tuple(sorted(inlined_deletes.get(f.data_file_id, ())))))
+    plan.inlined = InlinedTask(read_inlined_rows(conn, table.table_id, schema, snapshot_id))
+    return plan
+
+
+def read_inlined_file_deletes(conn: Connection, table_id: int, snapshot_id: int) -> dict[int, set[int]]:
+    name = T.inlined_delete_table_name(table_id)
+    if not reader.has_table(conn, name):
+        return {}
+    t = T.inlined_delete_table(table_id)
+    out: dict[int, set[int]] = {}
+    for r in conn.execute(select(t).where(t.c.begin_snapshot <= snapshot_id)):
+        out.setdefault(int(r.file_id), set()).add(int(r.row_id))
+    return out
+
+
+def _inlined_columns_at(conn: Connection, table_id: int, schema_version: int, current: TableSchema) -> TableSchema:
+    snap = reader.table_schema_version_snapshot(conn, table_id, schema_version)
+    if snap is None:
+        return current
+    return reader.table_schema(conn, table_id, snap)
+
+
+def read_inlined_rows(
+    conn: Connection, table_id: int, schema: TableSchema, snapshot_id: int, *, include_ended: bool = False
+) -> pa.Table:
+    """Live inlined rows at the snapshot, in the table's schema, with ``rowid`` and ``snapshot_id``."""
+    parts = []
+    for name, sv in reader.inlined_tables(conn, table_id):
+        if not reader.has_table(conn, name):
+            continue
+        old = _inlined_columns_at(conn, table_id, sv, schema)
+        present = {c["name"] for c in _columns_of(conn, name)}
+        cols = [c for c in old.columns if c.name in present]
+        t = Table(
+            name,
+            MetaData(),
+            SAColumn("row_id", BigInteger),
+            SAColumn("begin_snapshot", BigInteger),
+            SAColumn("end_snapshot", BigInteger),
+            *[SAColumn(c.name, key=f"c{c.column_id}") for c in cols],
+        )
+        cond = t.c.begin_snapshot <= snapshot_id
+        if not include_ended:
+            cond = and_(cond, or_(t.c.end_snapshot.is_(None), t.c.end_snapshot > snapshot_id))
+        rows = conn.execute(select(t).where(cond).order_by(t.c.row_id)).all()
+        if not rows:
+            continue
+        n = len(rows)
+        by_id = {c.column_id: c for c in cols}
+        arrays = []
+        for column in schema.columns:
+            src = by_id.get(column.column_id)
+            if src is None:
+                arrays.append(default_array(column, n))
+                continue
+            decoded = decode_values(src, [r._mapping[t.c[f"c{src.column_id}"]] for r in rows], conn.dialect.name)
+            arrays.append(_retype(decoded, src, column))
+        arrays.append(pa.array([r.row_id for r in rows], pa.int64()))
+        arrays.append(pa.array([r.begin_snapshot for r in rows], pa.int64()))
+        names = [*schema.names(), ROWID, SNAPSHOT_ID]
+        if include_ended:
+            arrays.append(pa.array([r.end_snapshot for r in rows], pa.int64()))
+            names.append("end_snapshot")
+        parts.append(pa.Table.from_arrays(arrays, names=names))
+    if not parts:
+        return empty_result(schema, with_virtual=True)
+    return pa.concat_tables([p.cast(parts[0].schema) for p in parts])
+
+
+def _columns_of(conn: Connection, name: str) -> list[Any]:
+    from sqlalchemy import inspect
+
+    return list(inspect(conn).get_columns(name))
+
+
+def _retype(arr: pa.Array, src: Column, column: Column) -> pa.Array:
+    if src.type == column.type and src.children == column.children:
+        return arr
+    from pyspark_ducklake.table.conform import conform_array
+
+    # Re-tag with the current schema's field ids, then convert.
+    return conform_array(arr, column) if not column.is_nested else arr
+
+
+def empty_result(schema: TableSchema, *, with_virtual: bool) -> pa.Table:
+    fields = [arrow_field(c) for c in schema.columns]
+    if with_virtual:
+        fields += [pa.field(ROWID, pa.int64()), pa.field(SNAPSHOT_ID, pa.int64())]
+    return pa.schema(fields).empty_table()
+
+
+def execute_file_task(
+    task: FileTask, schema: TableSchema, *, storage_options: dict[str, Any] | None = None
+) -> pa.Table:
+    """Read one data file's live rows at the task's snapshot, with ``rowid`` and ``snapshot_id``."""
+    f = task.file
+    raw = read_table(f.path, storage_options=storage_options)
+    n = raw.num_rows
+    ids = {_fid(raw.schema.field(i)): i for i in range(raw.num_columns)}
+    if ROW_ID_FIELD_ID in ids:
+        row_ids = raw.column(ids[ROW_ID_FIELD_ID]).combine_chunks().cast(pa.int64())
+    else:
+        start = f.row_id_start or 0
+        row_ids = pa.array(np.arange(start, start + n, dtype=np.int64))
+    if SNAPSHOT_ID_FIELD_ID in ids:
+        snaps = raw.column(ids[SNAPSHOT_ID_FIELD_ID]).combine_chunks().cast(pa.int64())
+    else:
+        snaps = pa.array(np.full(n, f.begin_snapshot, dtype=np.int64))
+    keep = np.ones(n, dtype=bool)
+    if f.partial_max is not None and f.partial_max > task.snapshot_id and SNAPSHOT_ID_FIELD_ID in ids:
+        keep &= snaps.to_numpy(zero_copy_only=False) <= task.snapshot_id
+    if f.delete_file is not None:
+        positions = read_delete_positions(f.delete_file.path, task.snapshot_id, storage_options)
+        positions = positions[positions < n]
+        keep[positions] = False
+    if task.inlined_deleted_positions:
+        pos = np.array(task.inlined_deleted_positions, dtype=np.int64)
+        keep[pos[pos < n]] = False
+    data = conform_table(raw, schema)
+    data = data.append_column(ROWID, row_ids).append_column(SNAPSHOT_ID, snaps)
+    if not keep.all():
+        data = data.filter(pa.array(keep))
+    return data
+
+
+def _fid(f: pa.Field) -> int | None:
+    if f.metadata and b"PARQUET:field_id" in f.metadata:
+        return int(f.metadata[b"PARQUET:field_id"])
+    return None
+
+
+def read_delete_positions(path: str, snapshot_id: int, storage_options: dict[str, Any] | None = None) -> np.ndarray:
+    """Deleted positions of a delete file; rows tagged with a later snapshot (flush/rewrite output) are kept."""
+    raw = read_table(path, storage_options=storage_options)
+    names = raw.column_names
+    pos = raw.column("pos").to_numpy() if "pos" in names else raw.column(1).to_numpy()
+    if "_ducklake_internal_snapshot_id" in names:
+        snaps = raw.column("_ducklake_internal_snapshot_id").to_numpy()
+        pos = pos[snaps <= snapshot_id]
+    return np.asarray(pos, dtype=np.int64)
+
+
+def execute_plan(
+    plan: ScanPlan,
+    *,
+    columns: list[str] | None = None,
+    filters: list[tuple[str, str, Any]] | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> pa.Table:
+    """Run every task of the plan locally and concatenate (the Python API's path; Spark runs tasks itself)."""
+    parts = [execute_file_task(t, plan.schema, storage_options=storage_options) for t in plan.files]
+    if plan.inlined is not None and plan.inlined.data.num_rows:
+        parts.append(plan.inlined.data)
+    result = empty_result(plan.schema, with_virtual=True) if not parts else _concat(parts)
+    if filters:
+        from pyarrow.parquet import filters_to_expression
+
+        result = result.filter(filters_to_expression(filters))
+    if columns is not None:
+        result = result.select(columns)
+    else:
+        result = result.drop_columns(list(VIRTUAL_COLUMNS))
+    return result
+
+
+def _concat(parts: list[pa.Table]) -> pa.Table:
+    target = parts[0].schema
+    return pa.concat_tables([p.cast(target) if p.schema != target else p for p in parts])
+
+
+def prune_files(
+    conn: Connection,
+    table: TableEntry,
+    schema: TableSchema,
+    files: list[DataFileEntry],
+    filters: list[tuple[str, str, Any]],
+) -> tuple[list[DataFileEntry], int]:
+    """Drop files whose column min/max cannot satisfy a conjunction of ``(column, op, value)`` filters."""
+    by_name = {c.name: c for c in schema.columns if not c.is_nested}
+    usable = [(by_name[c], op, v) for c, op, v in filters if c in by_name and op in ("=", "==", "<", "<=", ">", ">=")]
+    if not usable:
+        return files, 0
+    stats = reader.file_column_stats(conn, table.table_id, [c.column_id for c, _, _ in usable])
+    kept = []
+    for f in files:
+        fs = stats.get(f.data_file_id, {})
+        if all(_may_match(c, op, v, fs.get(c.column_id)) for c, op, v in usable):
+            kept.append(f)
+    return kept, len(files) - len(kept)
+
+
+def _may_match(column: Column, op: str, value: Any, row: Any) -> bool:
+    if row is None or row.min_value is None or row.max_value is None or value is None:
+        return True
+    try:
+        lo, hi = parse_stat(column, row.min_value), parse_stat(column, row.max_value)
+        if op in ("=", "=="):
+            return bool(lo <= value <= hi)
+        if op == "<":
+            return bool(lo < value)
+        if op == "<=":
+            return bool(lo <= value)
+        if op == ">":
+            return bool(hi > value)
+        return bool(hi >= value)
+    except (TypeError, ValueError):
+        return True
+
+
+__all__ = ["FileTask", "ScanPlan", "execute_file_task", "execute_plan", "pc", "plan_scan"]

@@ -1,0 +1,129 @@
+"""Preparing data for a table: schema checks and casts, Parquet files, delete files."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from pyspark_ducklake.catalog.catalog import uuid7
+from pyspark_ducklake.catalog.file_stats import stats_function
+from pyspark_ducklake.catalog.types import Column, can_promote, TableSchema, arrow_field, arrow_type, ducklake_type
+from pyspark_ducklake.exceptions import SchemaMismatchError, UnsupportedTypeError
+from pyspark_ducklake.io.parquet import WrittenFile, write_table
+
+DELETE_FILE_PATH_ID = 2147483646
+DELETE_POS_ID = 2147483645
+
+
+def new_data_file_name() -> str:
+    return f"ducklake-{uuid7()}.parquet"
+
+
+def new_delete_file_name() -> str:
+    return f"ducklake-{uuid7()}-delete.parquet"
+
+
+def to_arrow_table(data: Any) -> pa.Table:
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if hasattr(data, "to_arrow"):
+        return data.to_arrow()
+    try:
+        return pa.table(data)
+    except (TypeError, ValueError, pa.ArrowInvalid) as e:
+        raise SchemaMismatchError(f"cannot turn {type(data).__name__} into an Arrow table: {e}") from e
+
+
+def conform_to_table(data: pa.Table, schema: TableSchema, table_name: str) -> pa.Table:
+    """Check ``data`` against the table's columns and cast it to their exact Arrow types.
+
+    Raises:
+        SchemaMismatchError: an unknown column, a missing NOT NULL column, or a type that does not convert
+            losslessly; the message names the column and both types. Nothing has been written.
+    """
+    known = set(schema.names())
+    extra = [n for n in data.column_names if n not in known]
+    if extra:
+        raise SchemaMismatchError(
+            f"column {extra[0]!r} is not in table {table_name} (columns: {schema.names()}); "
+            "add it first with lake.add_column()"
+        )
+    arrays = []
+    for column in schema.columns:
+        target = arrow_type(column)
+        if column.name not in data.column_names:
+            if not column.nulls_allowed:
+                raise SchemaMismatchError(f"column {column.name!r} of {table_name} is NOT NULL but missing in the data")
+            arrays.append(pa.nulls(data.num_rows, target))
+            continue
+        arr = data.column(column.name).combine_chunks()
+        arrays.append(_cast(arr, column, target, table_name))
+    return pa.Table.from_arrays(arrays, schema=schema.arrow_schema())
+
+
+def _cast(arr: pa.Array, column: Column, target: pa.DataType, table_name: str) -> pa.Array:
+    if arr.type == target:
+        result = arr
+    else:
+        if not column.is_nested and not pa.types.is_null(arr.type):
+            try:
+                incoming = ducklake_type(arr.type, where=column.name)
+            except UnsupportedTypeError as e:
+                raise SchemaMismatchError(str(e)) from e
+            same_family = incoming == column.type or can_promote(incoming, column.type)
+            if not same_family and not (incoming.startswith("timestamp") and column.type.startswith("timestamp")):
+                raise SchemaMismatchError(
+                    f"column {column.name!r} of {table_name} has type {column.type}, the data has {incoming} ({arr.type}); "
+                    "cast the data or change the column type"
+                )
+        try:
+            if isinstance(target, pa.ExtensionType):
+                storage = arr.storage if isinstance(arr.type, pa.ExtensionType) else arr
+                result = pa.ExtensionArray.from_storage(target, storage.cast(target.storage_type))
+            else:
+                result = arr.cast(target)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+            raise SchemaMismatchError(
+                f"column {column.name!r} of {table_name} has type {column.type} ({target}); "
+                f"the data's {arr.type} does not convert: {e}"
+            ) from e
+    if not column.nulls_allowed and result.null_count:
+        raise SchemaMismatchError(f"column {column.name!r} of {table_name} is NOT NULL but the data has NULLs")
+    return result
+
+
+def write_data_file(
+    data: pa.Table, table_dir: str, schema: TableSchema, *, storage_options: dict[str, Any] | None = None
+) -> tuple[str, WrittenFile]:
+    """Write one data file into the table's folder; returns (file name, description with rendered stats)."""
+    if any(f.type == pa.month_day_nano_interval() for f in data.schema):
+        raise UnsupportedTypeError(
+            "INTERVAL columns cannot be written to Parquet by pyarrow; keep such appends within "
+            "data_inlining_row_limit rows or store the interval as a struct"
+        )
+    name = new_data_file_name()
+    return name, write_table(data, table_dir + name, storage_options=storage_options, stats=stats_function(schema))
+
+
+def write_delete_file(
+    data_file_path: str, positions: list[int], table_dir: str, *, storage_options: dict[str, Any] | None = None
+) -> tuple[str, WrittenFile]:
+    """A DuckLake delete file: ``file_path`` and ``pos`` with the reference's reserved field ids."""
+    schema = pa.schema(
+        [
+            pa.field("file_path", pa.string(), metadata={b"PARQUET:field_id": str(DELETE_FILE_PATH_ID).encode()}),
+            pa.field("pos", pa.int64(), metadata={b"PARQUET:field_id": str(DELETE_POS_ID).encode()}),
+        ]
+    )
+    positions = sorted(set(positions))
+    table = pa.Table.from_arrays(
+        [pa.array([data_file_path] * len(positions), pa.string()), pa.array(positions, pa.int64())], schema=schema
+    )
+    name = new_delete_file_name()
+    return name, write_table(table, table_dir + name, storage_options=storage_options)
+
+
+__all__ = ["arrow_field", "conform_to_table", "to_arrow_table", "write_data_file", "write_delete_file"]
