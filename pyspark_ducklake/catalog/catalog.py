@@ -79,20 +79,24 @@ def open_catalog(location: str | CatalogLocation, data_path: str | None, *, crea
             "the database server is running"
         ) from e
     if "ducklake_metadata" not in names:
-        if names - {n for n in names if n.startswith("ducklake_")} and not create:
-            raise NotADuckLakeCatalogError(f"{loc.redacted()} holds no DuckLake catalog (no ducklake_metadata table)")
-        if not create:
-            raise NotADuckLakeCatalogError(f"{loc.redacted()} holds no DuckLake catalog (no ducklake_metadata table)")
+        engine.dispose()
         if any(n.startswith("ducklake_") for n in names):
             raise NotADuckLakeCatalogError(
-                f"{loc.redacted()} has some ducklake_* tables but no ducklake_metadata; it is not a usable catalog"
+                f"{loc.redacted()} has ducklake_* tables but no ducklake_metadata: a damaged or partial catalog"
             )
+        if names:
+            raise NotADuckLakeCatalogError(
+                f"{loc.redacted()} holds no DuckLake catalog but has other tables ({', '.join(sorted(names)[:5])}); "
+                "point the catalog at an empty database or an existing DuckLake"
+            )
+        if not create:
+            raise NotADuckLakeCatalogError(f"{loc.redacted()} holds no DuckLake catalog (no ducklake_metadata table)")
         if data_path is None:
             raise InvalidOptionError(
                 f"catalog {loc.redacted()} is new: pass data_path (a folder or URL for the Parquet files) to create it"
             )
-        info = create_catalog(engine, data_path)
-        return engine, info
+        engine = create_catalog_engine(loc)
+        return engine, create_catalog(engine, data_path)
     info = read_info(engine, loc)
     return engine, info
 
