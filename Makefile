@@ -1,0 +1,60 @@
+# Single entry point for the project; `make help` lists the targets.
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON := .venv/bin/python
+PYTEST_ARGS ?=
+
+# Run pytest and pass its exit code on, except that 5 ("no tests collected") is a failure too.
+define run_pytest
+	rc=0; $(PYTHON) -m pytest -q $(1) $(PYTEST_ARGS) || rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make: pytest collected no tests" >&2; exit 1; fi; \
+	exit $$rc
+endef
+
+.PHONY: help install demo test test-unit test-conformance test-integration lint format pg-start pg-stop clean
+
+help: ## List the targets
+	@echo "usage: make <target>"
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+install: ## Create .venv and install the package, extras and test/dev tools (no-op when up to date)
+	@bash scripts/setup.sh
+
+demo: install ## Run examples/quickstart.py on a SQLite catalog with local files
+	$(PYTHON) examples/quickstart.py
+
+test: install ## Run the whole test suite (starts the test PostgreSQL as needed); PYTEST_ARGS="..." adds options
+	@$(call run_pytest,)
+
+test-unit: install ## Run tests/unit
+	@$(call run_pytest,tests/unit)
+
+test-integration: install ## Run tests/integration (Spark, PostgreSQL)
+	@$(call run_pytest,tests/integration)
+
+test-conformance: install ## Run tests/conformance (against DuckDB's ducklake extension)
+	@$(call run_pytest,tests/conformance)
+
+lint: install ## ruff check, ruff format --check and mypy (runs all three, fails if any fails)
+	@rc=0; \
+	$(PYTHON) -m ruff check . || rc=1; \
+	$(PYTHON) -m ruff format --check . || rc=1; \
+	$(PYTHON) -m mypy pyspark_ducklake || rc=1; \
+	exit $$rc
+
+format: install ## Apply ruff's fixes and formatting
+	$(PYTHON) -m ruff check --fix . || true
+	$(PYTHON) -m ruff format .
+
+pg-start: ## Start the test PostgreSQL (127.0.0.1, port from DUCKLAKE_PG_PORT, default 54329)
+	@bash scripts/postgres.sh start
+
+pg-stop: ## Stop the test PostgreSQL
+	@bash scripts/postgres.sh stop
+
+clean: ## Stop the test PostgreSQL and remove caches and build output (keeps .venv)
+	@bash scripts/postgres.sh stop
+	rm -rf .cache .pytest_cache .mypy_cache .ruff_cache build dist *.egg-info
+	find . -path ./.venv -prune -o -type d -name __pycache__ -exec rm -rf {} +

@@ -1,0 +1,1 @@
+"""Test suite of pyspark-ducklake (a package so that ``tests.support`` imports work)."""

@@ -1,0 +1,161 @@
+"""Fixtures for the whole suite.
+
+- Tests under ``tests/unit``, ``tests/integration`` and ``tests/conformance`` get the marker of their folder.
+- ``pg_server`` (session): starts the test PostgreSQL via ``scripts/postgres.sh start``; a ``PgServer(host, port,
+  user)``.
+- ``catalog``: a fresh, empty ``CatalogLocation(backend, url, duckdb, data_path)``, once per backend (ids ``sqlite``
+  and ``postgres``); ``sqlite_catalog`` and ``pg_catalog`` give one backend only. A PostgreSQL catalog is a new
+  database, dropped after the test.
+- ``duckdb_lake``: ``open_duckdb(location, alias="lake", inlining_row_limit=None)``, a DuckDB connection with the
+  lake attached, closed after the test (``tests.support.duck.open_duckdb`` is the same without the clean-up).
+- ``spark`` (session, created only when requested): local[2] SparkSession, UTC, 2 shuffle partitions, no UI.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.support.catalogs import (
+    CatalogLocation,
+    PgServer,
+    create_database,
+    drop_database,
+    pg_admin_engine,
+    postgres_location,
+    sqlite_location,
+    start_pg_server,
+)
+
+if TYPE_CHECKING:
+    import duckdb
+    from pyspark.sql import SparkSession
+    from sqlalchemy import Engine
+
+TESTS_DIR = Path(__file__).resolve().parent
+FOLDER_MARKERS = ("unit", "integration", "conformance")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        try:
+            folder = item.path.resolve().relative_to(TESTS_DIR).parts[0]
+        except ValueError:
+            continue
+        if folder in FOLDER_MARKERS and not any(item.get_closest_marker(m) for m in FOLDER_MARKERS):
+            item.add_marker(getattr(pytest.mark, folder))
+
+
+# --- PostgreSQL -------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> PgServer:
+    """The test PostgreSQL on 127.0.0.1 (installed and started on first use; left running for other test runs)."""
+    try:
+        return start_pg_server()
+    except Exception as e:
+        pytest.fail(f"could not start the test PostgreSQL: {e}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def pg_admin(pg_server: PgServer) -> Iterator[Engine]:
+    """AUTOCOMMIT SQLAlchemy engine on the server's ``postgres`` database."""
+    engine = pg_admin_engine(pg_server)
+    yield engine
+    engine.dispose()
+
+
+# --- catalogs ---------------------------------------------------------------------------------------------------
+
+
+def _sqlite_catalog(tmp_path_factory: pytest.TempPathFactory) -> CatalogLocation:
+    return sqlite_location(tmp_path_factory.mktemp("lake"))
+
+
+def _pg_catalog(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CatalogLocation]:
+    # Looked up lazily so that SQLite-only runs never start PostgreSQL.
+    server: PgServer = request.getfixturevalue("pg_server")
+    admin: Engine = request.getfixturevalue("pg_admin")
+    database = create_database(admin)
+    try:
+        yield postgres_location(server, database, tmp_path_factory.mktemp("lake"))
+    finally:
+        drop_database(admin, database)
+
+
+@pytest.fixture(params=["sqlite", "postgres"], ids=["sqlite", "postgres"])
+def catalog(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CatalogLocation]:
+    """A fresh, empty catalog on each backend."""
+    if request.param == "sqlite":
+        yield _sqlite_catalog(tmp_path_factory)
+    else:
+        yield from _pg_catalog(request, tmp_path_factory)
+
+
+@pytest.fixture
+def sqlite_catalog(tmp_path_factory: pytest.TempPathFactory) -> CatalogLocation:
+    """A fresh SQLite catalog (the file does not exist yet)."""
+    return _sqlite_catalog(tmp_path_factory)
+
+
+@pytest.fixture
+def pg_catalog(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CatalogLocation]:
+    """A fresh, empty PostgreSQL database as catalog."""
+    yield from _pg_catalog(request, tmp_path_factory)
+
+
+# --- DuckDB -----------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def duckdb_lake() -> Iterator[Callable[..., duckdb.DuckDBPyConnection]]:
+    """``open_duckdb(location, alias="lake", inlining_row_limit=None)``; connections are closed after the test."""
+    from tests.support.duck import LakeLocation, open_duckdb
+
+    opened: list[duckdb.DuckDBPyConnection] = []
+
+    def factory(
+        location: LakeLocation, alias: str = "lake", inlining_row_limit: int | None = None
+    ) -> duckdb.DuckDBPyConnection:
+        con = open_duckdb(location, alias=alias, inlining_row_limit=inlining_row_limit)
+        opened.append(con)
+        return con
+
+    yield factory
+    for con in opened:
+        con.close()
+
+
+# --- Spark ------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    """One local[2] SparkSession for the whole run (start-up costs 10-20 s)."""
+    # Python workers must run the venv's interpreter (pyarrow, this package); set before the JVM starts.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    folder = tmp_path_factory.mktemp("spark")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("pyspark-ducklake-tests")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.warehouse.dir", str(folder / "warehouse"))
+        .config("spark.local.dir", str(folder / "local"))
+        .getOrCreate()
+    )
+    yield session
+    session.stop()

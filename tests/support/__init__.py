@@ -1,0 +1,1 @@
+"""Helpers shared by the test folders: catalog locations, DuckDB with the DuckLake extensions, test data."""
