@@ -8,4 +8,11 @@ from pyspark_ducklake.lake import Lake, LakeTable, connect
 
 __version__ = "0.1.0"
 
-__all__ = ["DuckLakeError", "Lake", "LakeTable", "RetryConfig", "__version__", "connect"]
+
+def register(spark: object) -> object:
+    """Register the ``ducklake`` Spark data source (``spark.read.format("ducklake")``) with ``spark``."""
+    from pyspark_ducklake.batch.source import register as _register
+
+    return _register(spark)
+
+__all__ = ["DuckLakeError", "Lake", "LakeTable", "RetryConfig", "__version__", "connect", "register"]

@@ -144,6 +144,15 @@ class Lake:
         with self.engine.connect() as conn:
             return reader.snapshots(conn)
 
+    def referenced_files(self, paths: list[str]) -> set[str]:
+        """The subset of ``paths`` (files this library wrote) that the catalog references."""
+        import posixpath
+
+        names = {posixpath.basename(p): p for p in paths}
+        with self.engine.connect() as conn:
+            found = reader.referenced_file_names(conn, list(names))
+        return {names[n] for n in found}
+
     def schemas(self) -> list[str]:
         with self.engine.connect() as conn:
             return [s.schema_name for s in reader.schemas(conn, reader.latest_snapshot(conn).snapshot_id)]

@@ -311,3 +311,13 @@ def file_column_stats(conn: Connection, table_id: int, column_ids: list[int]) ->
 def name_mapping(conn: Connection, mapping_id: int) -> list[Any]:
     n = T.ducklake_name_mapping
     return list(conn.execute(select(n).where(n.c.mapping_id == mapping_id).order_by(n.c.column_id)))
+
+
+def referenced_file_names(conn: Connection, names: list[str]) -> set[str]:
+    """Which of these file names (uuid-named, so unique) any data or delete file row references."""
+    out: set[str] = set()
+    for table in (T.ducklake_data_file, T.ducklake_delete_file):
+        for i in range(0, len(names), 500):
+            chunk = names[i : i + 500]
+            out.update(r[0] for r in conn.execute(select(table.c.path).where(table.c.path.in_(chunk))))
+    return out

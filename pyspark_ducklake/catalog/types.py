@@ -152,7 +152,7 @@ def ducklake_type(dtype: pa.DataType, *, where: str = "") -> str:
     Raises:
         UnsupportedTypeError: for Arrow types DuckLake cannot store; ``where`` names the column.
     """
-    if isinstance(dtype, pa.ExtensionType):
+    if isinstance(dtype, pa.BaseExtensionType):
         name = dtype.extension_name
         if name == "arrow.uuid":
             return "uuid"
@@ -204,7 +204,7 @@ def column_from_arrow_field(f: pa.Field, next_id: list[int], name: str | None = 
     next_id[0] += 1
     name = f.name if name is None else name
     t = f.type
-    if isinstance(t, pa.ExtensionType) and t.extension_name not in ("arrow.uuid", "arrow.json"):
+    if isinstance(t, pa.BaseExtensionType) and t.extension_name not in ("arrow.uuid", "arrow.json"):
         t = t.storage_type
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t) or pa.types.is_list_view(t):
         child = column_from_arrow_field(t.value_field, next_id, "element")

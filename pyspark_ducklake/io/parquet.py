@@ -58,7 +58,7 @@ def leaf_fields(schema: pa.Schema) -> list[pa.Field]:
 
     def walk(f: pa.Field) -> None:
         t = f.type
-        if isinstance(t, pa.ExtensionType):
+        if isinstance(t, pa.BaseExtensionType):
             out.append(f)
         elif pa.types.is_list(t) or pa.types.is_large_list(t):
             walk(t.value_field)
@@ -82,7 +82,7 @@ def leaf_arrays(table: pa.Table) -> list[pa.Array]:
 
     def walk(arr: pa.Array) -> None:
         t = arr.type
-        if isinstance(t, pa.ExtensionType):
+        if isinstance(t, pa.BaseExtensionType):
             out.append(arr.storage if t.extension_name != "arrow.json" else arr.storage)
         elif pa.types.is_list(t) or pa.types.is_large_list(t):
             walk(arr.flatten())

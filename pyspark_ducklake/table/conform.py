@@ -26,12 +26,12 @@ def default_array(column: Column, n: int) -> pa.Array:
     if raw is None or raw == "NULL" or column.is_nested:
         return pa.nulls(n, t)
     value: Any = parse_stat(column, raw)
-    if isinstance(t, pa.ExtensionType):
+    if isinstance(t, pa.BaseExtensionType):
         return pa.ExtensionArray.from_storage(t, pa.array([_storage_value(t, value)] * n, t.storage_type))
     return pa.array([value] * n, t)
 
 
-def _storage_value(t: pa.ExtensionType, value: Any) -> Any:
+def _storage_value(t: pa.BaseExtensionType, value: Any) -> Any:
     if t.extension_name == "arrow.uuid":
         import uuid
 
@@ -92,12 +92,12 @@ def conform_primitive(arr: pa.Array, column: Column, target: pa.DataType) -> pa.
     t = arr.type
     if t == target:
         return arr
-    if isinstance(target, pa.ExtensionType):
-        storage = arr.storage if isinstance(t, pa.ExtensionType) else arr
+    if isinstance(target, pa.BaseExtensionType):
+        storage = arr.storage if isinstance(t, pa.BaseExtensionType) else arr
         if target.extension_name == "arrow.json" and not pa.types.is_string(storage.type):
             storage = storage.cast(pa.string())
         return pa.ExtensionArray.from_storage(target, storage)
-    if isinstance(t, pa.ExtensionType):
+    if isinstance(t, pa.BaseExtensionType):
         arr = arr.storage
         t = arr.type
     if target == pa.month_day_nano_interval() and pa.types.is_fixed_size_binary(t):

@@ -80,8 +80,8 @@ def _cast(arr: pa.Array, column: Column, target: pa.DataType, table_name: str) -
                     "cast the data or change the column type"
                 )
         try:
-            if isinstance(target, pa.ExtensionType):
-                storage = arr.storage if isinstance(arr.type, pa.ExtensionType) else arr
+            if isinstance(target, pa.BaseExtensionType):
+                storage = arr.storage if isinstance(arr.type, pa.BaseExtensionType) else arr
                 result = pa.ExtensionArray.from_storage(target, storage.cast(target.storage_type))
             else:
                 result = arr.cast(target)

@@ -1,0 +1,145 @@
+"""Batch reads: the driver plans one partition per data file (plus one for inlined rows); executors read them."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSourceReader,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    InputPartition,
+    LessThan,
+    LessThanOrEqual,
+)
+from pyspark.sql.types import StructType
+
+from pyspark_ducklake.batch.spark_types import arrow_schema_for_spark, spark_schema, to_spark_batch
+from pyspark_ducklake.catalog import reader as R
+from pyspark_ducklake.catalog.types import TableSchema
+from pyspark_ducklake.exceptions import InvalidOptionError
+from pyspark_ducklake.lake import parse_identifier
+from pyspark_ducklake.options import LakeConfig, _get
+from pyspark_ducklake.table.scan import FileTask, execute_file_task, plan_scan
+
+SNAPSHOT_OPTIONS = ("snapshot", "versionAsOf")
+TIMESTAMP_OPTIONS = ("timestamp", "timestampAsOf")
+BATCH_ROWS = 65_536
+
+
+def _first(options: dict[str, str], keys: tuple[str, ...]) -> str | None:
+    for k in keys:
+        v = _get(options, k)
+        if v is not None:
+            return v
+    return None
+
+
+def resolve_read_snapshot(lake: Any, options: dict[str, str]) -> int:
+    """The snapshot a read pins: ``snapshot``/``versionAsOf``, ``timestamp``/``timestampAsOf``, or the latest."""
+    snap = _first(options, SNAPSHOT_OPTIONS)
+    ts = _first(options, TIMESTAMP_OPTIONS)
+    if snap is not None:
+        try:
+            snapshot = int(snap)
+        except ValueError as e:
+            raise InvalidOptionError(f"could not parse option snapshot to an integer: {snap!r}") from e
+        return int(lake.resolve_snapshot(snapshot=snapshot))
+    if ts is not None:
+        try:
+            when = dt.datetime.fromisoformat(ts)
+        except ValueError as e:
+            raise InvalidOptionError(f"could not parse option timestamp as an ISO timestamp: {ts!r}") from e
+        return int(lake.resolve_snapshot(timestamp=when))
+    return int(lake.current_snapshot_id())
+
+
+def _table_schema(config: LakeConfig, identifier: str, options: dict[str, str]) -> tuple[TableSchema, int]:
+    lake = config.connect()
+    try:
+        snapshot = resolve_read_snapshot(lake, options)
+        table = lake.table(identifier, snapshot=snapshot)
+        return table.table_schema, snapshot
+    finally:
+        lake.close()
+
+
+def read_schema(config: LakeConfig, identifier: str, options: dict[str, str]) -> StructType:
+    return spark_schema(_table_schema(config, identifier, options)[0])
+
+
+@dataclass(frozen=True)
+class FilePartition(InputPartition):
+    task: FileTask
+    schema: TableSchema
+    storage_options: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class InlinedPartition(InputPartition):
+    ipc: bytes
+
+
+_PUSHABLE = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<", LessThanOrEqual: "<="}
+
+
+class DuckLakeBatchReader(DataSourceReader):
+    """Reads a table pinned at one snapshot."""
+
+    def __init__(self, config: LakeConfig, identifier: str, options: dict[str, str], schema: StructType) -> None:
+        self.config = config
+        self.identifier = identifier
+        self.options = options
+        self.spark_schema = schema
+        self.filters: list[tuple[str, str, Any]] = []
+        self.pruned_files = 0
+
+    def partitions(self) -> list[InputPartition]:
+        lake = self.config.connect()
+        try:
+            snapshot = resolve_read_snapshot(lake, self.options)
+            schema_name, table_name = parse_identifier(self.identifier)
+            with lake.engine.connect() as conn:
+                entry = R.table_by_name(conn, schema_name, table_name, snapshot)
+                plan = plan_scan(conn, entry, snapshot, lake.data_path, filters=self.filters or None)
+        finally:
+            lake.close()
+        self.pruned_files = plan.pruned_files
+        parts: list[InputPartition] = [FilePartition(task, plan.schema) for task in plan.files]
+        if plan.inlined is not None and plan.inlined.data.num_rows:
+            data = plan.inlined.data.drop_columns(["rowid", "snapshot_id"])
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, data.schema) as w:
+                w.write_table(data)
+            parts.append(InlinedPartition(sink.getvalue().to_pybytes()))
+        return parts or [InlinedPartition(b"")]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        target = arrow_schema_for_spark(self.spark_schema)
+        if isinstance(partition, InlinedPartition):
+            if not partition.ipc:
+                return
+            table = pa.ipc.open_stream(partition.ipc).read_all()
+        else:
+            assert isinstance(partition, FilePartition)
+            table = execute_file_task(partition.task, partition.schema).drop_columns(["rowid", "snapshot_id"])
+        for batch in table.to_batches(max_chunksize=BATCH_ROWS):
+            yield to_spark_batch(pa.Table.from_batches([batch]), target)
+
+
+class PruningBatchReader(DuckLakeBatchReader):
+    """A reader that also prunes files by their column statistics (needs spark.sql.python.filterPushdown.enabled)."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 - Spark's name
+        for f in filters:
+            op = _PUSHABLE.get(type(f))
+            if op is not None and len(f.attribute) == 1:
+                self.filters.append((f.attribute[0], op, f.value))  # type: ignore[attr-defined]
+            # Pruning is by file only: Spark still applies every filter to the rows.
+            yield f

@@ -1,0 +1,89 @@
+"""``spark.read.format("ducklake")`` and ``df.write.format("ducklake")``: the Spark batch data source."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter
+from pyspark.sql.types import StructType
+
+from pyspark_ducklake.exceptions import InvalidOptionError
+from pyspark_ducklake.options import LakeConfig
+
+FORMAT_NAME = "ducklake"
+FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+
+class DuckLakeDataSource(DataSource):
+    """A DuckLake table as a Spark data source; the table identifier is the ``load``/``save`` path.
+
+    Options (case-insensitive): ``catalog``, ``dataPath``, ``snapshot`` (alias ``versionAsOf``), ``timestamp``
+    (alias ``timestampAsOf``), ``data_inlining_row_limit``, ``max_retry_count``, ``retry_wait_ms``,
+    ``retry_backoff``, ``targetFileRows``.
+    """
+
+    # Spark conf captured by register(spark): Python data sources run in workers without a SparkSession.
+    spark_conf: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT_NAME
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        self._config: LakeConfig | None = None
+
+    @property
+    def config(self) -> LakeConfig:
+        if self._config is None:
+            self._config = LakeConfig.resolve(dict(self.options), self.spark_conf.get)
+        return self._config
+
+    @property
+    def identifier(self) -> str:
+        path = self.options.get("path")
+        if not path:
+            raise InvalidOptionError(
+                "no table given: use spark.read.format('ducklake').load('main.events') or .save('main.events')"
+            )
+        return path
+
+    def schema(self) -> StructType:
+        from pyspark_ducklake.batch.reader import read_schema
+
+        return read_schema(self.config, self.identifier, dict(self.options))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        from pyspark_ducklake.batch.reader import DuckLakeBatchReader, PruningBatchReader
+
+        pushdown = self.spark_conf.get(FILTER_PUSHDOWN_CONF, "false").lower() == "true"
+        cls = PruningBatchReader if pushdown else DuckLakeBatchReader
+        return cls(self.config, self.identifier, dict(self.options), schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from pyspark_ducklake.batch.writer import DuckLakeBatchWriter
+
+        return DuckLakeBatchWriter.create(self.config, self.identifier, dict(self.options), schema, overwrite)
+
+
+def register(spark: Any) -> type[DuckLakeDataSource]:
+    """Register the ``ducklake`` format with a SparkSession, capturing its ``spark.ducklake.*`` conf.
+
+    Call it again after changing ``spark.ducklake.catalog`` / ``spark.ducklake.dataPath`` at run time.
+    """
+    # File pruning needs Python filter pushdown; turn it on unless the user turned it off explicitly.
+    if spark.conf.get(FILTER_PUSHDOWN_CONF, None) is None:
+        spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
+    conf = {k: v for k, v in spark.sparkContext.getConf().getAll() if k.startswith("spark.ducklake.")}
+    conf[FILTER_PUSHDOWN_CONF] = str(spark.conf.get(FILTER_PUSHDOWN_CONF))
+    for key in ("spark.ducklake.catalog", "spark.ducklake.dataPath"):
+        value = spark.conf.get(key, None)
+        if value is not None:
+            conf[key] = value
+    # A module that cannot be imported makes cloudpickle ship the class by value, conf included.
+    source = type("DuckLakeDataSource", (DuckLakeDataSource,), {"spark_conf": conf, "__module__": "pyspark_ducklake_registered"})
+    spark.dataSource.register(source)
+    return source
+
+
+__all__ = ["DuckLakeDataSource", "register", "Any"]

@@ -1,0 +1,142 @@
+"""DuckLake columns as Spark types, and Arrow data in the exact shape Spark's Python data sources require.
+
+Spark has no unsigned integers, UUID, JSON or month-based intervals: unsigned types widen to the next signed
+type (``uint64`` to ``decimal(20,0)``), UUID and JSON read as strings, INTERVAL as DuckDB's interval text.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from pyspark_ducklake.catalog.stats_values import format_interval
+from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_field, columns_from_arrow, decimal_params
+from pyspark_ducklake.exceptions import UnsupportedTypeError
+
+_PRIMITIVES: dict[str, T.DataType] = {
+    "boolean": T.BooleanType(),
+    "int8": T.ByteType(),
+    "int16": T.ShortType(),
+    "int32": T.IntegerType(),
+    "int64": T.LongType(),
+    "uint8": T.ShortType(),
+    "uint16": T.IntegerType(),
+    "uint32": T.LongType(),
+    "uint64": T.DecimalType(20, 0),
+    "int128": T.DecimalType(38, 0),
+    "uint128": T.DecimalType(38, 0),
+    "float32": T.FloatType(),
+    "float64": T.DoubleType(),
+    "date": T.DateType(),
+    "time": T.TimeType(6),
+    "timestamp": T.TimestampNTZType(),
+    "timestamp_s": T.TimestampNTZType(),
+    "timestamp_ms": T.TimestampNTZType(),
+    "timestamp_ns": T.TimestampNTZType(),
+    "timestamptz": T.TimestampType(),
+    "interval": T.StringType(),
+    "varchar": T.StringType(),
+    "json": T.StringType(),
+    "uuid": T.StringType(),
+    "blob": T.BinaryType(),
+}
+
+
+def spark_type(column: Column) -> T.DataType:
+    t = column.type
+    if t in _PRIMITIVES:
+        return _PRIMITIVES[t]
+    dec = decimal_params(t)
+    if dec is not None:
+        return T.DecimalType(*dec)
+    if t == "list":
+        child = column.children[0]
+        return T.ArrayType(spark_type(child), child.nulls_allowed)
+    if t == "struct":
+        return T.StructType([T.StructField(c.name, spark_type(c), c.nulls_allowed) for c in column.children])
+    if t == "map":
+        key, value = column.children
+        return T.MapType(spark_type(key), spark_type(value), value.nulls_allowed)
+    raise UnsupportedTypeError(f"column {column.name!r}: DuckLake type {t!r} has no Spark equivalent")
+
+
+def spark_schema(schema: TableSchema, extra: list[T.StructField] | None = None) -> T.StructType:
+    fields = [T.StructField(c.name, spark_type(c), True) for c in schema.columns]
+    return T.StructType(fields + (extra or []))
+
+
+def arrow_schema_for_spark(schema: T.StructType) -> pa.Schema:
+    return to_arrow_schema(schema, timezone="UTC", prefers_large_types=False)
+
+
+def to_spark_array(arr: pa.Array, target: pa.DataType) -> pa.Array:
+    """Convert one column to the exact Arrow type Spark expects for it."""
+    t = arr.type
+    if t == target:
+        return arr
+    if isinstance(t, pa.BaseExtensionType):
+        storage = arr.storage
+        if t.extension_name == "arrow.uuid":
+            import uuid
+
+            return pa.array([None if b is None else str(uuid.UUID(bytes=b)) for b in storage.to_pylist()], pa.string())
+        return to_spark_array(storage, target)
+    if t == pa.month_day_nano_interval():
+        return pa.array(
+            [None if v is None else format_interval(v.months, v.days, v.nanoseconds // 1000) for v in arr.to_pylist()],
+            pa.string(),
+        )
+    if pa.types.is_struct(t) and pa.types.is_struct(target):
+        children = [to_spark_array(arr.field(i), target.field(i).type) for i in range(t.num_fields)]
+        return pa.StructArray.from_arrays(
+            children, fields=list(target), mask=arr.is_null() if arr.null_count else None
+        )
+    if pa.types.is_list(t) and pa.types.is_list(target):
+        values = to_spark_array(arr.values, target.value_type)
+        return pa.ListArray.from_arrays(arr.offsets, values, type=target, mask=arr.is_null() if arr.null_count else None)
+    if pa.types.is_map(t) and pa.types.is_map(target):
+        keys = to_spark_array(arr.keys, target.key_type)
+        items = to_spark_array(arr.items, target.item_type)
+        return pa.MapArray.from_arrays(arr.offsets, keys, items, type=target, mask=arr.is_null() if arr.null_count else None)
+    if pa.types.is_timestamp(t) and pa.types.is_timestamp(target):
+        return pc.cast(arr, target, safe=False)
+    return arr.cast(target)
+
+
+def to_spark_batch(table: pa.Table, target: pa.Schema) -> pa.RecordBatch:
+    arrays = [to_spark_array(table.column(i).combine_chunks(), target.field(i).type) for i in range(table.num_columns)]
+    return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def columns_from_spark(schema: T.StructType) -> TableSchema:
+    """DuckLake columns for a Spark schema (numbered depth first from 1).
+
+    Raises:
+        UnsupportedTypeError: a Spark type DuckLake cannot hold; the message names the column.
+    """
+    for f in schema.fields:
+        _check_spark_type(f.name, f.dataType)
+    arrow = arrow_schema_for_spark(schema)
+    return TableSchema(columns_from_arrow(arrow))
+
+
+def _check_spark_type(name: str, dt: T.DataType) -> None:
+    unsupported = (T.CalendarIntervalType, T.DayTimeIntervalType, T.YearMonthIntervalType, T.NullType, T.VariantType)
+    if isinstance(dt, unsupported):
+        raise UnsupportedTypeError(
+            f"column {name!r}: Spark type {dt.simpleString()} cannot be stored in DuckLake; cast it first "
+            "(e.g. to a string or a number of seconds)"
+        )
+    if isinstance(dt, T.ArrayType):
+        _check_spark_type(name, dt.elementType)
+    elif isinstance(dt, T.MapType):
+        _check_spark_type(name, dt.keyType)
+        _check_spark_type(name, dt.valueType)
+    elif isinstance(dt, T.StructType):
+        for f in dt.fields:
+            _check_spark_type(f"{name}.{f.name}", f.dataType)
+
+
+__all__ = ["arrow_field", "arrow_schema_for_spark", "columns_from_spark", "spark_schema", "to_spark_batch"]
