@@ -1,0 +1,84 @@
+"""Optional: open the same lake in DuckDB (``duckdb`` and ``duckdb-extension-ducklake`` installed).
+
+Nothing in this library needs DuckDB; this is for users and examples that want to query a lake with DuckDB's
+``ducklake`` extension. The extension wheels ship only ``.duckdb_extension`` files, so they are loaded by path
+with auto-install and auto-load off: nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from typing import Any
+
+from pyspark_ducklake.exceptions import NotInstalledError
+
+EXTENSIONS: tuple[tuple[str, str], ...] = (
+    ("duckdb_extension_ducklake", "ducklake"),
+    ("duckdb_extension_postgres_scanner", "postgres_scanner"),
+    ("duckdb_extension_sqlite_scanner", "sqlite_scanner"),
+)
+
+
+def sql_string(value: str) -> str:
+    """A single-quoted SQL string literal."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def sql_identifier(name: str) -> str:
+    """A double-quoted SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def extension_path(package: str, name: str) -> str:
+    """The ``.duckdb_extension`` file inside an installed ``duckdb-extension-*`` wheel.
+
+    Raises:
+        NotInstalledError: the wheel is not installed.
+    """
+    import duckdb
+
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.origin is None:
+        raise NotInstalledError(f"{package} is not installed: pip install {package.replace('_', '-')}=={duckdb.__version__}")
+    return os.path.join(os.path.dirname(spec.origin), "extensions", "v" + duckdb.__version__, f"{name}.duckdb_extension")
+
+
+def connect_duckdb(database: str = ":memory:") -> Any:
+    """A DuckDB connection with the ducklake, postgres_scanner and sqlite_scanner extensions loaded, in UTC.
+
+    Raises:
+        NotInstalledError: duckdb or an extension wheel is missing.
+    """
+    try:
+        import duckdb
+    except ImportError as e:
+        raise NotInstalledError("duckdb is not installed: pip install duckdb==1.5.5 duckdb-extension-ducklake==1.5.5") from e
+    con = duckdb.connect(database, config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
+    try:
+        for package, name in EXTENSIONS:
+            con.execute(f"LOAD {sql_string(extension_path(package, name))}")
+        con.execute("SET TimeZone = 'UTC'")
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def attach_sql(attach: str, data_path: str, alias: str = "lake", inlining_row_limit: int | None = None) -> str:
+    """``ATTACH '<attach>' AS <alias> (DATA_PATH '<data_path>'[, DATA_INLINING_ROW_LIMIT n])``."""
+    options = [f"DATA_PATH {sql_string(data_path)}"]
+    if inlining_row_limit is not None:
+        options.append(f"DATA_INLINING_ROW_LIMIT {int(inlining_row_limit)}")
+    return f"ATTACH {sql_string(attach)} AS {sql_identifier(alias)} ({', '.join(options)})"
+
+
+def open_in_duckdb(lake: Any, alias: str = "lake") -> Any:
+    """A DuckDB connection with ``lake`` (a :class:`pyspark_ducklake.Lake`) attached as ``alias``."""
+    con = connect_duckdb()
+    try:
+        con.execute(attach_sql(lake.location.duckdb_attach(), lake.data_path, alias))
+    except BaseException:
+        con.close()
+        raise
+    return con
