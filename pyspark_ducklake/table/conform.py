@@ -25,7 +25,7 @@ def default_array(column: Column, n: int) -> pa.Array:
     raw = column.initial_default
     if raw is None or raw == "NULL" or column.is_nested:
         return pa.nulls(n, t)
-    value: Any = parse_stat(column, raw)
+    value: Any = parse_stat(column, raw, inlined=True)
     if isinstance(t, pa.BaseExtensionType):
         return pa.ExtensionArray.from_storage(t, pa.array([_storage_value(t, value)] * n, t.storage_type))
     return pa.array([value] * n, t)

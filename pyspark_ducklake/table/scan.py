@@ -18,7 +18,7 @@ from sqlalchemy import Column as SAColumn
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
-from pyspark_ducklake.catalog.inlined_codec import decode_values
+from pyspark_ducklake.catalog.inlined_codec import decode_values, inlined_select_expression
 from pyspark_ducklake.catalog.stats_values import parse_stat
 from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_field
 from pyspark_ducklake.io.parquet import read_table
@@ -118,7 +118,10 @@ def read_inlined_rows(
         cond = t.c.begin_snapshot <= snapshot_id
         if not include_ended:
             cond = and_(cond, or_(t.c.end_snapshot.is_(None), t.c.end_snapshot > snapshot_id))
-        rows = conn.execute(select(t).where(cond).order_by(t.c.row_id)).all()
+        backend = conn.dialect.name
+        values = [inlined_select_expression(c, backend, t.c[f"c{c.column_id}"]).label(f"c{c.column_id}") for c in cols]
+        query = select(t.c.row_id, t.c.begin_snapshot, t.c.end_snapshot, *values)
+        rows = conn.execute(query.where(cond).order_by(t.c.row_id)).all()
         if not rows:
             continue
         n = len(rows)
@@ -129,7 +132,7 @@ def read_inlined_rows(
             if src is None:
                 arrays.append(default_array(column, n))
                 continue
-            decoded = decode_values(src, [r._mapping[t.c[f"c{src.column_id}"]] for r in rows], conn.dialect.name)
+            decoded = decode_values(src, [r._mapping[f"c{src.column_id}"] for r in rows], backend)
             arrays.append(_retype(decoded, src, column))
         arrays.append(pa.array([r.row_id for r in rows], pa.int64()))
         arrays.append(pa.array([r.begin_snapshot for r in rows], pa.int64()))

@@ -1,0 +1,834 @@
+"""Values of the catalog's inlined-data tables (``ducklake_inlined_data_<table_id>_<schema_version>``).
+
+DuckDB 1.5.5 declares each user column of an inlined table with a backend-specific type
+(``GetColumnTypeInternal`` / ``TypeIsNativelySupported`` in ``sqlite_metadata_manager.cpp`` and
+``postgres_metadata_manager.cpp``, then translated by the sqlite/postgres scanners):
+
+======================================  ===========  ====================================================
+DuckLake type                           SQLite       PostgreSQL
+======================================  ===========  ====================================================
+boolean                                 BIGINT 0/1   boolean
+int8, int16                             BIGINT       smallint
+int32 / int64                           BIGINT       integer / bigint
+uint8, uint16 / uint32                  BIGINT       integer / bigint
+uint64, int128, uint128                 VARCHAR      varchar (decimal text)
+float32 / float64                       VARCHAR      real / double precision (NaN, ±Infinity native)
+decimal(p,s)                            VARCHAR      numeric(p,s)
+date, timestamp*, timestamptz           VARCHAR      varchar (DuckDB text: 'infinity', BC, ns, '+00')
+time                                    VARCHAR      time
+interval                                VARCHAR      interval
+varchar, json                           VARCHAR      bytea (UTF-8; PostgreSQL text cannot hold NUL)
+blob                                    BLOB         bytea
+uuid                                    VARCHAR      uuid
+list, struct, map                       VARCHAR      varchar (DuckDB's VARCHAR cast text)
+======================================  ===========  ====================================================
+
+Text values are DuckDB's own VARCHAR text (:func:`~pyspark_ducklake.catalog.stats_values.duckdb_text`), which
+DuckDB reads back with ``CAST(col AS <type>)``. Nested values use DuckDB's VARCHAR cast of LIST/STRUCT/MAP
+(:func:`render_nested`): strings are left bare unless they are empty, start/end with whitespace, spell ``null``
+or contain one of ``"'(),:=[]{}``; then they are single-quoted with ``\\'`` and ``\\\\`` escapes. Struct keys are
+always quoted. DuckDB's parser inverts exactly that, so every value round-trips; SQL's ``''`` doubling is NOT an
+escape (DuckDB's own inlined STRUCT writer uses it and loses apostrophes; this module does not).
+
+Lists of JSON are the exception, following DuckDB's json extension: ``[{"a": 1}, 2]`` with raw elements, which
+DuckDB parses as one JSON document (minifying the elements and unable to express SQL NULL elements, so
+:func:`encode_values` refuses those).
+
+DuckDB's own inlined writer is not that careful: inside a STRUCT it writes SQL (``'it''s'`` field names and
+strings, ``CAST('2024-01-01' AS DATE)``, ``CAST('nan' AS VARCHAR)``) and it quotes JSON list elements. DuckDB
+reads ``'it''s'`` strings back as ``its`` (and so does :func:`decode_values`); the rest DuckDB cannot read at all
+(on PostgreSQL it even invalidates the DuckDB instance), and :func:`decode_values` unwraps it instead.
+On PostgreSQL, ``-0.0`` is bound as the text ``'-0'`` because psycopg2's ``-0.0`` literal loses its sign.
+
+Infinite dates and timestamps decode to DuckDB's own sentinels (``±(2**31-1)`` days, ``±(2**63-1)`` units), the
+values DuckDB itself exports to Arrow, so they round-trip; INTERVAL nanoseconds are truncated to microseconds as
+DuckDB does; an INT128/UINT128 beyond 38 digits cannot be held by ``decimal128(38,0)`` and raises.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import re
+from collections.abc import Sequence
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.sql.elements import ColumnElement
+
+from pyspark_ducklake.catalog.stats_values import (
+    conform_array,
+    duckdb_text,
+    format_decimal,
+    format_float,
+    from_python,
+    parse_blob,
+    parse_duckdb_text,
+    round_float32,
+    storage_values,
+    to_python,
+)
+from pyspark_ducklake.catalog.types import Column, arrow_type, decimal_params
+from pyspark_ducklake.exceptions import UnsupportedTypeError
+
+BACKENDS = ("sqlite", "postgresql")
+_INTEGER_COLUMNS = frozenset({"boolean", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"})
+_PG_NATIVE: dict[str, sa.types.TypeEngine[Any]] = {
+    "boolean": sa.BOOLEAN(),
+    "int8": sa.SMALLINT(),
+    "int16": sa.SMALLINT(),
+    "int32": sa.INTEGER(),
+    "int64": sa.BIGINT(),
+    "uint8": sa.INTEGER(),
+    "uint16": sa.INTEGER(),
+    "uint32": sa.BIGINT(),
+    "float32": sa.REAL(),
+    "float64": sa.DOUBLE_PRECISION(),
+    "time": sa.TIME(),
+    "interval": postgresql.INTERVAL(),
+    "varchar": postgresql.BYTEA(),
+    "json": postgresql.BYTEA(),
+    "blob": postgresql.BYTEA(),
+    "uuid": sa.UUID(as_uuid=False),
+}
+_SPACES = " \t\n\v\f\r"  # DuckDB's StringUtil::CharacterIsSpace
+_SPECIAL = frozenset("\"'(),:=[]{}")  # NestedToVarcharCast::LOOKUP_TABLE
+
+
+def _backend(backend: str) -> str:
+    name = backend.lower()
+    if name == "postgres":
+        name = "postgresql"
+    if name not in BACKENDS:
+        raise UnsupportedTypeError(f"inlined data on catalog backend {backend!r} is not supported")
+    return name
+
+
+def inlined_sql_type(column: Column, backend: str) -> sa.types.TypeEngine[Any]:
+    """The SQL type DuckDB declares for ``column`` in an inlined-data table on ``backend``.
+
+    Args:
+        column: a top-level column (nested columns are one text column).
+        backend: ``"sqlite"`` or ``"postgresql"`` (SQLAlchemy dialect names).
+
+    Returns:
+        A SQLAlchemy type rendering DuckDB's DDL name: ``BIGINT``/``VARCHAR``/``BLOB`` on SQLite; ``BOOLEAN``,
+        ``SMALLINT``, ``INTEGER``, ``BIGINT``, ``REAL``, ``DOUBLE PRECISION``, ``NUMERIC(p, s)``, ``TIME``,
+        ``INTERVAL``, ``BYTEA``, ``UUID`` or ``VARCHAR`` on PostgreSQL.
+    """
+    name = _backend(backend)
+    t = column.type
+    if name == "sqlite":
+        if t in _INTEGER_COLUMNS:
+            return sa.BIGINT()
+        return sa.BLOB() if t == "blob" else sa.VARCHAR()
+    dec = decimal_params(t)
+    if dec is not None:
+        return sa.NUMERIC(*dec)
+    return _PG_NATIVE.get(t, sa.VARCHAR())
+
+
+def inlined_select_expression(column: Column, backend: str, expression: ColumnElement[Any]) -> ColumnElement[Any]:
+    """The expression to SELECT for ``column`` so that :func:`decode_values` gets exact values.
+
+    psycopg2 turns PostgreSQL intervals into ``timedelta`` (a month becomes 30 days) and ``24:00:00`` into
+    ``00:00:00``; reading those columns as text keeps them exact. Other columns are returned unchanged.
+    """
+    if _backend(backend) == "postgresql" and column.type in ("interval", "time"):
+        return sa.cast(expression, sa.Text)
+    return expression
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Nested text: rendering (DuckDB's VARCHAR cast of LIST / STRUCT / MAP).
+
+
+def _needs_quotes(text: str) -> bool:
+    if not text or text[0] in _SPACES or (len(text) >= 2 and text[-1] in _SPACES):
+        return True
+    return text.lower() == "null" or any(ch in _SPECIAL for ch in text)
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _escape(text: str) -> str:
+    return _quote(text) if _needs_quotes(text) else text
+
+
+def _is_json_list(column: Column) -> bool:
+    return column.type == "list" and column.children[0].type == "json"
+
+
+def _render_child(column: Column, value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if column.is_nested:
+        return _render_raw(column, value)
+    return _escape(duckdb_text(column, value))
+
+
+def _render_raw(column: Column, value: Any) -> str:
+    if column.type == "list":
+        child = column.children[0]
+        if child.type == "json":
+            # the json extension casts JSON[] to VARCHAR without quoting its elements
+            return "[" + ", ".join("NULL" if v is None else v for v in value) + "]"
+        return "[" + ", ".join(_render_child(child, v) for v in value) + "]"
+    if column.type == "struct":
+        fields = (f"{_quote(c.name)}: {_render_child(c, value.get(c.name))}" for c in column.children)
+        return "{" + ", ".join(fields) + "}"
+    if column.type == "map":
+        key, val = column.children
+        return "{" + ", ".join(f"{_render_child(key, k)}={_render_child(val, v)}" for k, v in value) + "}"
+    raise UnsupportedTypeError(f"column {column.name!r} of type {column.type!r} is not nested")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Nested text: parsing, a port of DuckDB's VectorStringToList / Map / Struct splitting (vector_cast_helpers.cpp).
+
+
+class _Scan:
+    __slots__ = ("buf", "escaped", "pos")
+
+    def __init__(self, buf: str) -> None:
+        self.buf = buf
+        self.pos = 0
+        self.escaped = False
+
+    def at_end(self) -> bool:
+        return self.pos >= len(self.buf)
+
+    def char(self) -> str:
+        return self.buf[self.pos]
+
+    def skip_space(self) -> None:
+        while self.pos < len(self.buf) and self.buf[self.pos] in _SPACES:
+            self.pos += 1
+            self.escaped = False
+
+    def skip_quoted(self) -> bool:
+        """From an opening quote to its closing quote (backslash escapes the next character)."""
+        quote = self.buf[self.pos]
+        self.pos += 1
+        while self.pos < len(self.buf):
+            ch = self.buf[self.pos]
+            set_escaped = False
+            if ch == "\\":
+                set_escaped = not self.escaped
+            elif ch == quote and not self.escaped:
+                return True
+            self.escaped = set_escaped
+            self.pos += 1
+        return False
+
+    def skip_brackets(self) -> bool:
+        """From an opening bracket to the bracket that closes it."""
+        closers: list[str] = []
+        pairs = {"{": "}", "(": ")", "[": "]"}
+        while self.pos < len(self.buf):
+            ch = self.buf[self.pos]
+            set_escaped = False
+            if ch in "\"'":
+                if not self.escaped and not self.skip_quoted():
+                    return False
+            elif ch in pairs:
+                closers.append(pairs[ch])
+            elif closers and ch == closers[-1]:
+                closers.pop()
+                if not closers:
+                    return True
+            elif ch == "\\":
+                set_escaped = True
+            self.escaped = set_escaped
+            self.pos += 1
+        return False
+
+    def value_step(self, span: list[int]) -> bool:
+        """One step inside a value; ``span`` is [start, end] of its non-blank text (start -1 before any)."""
+        ch = self.buf[self.pos]
+        set_escaped = False
+        if ch in "\"'":
+            if span[0] < 0:
+                span[0] = self.pos
+            if not self.escaped and not self.skip_quoted():
+                return False
+            span[1] = self.pos
+        elif ch in "{([":
+            if span[0] < 0:
+                span[0] = self.pos
+            if not self.skip_brackets():
+                return False
+            span[1] = self.pos
+        elif ch == "\\":
+            if span[0] < 0:
+                span[0] = self.pos
+            set_escaped = True
+            span[1] = self.pos
+        elif ch not in _SPACES:
+            if span[0] < 0:
+                span[0] = self.pos
+            span[1] = self.pos
+        self.escaped = set_escaped
+        self.pos += 1
+        return True
+
+    def value_until(self, stops: str) -> tuple[int, int] | None:
+        """Scan one value up to (not past) a character of ``stops``; None on malformed text."""
+        span = [-1, -1]
+        while self.pos < len(self.buf) and self.buf[self.pos] not in stops:
+            if not self.value_step(span):
+                return None
+        if self.pos >= len(self.buf):
+            return None
+        return span[0], span[1] + 1
+
+
+def _is_null_token(buf: str, span: tuple[int, int]) -> bool:
+    start, end = span
+    return start >= 0 and end - start == 4 and buf[start:end].lower() == "null"
+
+
+def _unquote(buf: str, start: int, end: int, *, respect_scopes: bool = True) -> str:
+    """DuckDB's HandleString: drop the quoting of the outermost level, keep everything inside brackets."""
+    out: list[str] = []
+    escaped = quoted = False
+    quote_char = ""
+    scopes: list[str] = []
+    i = start
+    while i < end:
+        ch = buf[i]
+        i += 1
+        if escaped:
+            out.append(ch)
+            escaped = False
+            continue
+        if not scopes and ch == "\\" and (quoted or (i < end and buf[i] in "\"'")):
+            escaped = True
+            continue
+        if not scopes and ch in "\"'":
+            if quoted and ch == quote_char:
+                quoted = False
+                continue
+            if not quoted:
+                quoted, quote_char = True, ch
+                continue
+        if not quoted and scopes and ch == scopes[-1]:
+            scopes.pop()
+        if not quoted and respect_scopes and ch in "[{(":
+            scopes.append({"[": "]", "{": "}", "(": ")"}[ch])
+        out.append(ch)
+    return "".join(out)
+
+
+def _element(buf: str, span: tuple[int, int]) -> str | None:
+    if span[0] < 0:
+        return ""
+    return None if _is_null_token(buf, span) else _unquote(buf, *span)
+
+
+def _split_list(text: str) -> list[str | None]:
+    s = _Scan(text)
+    s.skip_space()
+    if s.at_end() or s.char() != "[":
+        raise ValueError(f"not a list: {text!r}")
+    s.pos += 1
+    s.skip_space()
+    items: list[str | None] = []
+    while not s.at_end():
+        span = s.value_until(",]")
+        if span is None:
+            raise ValueError(f"malformed list: {text!r}")
+        if s.char() != "]" or span[0] >= 0 or items:
+            items.append(_element(text, span))
+        if s.char() == "]":
+            break
+        s.pos += 1
+        s.skip_space()
+    else:
+        raise ValueError(f"malformed list: {text!r}")
+    s.pos += 1
+    s.skip_space()
+    if not s.at_end():
+        raise ValueError(f"trailing text after list: {text!r}")
+    return items
+
+
+def _split_map(text: str) -> list[tuple[str | None, str | None]]:
+    s = _Scan(text)
+    s.skip_space()
+    if s.at_end() or s.char() != "{":
+        raise ValueError(f"not a map: {text!r}")
+    s.pos += 1
+    s.skip_space()
+    entries: list[tuple[str | None, str | None]] = []
+    if not s.at_end() and s.char() == "}":
+        s.pos += 1
+    else:
+        while True:
+            key_span = s.value_until("=")
+            if key_span is None:
+                raise ValueError(f"malformed map: {text!r}")
+            s.pos += 1
+            s.skip_space()
+            value_span = s.value_until(",}")
+            if value_span is None:
+                raise ValueError(f"malformed map: {text!r}")
+            entries.append((_element(text, key_span), _element(text, value_span)))
+            if s.char() == "}":
+                s.pos += 1
+                break
+            s.pos += 1
+            s.skip_space()
+    s.skip_space()
+    if not s.at_end():
+        raise ValueError(f"trailing text after map: {text!r}")
+    return entries
+
+
+def _split_struct(text: str, names: list[str]) -> dict[str, str | None]:
+    s = _Scan(text)
+    s.skip_space()
+    if s.at_end() or s.char() not in "{(":
+        raise ValueError(f"not a struct: {text!r}")
+    closer = "}" if s.char() == "{" else ")"
+    s.pos += 1
+    s.skip_space()
+    fields: dict[str, str | None] = {}
+    if not s.at_end() and s.char() == closer:
+        s.pos += 1
+    elif closer == ")":
+        index = 0
+        while True:
+            span = s.value_until(",)")
+            if span is None or index >= len(names):
+                raise ValueError(f"malformed struct: {text!r}")
+            fields[names[index]] = _element(text, span)
+            index += 1
+            if s.char() == ")":
+                s.pos += 1
+                break
+            s.pos += 1
+            s.skip_space()
+    else:
+        while True:
+            key = _struct_key(s, text, names)
+            s.pos += 1
+            s.skip_space()
+            span = s.value_until(",}")
+            if span is None:
+                raise ValueError(f"malformed struct: {text!r}")
+            fields[key] = _element(text, span)
+            if s.char() == "}":
+                s.pos += 1
+                break
+            s.pos += 1
+            s.skip_space()
+    s.skip_space()
+    if not s.at_end():
+        raise ValueError(f"trailing text after struct: {text!r}")
+    return fields
+
+
+def _struct_key(s: _Scan, text: str, names: list[str]) -> str:
+    start = end = -1
+    while not s.at_end() and s.char() != ":":
+        ch = s.char()
+        set_escaped = False
+        if s.escaped:
+            start = s.pos if start < 0 else start
+            end = s.pos
+        elif ch in "\"'":
+            start = s.pos if start < 0 else start
+            if not s.skip_quoted():
+                raise ValueError(f"malformed struct: {text!r}")
+            end = s.pos
+        elif ch == "\\":
+            start = s.pos if start < 0 else start
+            set_escaped = True
+            end = s.pos
+        elif ch not in _SPACES:
+            start = s.pos if start < 0 else start
+            end = s.pos
+        s.escaped = set_escaped
+        s.pos += 1
+    if s.at_end() or start < 0 or _is_null_token(text, (start, end + 1)):
+        raise ValueError(f"malformed struct key in {text!r}")
+    key = _unquote(text, start, end + 1, respect_scopes=False)
+    if key in names:
+        return key
+    raw = text[start : end + 1]
+    if len(raw) >= 2 and raw[0] == raw[-1] == "'" and raw[1:-1].replace("''", "'") in names:
+        # DuckDB's inlined writer doubles quotes in field names (SQL style), which DuckDB then cannot read
+        return raw[1:-1].replace("''", "'")
+    raise ValueError(f"unknown struct field {key!r} in {text!r}")
+
+
+def _split_json_list(text: str) -> list[str | None]:
+    """Elements of a JSON-style list (``[{"a": 1}, NULL, "x"]``): raw JSON text, ``NULL`` for SQL NULL."""
+    decoder = json.JSONDecoder()
+    s = text.strip()
+    if not s.startswith("[") or not s.endswith("]"):
+        raise ValueError(f"not a JSON list: {text!r}")
+    items: list[str | None] = []
+    pos = 1
+    while True:
+        while pos < len(s) and s[pos] in _SPACES:
+            pos += 1
+        if s[pos] == "]" and not items:
+            return items
+        if s.startswith("NULL", pos):
+            items.append(None)
+            pos += 4
+        else:
+            _, end = decoder.raw_decode(s, pos)
+            items.append(s[pos:end])
+            pos = end
+        while pos < len(s) and s[pos] in _SPACES:
+            pos += 1
+        if s[pos] == "]":
+            if pos != len(s) - 1:
+                raise ValueError(f"trailing text after JSON list: {text!r}")
+            return items
+        if s[pos] != ",":
+            raise ValueError(f"malformed JSON list: {text!r}")
+        pos += 1
+
+
+# DuckDB's inlined writer renders leaves inside a STRUCT as SQL (``CAST('2024-01-01' AS DATE)``,
+# ``CAST('nan' AS VARCHAR)``), which DuckDB itself then fails to read; such leaves are unwrapped here.
+_SQL_CAST_RE = re.compile(r"\s*CAST\s*\(\s*'((?:[^']|'')*)'\s+AS\s+[A-Za-z_ ]+\)\s*", re.I | re.S)
+
+
+def _parse_child(column: Column, text: str | None) -> Any:
+    if text is None:
+        return None
+    if column.is_nested:
+        return _parse_raw(column, text)
+    try:
+        return parse_duckdb_text(column, text)
+    except ValueError:
+        m = _SQL_CAST_RE.fullmatch(text)
+        if m is None:
+            raise
+        return parse_duckdb_text(column, m.group(1).replace("''", "'"))
+
+
+def _parse_raw(column: Column, text: str) -> Any:
+    if column.type == "list":
+        child = column.children[0]
+        if child.type == "json":
+            try:
+                return _split_json_list(text)
+            except ValueError:
+                # DuckDB's inlined writer quotes JSON list elements (['{"a":1}']), which DuckDB cannot read back
+                return _split_list(text)
+        return [_parse_child(child, item) for item in _split_list(text)]
+    if column.type == "struct":
+        fields = _split_struct(text, [c.name for c in column.children])
+        return {c.name: _parse_child(c, fields.get(c.name)) for c in column.children}
+    if column.type == "map":
+        key, val = column.children
+        return [(_parse_child(key, k), _parse_child(val, v)) for k, v in _split_map(text)]
+    raise UnsupportedTypeError(f"column {column.name!r} of type {column.type!r} is not nested")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Python values <-> nested storage values (lists, dicts by field name, lists of (key, value) pairs).
+
+
+def _from_python_tree(column: Column, value: Any) -> Any:
+    if value is None:
+        return None
+    if column.type == "list":
+        child = column.children[0]
+        if child.type == "json":
+            return [None if v is None else str(v) for v in value]
+        return [_from_python_tree(child, v) for v in value]
+    if column.type == "struct":
+        if isinstance(value, dict):
+            return {c.name: _from_python_tree(c, value.get(c.name)) for c in column.children}
+        return {c.name: _from_python_tree(c, v) for c, v in zip(column.children, value, strict=True)}
+    if column.type == "map":
+        key, val = column.children
+        pairs = value.items() if isinstance(value, dict) else value
+        return [(_from_python_tree(key, k), _from_python_tree(val, v)) for k, v in pairs]
+    return from_python(column, value)
+
+
+def _to_python_tree(column: Column, value: Any) -> Any:
+    if value is None:
+        return None
+    if column.type == "list":
+        child = column.children[0]
+        return list(value) if child.type == "json" else [_to_python_tree(child, v) for v in value]
+    if column.type == "struct":
+        return {c.name: _to_python_tree(c, value.get(c.name)) for c in column.children}
+    if column.type == "map":
+        key, val = column.children
+        return [(_to_python_tree(key, k), _to_python_tree(val, v)) for k, v in value]
+    return to_python(column, value)
+
+
+def render_nested(column: Column, value: Any) -> str:
+    """DuckDB's VARCHAR cast text of a LIST / STRUCT / MAP value (not NULL).
+
+    Args:
+        column: the nested column.
+        value: a Python value as pyarrow's ``as_py()`` gives it: a list; a dict by field name (or a sequence in
+            field order) for a struct; a list of ``(key, value)`` pairs (or a dict) for a map.
+
+    Returns:
+        Text that DuckDB's ``CAST(text AS <type>)`` and :func:`parse_nested` read back as exactly ``value``.
+    """
+    return _render_raw(column, _from_python_tree(column, value))
+
+
+def parse_nested(column: Column, text: str) -> Any:
+    """The Python value of DuckDB's text of a LIST / STRUCT / MAP (the inverse of :func:`render_nested`).
+
+    Also reads what DuckDB writes itself (bare strings such as ``[a, x y]``, ``NULL`` in any case, ``{k=v}``
+    maps, ``(1, 2)`` unnamed structs). Maps come back as lists of ``(key, value)`` pairs, like ``as_py()``.
+
+    Raises:
+        ValueError: the text is malformed.
+    """
+    return _to_python_tree(column, _parse_raw(column, text))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Arrow <-> storage values.
+
+
+def storage_tree(column: Column, array: pa.Array) -> list[Any]:
+    """Storage values of an array of ``column``'s type: leaves as in
+    :func:`~pyspark_ducklake.catalog.stats_values.storage_values`, lists as lists, structs as dicts by field name,
+    maps as lists of ``(key, value)`` pairs, NULL as None.
+    """
+    if not column.is_nested:
+        return storage_values(column, array)
+    valid = array.is_valid().to_pylist()
+    if column.type == "struct":
+        children = [storage_tree(c, array.field(i)) for i, c in enumerate(column.children)]
+        return [
+            {c.name: values[i] for c, values in zip(column.children, children, strict=True)} if ok else None
+            for i, ok in enumerate(valid)
+        ]
+    offsets = array.offsets.to_pylist()
+    if column.type == "list":
+        child = storage_tree(column.children[0], array.values)
+        return [child[offsets[i] : offsets[i + 1]] if ok else None for i, ok in enumerate(valid)]
+    keys = storage_tree(column.children[0], array.keys)
+    items = storage_tree(column.children[1], array.items)
+    return [
+        list(zip(keys[offsets[i] : offsets[i + 1]], items[offsets[i] : offsets[i + 1]], strict=True)) if ok else None
+        for i, ok in enumerate(valid)
+    ]
+
+
+def _leaf_to_arrow(column: Column, values: list[Any]) -> pa.Array:
+    target = arrow_type(column)
+    t = column.type
+    if t == "uuid":
+        storage = pa.array([None if v is None else v.bytes for v in values], pa.binary(16))
+        return pa.ExtensionArray.from_storage(target, storage)
+    if t == "json":
+        return pa.ExtensionArray.from_storage(target, pa.array(values, pa.string()))
+    if t == "interval":
+        values = [None if v is None else (v[0], v[1], _interval_nanos(column, v[2])) for v in values]
+    elif t in ("int128", "uint128"):
+        values = [None if v is None else Decimal(v) for v in values]
+    try:
+        return pa.array(values, target)
+    except (pa.ArrowInvalid, OverflowError) as exc:
+        raise UnsupportedTypeError(f"column {column.name!r}: value does not fit Arrow type {target}: {exc}") from exc
+
+
+def _interval_nanos(column: Column, micros: int) -> int:
+    nanos = micros * 1000
+    if not -(2**63) <= nanos < 2**63:
+        raise UnsupportedTypeError(f"column {column.name!r}: interval of {micros} microseconds overflows nanoseconds")
+    return nanos
+
+
+def _raw_to_arrow(column: Column, values: list[Any]) -> pa.Array:
+    if not column.is_nested:
+        return _leaf_to_arrow(column, values)
+    target = arrow_type(column)
+    mask = pa.array([v is None for v in values], pa.bool_())
+    if column.type == "struct":
+        children = [_raw_to_arrow(c, [None if v is None else v.get(c.name) for v in values]) for c in column.children]
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
+    offsets = [0]
+    flat: list[Any] = []
+    for v in values:
+        if v is not None:
+            flat.extend(v)
+        offsets.append(len(flat))
+    offset_array = pa.array(offsets, pa.int32())
+    if column.type == "list":
+        child = _raw_to_arrow(column.children[0], flat)
+        return pa.ListArray.from_arrays(offset_array, child, type=target, mask=mask)
+    keys = _raw_to_arrow(column.children[0], [k for k, _ in flat])
+    items = _raw_to_arrow(column.children[1], [v for _, v in flat])
+    return pa.MapArray.from_arrays(offset_array, keys, items, type=target, mask=mask)
+
+
+def python_to_arrow(column: Column, values: Sequence[Any]) -> pa.Array:
+    """An array of exactly ``arrow_type(column)`` from Python values (as ``as_py()`` gives them; NULL = None).
+
+    Unlike ``pa.array`` this handles UUID / JSON extension types at any nesting level and DuckDB's temporal
+    sentinels given as storage integers.
+    """
+    return _raw_to_arrow(column, [_from_python_tree(column, v) for v in values])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Backend encodings.
+
+
+def _encode_leaf(column: Column, value: Any, backend: str) -> Any:
+    t = column.type
+    if backend == "sqlite":
+        if t == "boolean":
+            return 1 if value else 0
+        if t in _INTEGER_COLUMNS:
+            return int(value)
+        if t == "blob":
+            return bytes(value)
+        return duckdb_text(column, value)
+    if t == "boolean":
+        return bool(value)
+    if t in _INTEGER_COLUMNS:
+        return int(value)
+    if t in ("float32", "float64"):
+        if value == 0 and math.copysign(1.0, value) < 0:
+            # psycopg2 sends -0.0 as the numeric literal -0.0, which PostgreSQL folds to +0; text keeps the sign
+            return "-0"
+        return float(value)
+    if t in ("varchar", "json"):
+        return str(value).encode()
+    if t == "blob":
+        return bytes(value)
+    if t == "time" and value < 86400 * 10**6:
+        seconds, micros = divmod(value, 10**6)
+        return dt.time(seconds // 3600, seconds // 60 % 60, seconds % 60, micros)
+    dec = decimal_params(t)
+    if dec is not None:
+        return Decimal(format_decimal(value, *dec))
+    return duckdb_text(column, value)  # time 24:00:00, interval, uuid and everything PostgreSQL stores as text
+
+
+def _check_json_lists(column: Column, value: Any) -> None:
+    """DuckDB reads JSON[] text as a JSON document, which has no SQL NULL element."""
+    if value is None or not column.is_nested:
+        return
+    if _is_json_list(column):
+        if any(v is None for v in value):
+            raise UnsupportedTypeError(
+                f"column {column.name!r}: DuckDB cannot read back a NULL element of an inlined JSON list"
+            )
+        return
+    if column.type == "list":
+        for v in value:
+            _check_json_lists(column.children[0], v)
+    elif column.type == "struct":
+        for c in column.children:
+            _check_json_lists(c, value.get(c.name))
+    else:
+        for k, v in value:
+            _check_json_lists(column.children[0], k)
+            _check_json_lists(column.children[1], v)
+
+
+def encode_values(column: Column, array: pa.Array | pa.ChunkedArray, backend: str) -> list[Any]:
+    """The values to bind for one top-level column of an inlined-data table, NULL as ``None``.
+
+    Args:
+        column: the top-level column.
+        array: its values (cast to ``arrow_type(column)`` when the type differs).
+        backend: ``"sqlite"`` or ``"postgresql"``.
+
+    Returns:
+        One Python value per row, matching :func:`inlined_sql_type`: ints, ``bytes``, ``Decimal``,
+        ``datetime.time``, ``float`` (PostgreSQL) or DuckDB's text.
+
+    Raises:
+        UnsupportedTypeError: an unsupported backend, or a value DuckDB could not read back.
+        SchemaMismatchError: the array cannot be cast to the column's type.
+    """
+    name = _backend(backend)
+    raw = storage_tree(column, conform_array(column, array))
+    if not column.is_nested:
+        return [None if v is None else _encode_leaf(column, v, name) for v in raw]
+    out: list[Any] = []
+    for v in raw:
+        _check_json_lists(column, v)
+        out.append(None if v is None else _render_raw(column, v))
+    return out
+
+
+def _decode_leaf(column: Column, value: Any) -> Any:
+    t = column.type
+    if isinstance(value, (memoryview, bytearray)):
+        value = bytes(value)
+    if t == "blob":
+        return value if isinstance(value, bytes) else parse_blob(str(value))
+    if isinstance(value, bytes):
+        value = value.decode()  # PostgreSQL BYTEA of a VARCHAR / JSON column
+    if isinstance(value, str):
+        return parse_duckdb_text(column, value)
+    if t == "float32":
+        return round_float32(float(value))
+    if t == "float64":
+        return float(value)
+    if t == "boolean":
+        return bool(value)
+    if decimal_params(t) is not None and isinstance(value, float):
+        return Decimal(format_float(value))
+    # ints, Decimal, datetime.time / date / datetime, timedelta, uuid.UUID
+    return from_python(column, value)
+
+
+def decode_values(column: Column, values: Sequence[Any], backend: str) -> pa.Array:
+    """An Arrow array of exactly ``arrow_type(column)`` from the stored values of one inlined column.
+
+    Reads what DuckDB writes (see the module docstring) as well as :func:`encode_values` output, and the Python
+    types drivers return: ``str``/``int``/``float`` from sqlite3; ``bool``, ``Decimal``, ``float`` (NaN and
+    infinities), ``memoryview``/``bytes`` (BYTEA), ``uuid.UUID`` or ``str``, ``datetime.time`` and interval text
+    from psycopg2 (a ``timedelta`` interval is accepted but has lost its months: select intervals as text, see
+    :func:`inlined_select_expression`).
+
+    Raises:
+        ValueError: a stored text is not a value of the column's type.
+        UnsupportedTypeError: a value does not fit the Arrow type (e.g. an INT128 beyond 38 digits).
+    """
+    _backend(backend)
+    raw: list[Any] = []
+    for value in values:
+        if value is None:
+            raw.append(None)
+        elif column.is_nested:
+            text = bytes(value).decode() if isinstance(value, (bytes, memoryview, bytearray)) else str(value)
+            raw.append(_parse_raw(column, text))
+        else:
+            raw.append(_decode_leaf(column, value))
+    return _raw_to_arrow(column, raw)
+
+
+__all__ = [
+    "BACKENDS",
+    "decode_values",
+    "encode_values",
+    "inlined_select_expression",
+    "inlined_sql_type",
+    "parse_nested",
+    "python_to_arrow",
+    "render_nested",
+    "storage_tree",
+]
