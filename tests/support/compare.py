@@ -44,7 +44,7 @@ def canonical(value: Any) -> Any:
 
 def _column_values(col: pa.ChunkedArray) -> list[Any]:
     t = col.type
-    if isinstance(t, pa.ExtensionType):
+    if isinstance(t, pa.BaseExtensionType):
         if t.extension_name == "arrow.uuid":
             return [None if v is None else str(uuid.UUID(bytes=v)) for v in col.cast(t.storage_type).to_pylist()]
         return col.cast(t.storage_type).to_pylist()

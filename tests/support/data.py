@@ -104,7 +104,7 @@ def broad_rows(start: int, n: int) -> pa.Table:
         values = [r[f.name] for r in rows]
         if f.name == "tsns":
             arrays.append(pa.array(values, pa.int64()).cast(f.type))
-        elif isinstance(f.type, pa.ExtensionType):
+        elif isinstance(f.type, pa.BaseExtensionType):
             storage = pa.array(values, f.type.storage_type)
             arrays.append(pa.ExtensionArray.from_storage(f.type, storage))
         else:
