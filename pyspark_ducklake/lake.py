@@ -28,10 +28,17 @@ from pyspark_ducklake.exceptions import (
     NoSuchSchemaError,
 )
 from pyspark_ducklake.io.fileio import delete_files
-from pyspark_ducklake.io.parquet import WrittenFile
 from pyspark_ducklake.table import evolution
 from pyspark_ducklake.table.scan import ROWID, SNAPSHOT_ID, execute_plan, plan_scan
-from pyspark_ducklake.table.write import conform_to_table, to_arrow_table, write_data_file, write_delete_file
+from pyspark_ducklake.table.write import (
+    PendingFile,
+    conform_to_table,
+    to_arrow_table,
+    write_data_files,
+    write_delete_file,
+)
+from pyspark_ducklake.table.partition_values import PartitionKey, resolve_keys
+from pyspark_ducklake.catalog.partitioning import PartitionSpec, parse_partition_keys, partition_spec, set_partition_spec
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +71,7 @@ class LakeTable:
     entry: TableEntry
     table_schema: TableSchema
     snapshot_id: int
+    partition: PartitionSpec | None = None
 
     @property
     def name(self) -> str:
@@ -76,6 +84,15 @@ class LakeTable:
     @property
     def schema(self) -> pa.Schema:
         return self.table_schema.arrow_schema()
+
+    @property
+    def partition_keys(self) -> tuple[PartitionKey, ...]:
+        return resolve_keys(self.partition, self.table_schema)
+
+    @property
+    def partition_by(self) -> list[str]:
+        """The partition keys as ``col`` / ``year(col)`` strings."""
+        return [k.column.name if k.transform == "identity" else f"{k.transform}({k.column.name})" for k in self.partition_keys]
 
 
 class Lake:
@@ -217,18 +234,33 @@ class Lake:
                 raise InvalidIdentifierError("column names must not be empty")
         if len(set(schema.names)) != len(schema.names):
             raise InvalidIdentifierError(f"duplicate column names in {schema.names}")
-        if partition_by:
-            raise InvalidOptionError("partition_by is not supported yet by the Python API; write unpartitioned")
         columns = columns_from_arrow(schema)
+        keys = parse_partition_keys(partition_by, TableSchema(columns)) if partition_by else []
         if exist_ok and f"{schema_name}.{table_name}" in self.tables():
             return self.table(identifier)
 
         def apply(ctx: CommitContext) -> None:
             sch = reader.schema_by_name(ctx.conn, schema_name, ctx.base.snapshot_id)
-            W.create_table(ctx, sch, table_name, columns)
+            entry = W.create_table(ctx, sch, table_name, columns)
+            if keys:
+                set_partition_spec(ctx, entry.table_id, keys)
 
         self._commit(apply, base=None)
         return self.table(identifier)
+
+    def set_partitioning(self, identifier: str | Sequence[str], partition_by: Sequence[str] | str) -> None:
+        """Partition new data by these keys (``"k"``, ``"year(ts)"``...); an empty list stops partitioning.
+
+        Existing files keep their layout, as with DuckDB's ``ALTER TABLE ... SET PARTITIONED BY``.
+        """
+        table = self.table(identifier)
+        keys = parse_partition_keys(partition_by, table.table_schema) if partition_by else []
+
+        def apply(ctx: CommitContext) -> None:
+            set_partition_spec(ctx, table.table_id, keys)
+            evolution.finish_alter(ctx, table.entry)
+
+        self._commit(apply, base=table.snapshot_id)
 
     def table(self, identifier: str | Sequence[str], *, snapshot: int | None = None) -> LakeTable:
         """The table at the latest (or given) snapshot.
@@ -240,7 +272,8 @@ class Lake:
         with self.engine.connect() as conn:
             snap = reader.latest_snapshot(conn).snapshot_id if snapshot is None else snapshot
             entry = reader.table_by_name(conn, schema_name, table_name, snap)
-            return LakeTable(entry, reader.table_schema(conn, entry.table_id, snap), snap)
+            schema = reader.table_schema(conn, entry.table_id, snap)
+            return LakeTable(entry, schema, snap, partition_spec(conn, entry.table_id, snap, schema))
 
     # --- writes ----------------------------------------------------------------------------------------------
     def append(self, identifier: str | Sequence[str], data: Any, *, extra_info: dict[str, Any] | None = None) -> int:
@@ -261,9 +294,9 @@ class Lake:
         if inline:
             result = self._commit(self._inline_apply(table, arrow), base=table.snapshot_id, extra_info=extra_info)
         else:
-            name, written = write_data_file(arrow, self._table_dir(table), table.table_schema, storage_options=self.storage_options)
+            files = self._write_files(table, arrow)
             result = self._commit(
-                self._file_apply(table, [(name, written)]), base=table.snapshot_id, files=[written.path],
+                self._file_apply(table, files), base=table.snapshot_id, files=[f.written.path for f in files],
                 extra_info=extra_info,
             )
         assert result.snapshot_id is not None
@@ -271,6 +304,11 @@ class Lake:
 
     def _table_dir(self, table: LakeTable) -> str:
         return reader.table_path(table.entry, self.data_path)
+
+    def _write_files(self, table: LakeTable, arrow: pa.Table) -> list[PendingFile]:
+        return write_data_files(
+            arrow, self._table_dir(table), table.table_schema, table.partition_keys, storage_options=self.storage_options
+        )
 
     @staticmethod
     def _inline_apply(table: LakeTable, arrow: pa.Table) -> Any:
@@ -281,11 +319,10 @@ class Lake:
         return apply
 
     @staticmethod
-    def _file_apply(table: LakeTable, files: list[tuple[str, WrittenFile]]) -> Any:
+    def _file_apply(table: LakeTable, files: list[PendingFile]) -> Any:
         def apply(ctx: CommitContext) -> None:
             schema = _current_schema(ctx, table)
-            for name, written in files:
-                W.add_data_file(ctx, table.entry, schema, written, relative_path=name)
+            add_pending_files(ctx, table.entry, schema, table.partition, files)
 
         return apply
 
@@ -297,10 +334,10 @@ class Lake:
         """
         table = self.table(identifier)
         arrow = conform_to_table(to_arrow_table(data), table.table_schema, table.name)
-        files: list[tuple[str, WrittenFile]] = []
+        files: list[PendingFile] = []
         inline = arrow.num_rows <= self.data_inlining_row_limit(table.table_id)
         if arrow.num_rows and not inline:
-            files.append(write_data_file(arrow, self._table_dir(table), table.table_schema, storage_options=self.storage_options))
+            files = self._write_files(table, arrow)
 
         def apply(ctx: CommitContext) -> None:
             _delete_everything(ctx, table, self.data_path)
@@ -310,7 +347,7 @@ class Lake:
                 else:
                     self._file_apply(table, files)(ctx)
 
-        result = self._commit(apply, base=table.snapshot_id, files=[w.path for _, w in files])
+        result = self._commit(apply, base=table.snapshot_id, files=[f.written.path for f in files])
         assert result.snapshot_id is not None
         return result.snapshot_id
 
@@ -324,22 +361,17 @@ class Lake:
         expr = filter if isinstance(filter, pc.Expression) else filters_to_expression(filter)
         with self.engine.connect() as conn:
             plan = plan_scan(conn, table.entry, table.snapshot_id, self.data_path)
-        from pyspark_ducklake.table.scan import execute_file_task, read_delete_positions
+        from pyspark_ducklake.table.scan import FILE_POSITION, execute_file_task, read_delete_positions
 
-        deletes: list[tuple[int, int | None, list[int], str]] = []
-        written: list[tuple[int, int | None, str, WrittenFile]] = []
+        written: list[tuple[int, int | None, str, Any]] = []
         table_dir = self._table_dir(table)
         for task in plan.files:
-            rows = execute_file_task(task, plan.schema, storage_options=self.storage_options)
+            rows = execute_file_task(task, plan.schema, storage_options=self.storage_options, with_positions=True)
             matched = rows.filter(expr)
             if matched.num_rows == 0:
                 continue
             f = task.file
-            if f.row_id_start is None:
-                raise InvalidOptionError(
-                    f"data file {f.path} has no row_id_start (a compacted file); run DuckDB's delete on it"
-                )
-            positions = (matched.column(ROWID).to_numpy() - f.row_id_start).tolist()
+            positions = matched.column(FILE_POSITION).to_pylist()
             if f.delete_file is not None:
                 positions += read_delete_positions(f.delete_file.path, table.snapshot_id, self.storage_options).tolist()
             positions += list(task.inlined_deleted_positions)
@@ -359,7 +391,6 @@ class Lake:
                     if reader.has_table(ctx.conn, tname):
                         W.end_inlined_rows(ctx, table.table_id, tname, inlined_ids)
 
-        del deletes
         result = self._commit(apply, base=table.snapshot_id, files=[w.path for *_, w in written])
         assert result.snapshot_id is not None
         return result.snapshot_id
@@ -428,6 +459,23 @@ class Lake:
         return execute_plan(
             plan, columns=list(columns) if columns is not None else None, filters=filter,
             storage_options=self.storage_options,
+        )
+
+
+def add_pending_files(
+    ctx: CommitContext, entry: TableEntry, schema: TableSchema, partition: PartitionSpec | None, files: list[PendingFile]
+) -> None:
+    """Register written files, checking the partition spec they were written for is still the table's."""
+    if any(f.partition_values for f in files) or partition is not None:
+        current = partition_spec(ctx.conn, entry.table_id, ctx.snapshot_id, schema)
+        if (current.partition_id if current else None) != (partition.partition_id if partition else None):
+            raise CommitConflictError(
+                f"table {entry.schema.schema_name}.{entry.table_name} was re-partitioned by another writer; retry"
+            )
+    for f in files:
+        W.add_data_file(
+            ctx, entry, schema, f.written, relative_path=f.relative_path,
+            partition_id=partition.partition_id if partition else None, partition_values=f.partition_values,
         )
 
 

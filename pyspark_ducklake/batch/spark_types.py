@@ -111,7 +111,7 @@ def to_spark_batch(table: pa.Table, target: pa.Schema) -> pa.RecordBatch:
 
 
 def columns_from_spark(schema: T.StructType) -> TableSchema:
-    """DuckLake columns for a Spark schema (numbered depth first from 1).
+    """DuckLake columns for a Spark schema (numbered depth first from 1), all nullable as Delta Lake does.
 
     Raises:
         UnsupportedTypeError: a Spark type DuckLake cannot hold; the message names the column.
@@ -119,7 +119,15 @@ def columns_from_spark(schema: T.StructType) -> TableSchema:
     for f in schema.fields:
         _check_spark_type(f.name, f.dataType)
     arrow = arrow_schema_for_spark(schema)
-    return TableSchema(columns_from_arrow(arrow))
+    # Spark infers NOT NULL from expressions (spark.range's id); a table should not inherit that accident.
+    return TableSchema(tuple(_nullable(c) for c in columns_from_arrow(arrow)))
+
+
+def _nullable(column: Column) -> Column:
+    from dataclasses import replace
+
+    children = tuple(_nullable(c) if not (column.type == "map" and i == 0) else c for i, c in enumerate(column.children))
+    return replace(column, nulls_allowed=True, children=children)
 
 
 def _check_spark_type(name: str, dt: T.DataType) -> None:

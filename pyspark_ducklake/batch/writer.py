@@ -18,24 +18,33 @@ from pyspark_ducklake.catalog.entries import TableEntry
 from pyspark_ducklake.catalog.paths import path_component
 from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.catalog.types import TableSchema
-from pyspark_ducklake.exceptions import CommitStateUnknownError, NoSuchTableError
+from pyspark_ducklake.catalog.partitioning import (
+    PartitionField,
+    PartitionSpec,
+    key_names,
+    parse_partition_keys,
+    partition_spec,
+    set_partition_spec,
+)
+from pyspark_ducklake.exceptions import CommitConflictError, CommitStateUnknownError, InvalidOptionError, NoSuchTableError
 from pyspark_ducklake.io.fileio import delete_files
-from pyspark_ducklake.io.parquet import WrittenFile
-from pyspark_ducklake.lake import LakeTable, _delete_everything, parse_identifier
-from pyspark_ducklake.options import LakeConfig, option_as_int
-from pyspark_ducklake.table.write import conform_to_table, write_data_file
+from pyspark_ducklake.lake import LakeTable, _delete_everything, add_pending_files, parse_identifier
+from pyspark_ducklake.options import LakeConfig, _get, option_as_int
+from pyspark_ducklake.table.partition_values import PartitionKey, resolve_keys
+from pyspark_ducklake.table.write import PendingFile, conform_to_table, write_data_files
 
 log = logging.getLogger(__name__)
 
+PARTITION_BY = "partitionBy"
 TARGET_FILE_ROWS = "targetFileRows"
 TARGET_FILE_ROWS_DEFAULT = 1_000_000
 
 
 @dataclass(frozen=True)
 class FilesWritten(WriterCommitMessage):
-    """What one task wrote: file names (relative to the table folder) and their descriptions."""
+    """What one task wrote: files (relative to the table folder) with their descriptions and partitions."""
 
-    files: tuple[tuple[str, WrittenFile], ...]
+    files: tuple[PendingFile, ...]
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,20 @@ class WritePlan:
     base_snapshot: int
     table_exists: bool
     target_file_rows: int
+    partition: PartitionSpec | None = None
+    new_partition_keys: tuple[tuple[int, str], ...] = ()
+
+    @property
+    def partition_keys(self) -> tuple[PartitionKey, ...]:
+        if self.partition is not None:
+            return resolve_keys(self.partition, self.table_schema)
+        if self.new_partition_keys:
+            names = key_names(list(self.new_partition_keys), self.table_schema)
+            spec = PartitionSpec(-1, tuple(
+                PartitionField(i, cid, t, n) for i, ((cid, t), n) in enumerate(zip(self.new_partition_keys, names))
+            ))
+            return resolve_keys(spec, self.table_schema)
+        return ()
 
 
 def plan_write(config: LakeConfig, identifier: str, options: dict[str, str], spark_schema: StructType) -> WritePlan:
@@ -62,6 +85,7 @@ def plan_write(config: LakeConfig, identifier: str, options: dict[str, str], spa
     schema_name, table_name = parse_identifier(identifier)
     target_rows = option_as_int(options, TARGET_FILE_ROWS, TARGET_FILE_ROWS_DEFAULT, minimum=1) or TARGET_FILE_ROWS_DEFAULT
     new_schema = columns_from_spark(spark_schema)
+    partition_option = _get(options, PARTITION_BY)
     lake = config.connect()
     try:
         snapshot = lake.current_snapshot_id()
@@ -71,18 +95,29 @@ def plan_write(config: LakeConfig, identifier: str, options: dict[str, str], spa
             with lake.engine.connect() as conn:
                 schema = R.schema_by_name(conn, schema_name, snapshot)
             table_dir = R.resolve(R.resolve(lake.data_path, schema.path, schema.path_is_relative), path_component(table_name), True)
-            return WritePlan(config, schema_name, table_name, table_dir, new_schema, snapshot, False, target_rows)
+            keys = tuple(parse_partition_keys(partition_option, new_schema)) if partition_option else ()
+            return WritePlan(config, schema_name, table_name, table_dir, new_schema, snapshot, False, target_rows,
+                             None, keys)
         # Validate the incoming columns against the table now, so a mismatch fails before any task runs.
         conform_to_table(new_schema.arrow_schema().empty_table(), table.table_schema, table.name)
+        if partition_option:
+            wanted = parse_partition_keys(partition_option, table.table_schema)
+            current = [(k.column.column_id, k.transform) for k in table.partition_keys]
+            if wanted != current:
+                raise InvalidOptionError(
+                    f"option partitionBy={partition_option!r} differs from the partitioning of {table.name} "
+                    f"({table.partition_by or 'none'}); change it with lake.set_partitioning() first"
+                )
         return WritePlan(config, schema_name, table_name, lake._table_dir(table), table.table_schema, snapshot, True,
-                         target_rows)
+                         target_rows, table.partition)
     finally:
         lake.close()
 
 
-def write_batches(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> list[tuple[str, WrittenFile]]:
+def write_batches(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> list[PendingFile]:
     """Executor side: conform batches to the table and roll Parquet files at ``target_file_rows``."""
-    written: list[tuple[str, WrittenFile]] = []
+    written: list[PendingFile] = []
+    keys = plan.partition_keys
     pending: list[pa.RecordBatch] = []
     rows = 0
     name = f"{plan.schema_name}.{plan.table_name}"
@@ -91,7 +126,7 @@ def write_batches(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> list[tu
         nonlocal pending, rows
         if rows:
             data = conform_to_table(pa.Table.from_batches(pending), plan.table_schema, name)
-            written.append(write_data_file(data, plan.table_dir, plan.table_schema))
+            written.extend(write_data_files(data, plan.table_dir, plan.table_schema, keys))
         pending, rows = [], 0
 
     try:
@@ -104,39 +139,46 @@ def write_batches(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> list[tu
                 flush()
         flush()
     except BaseException:
-        delete_files([w.path for _, w in written])
+        delete_files([f.written.path for f in written])
         raise
     return written
 
 
 def commit_files(
-    plan: WritePlan, files: list[tuple[str, WrittenFile]], *, overwrite: bool, extra_info: dict[str, Any] | None = None,
+    plan: WritePlan, files: list[PendingFile], *, overwrite: bool, extra_info: dict[str, Any] | None = None,
 ) -> int | None:
     """Driver side: one snapshot that (creates the table,) optionally empties it, and adds the files."""
     lake = plan.config.connect()
     try:
         def apply(ctx: CommitContext) -> None:
-            entry = _target_entry(ctx, plan)
+            entry, partition = _target_entry(ctx, plan)
             schema = R.table_schema(ctx.conn, entry.table_id, ctx.snapshot_id)
             if overwrite and plan.table_exists:
                 _delete_everything(ctx, LakeTable(entry, schema, ctx.base.snapshot_id), lake.data_path)
-            for name, written in files:
-                W.add_data_file(ctx, entry, schema, written, relative_path=name)
+            add_pending_files(ctx, entry, schema, partition, files)
 
         if not files and not overwrite and plan.table_exists:
             return None
-        result = lake._commit(apply, base=plan.base_snapshot, files=[w.path for _, w in files], extra_info=extra_info)
+        result = lake._commit(apply, base=plan.base_snapshot, files=[f.written.path for f in files], extra_info=extra_info)
         return result.snapshot_id
     finally:
         lake.close()
 
 
-def _target_entry(ctx: CommitContext, plan: WritePlan) -> TableEntry:
+def _target_entry(ctx: CommitContext, plan: WritePlan) -> tuple[TableEntry, PartitionSpec | None]:
+    """The table (created in this commit when it does not exist yet) and the partition spec the files follow."""
     try:
-        return R.table_by_name(ctx.conn, plan.schema_name, plan.table_name, ctx.base.snapshot_id)
+        entry = R.table_by_name(ctx.conn, plan.schema_name, plan.table_name, ctx.base.snapshot_id)
     except NoSuchTableError:
         schema = R.schema_by_name(ctx.conn, plan.schema_name, ctx.base.snapshot_id)
-        return W.create_table(ctx, schema, plan.table_name, plan.table_schema.columns)
+        entry = W.create_table(ctx, schema, plan.table_name, plan.table_schema.columns)
+        if not plan.new_partition_keys:
+            return entry, None
+        partition_id = set_partition_spec(ctx, entry.table_id, list(plan.new_partition_keys))
+        return entry, partition_spec(ctx.conn, entry.table_id, ctx.snapshot_id, plan.table_schema) if partition_id else None
+    if not plan.table_exists:
+        raise CommitConflictError(f"table {plan.schema_name}.{plan.table_name} was created by another writer; retry")
+    return entry, plan.partition
 
 
 class DuckLakeBatchWriter(DataSourceArrowWriter):
@@ -160,11 +202,11 @@ class DuckLakeBatchWriter(DataSourceArrowWriter):
         snapshot = commit_files(self.plan, files, overwrite=self.overwrite)
         log.info(
             "ducklake write to %s.%s: %d files, %d rows, snapshot %s", self.plan.schema_name, self.plan.table_name,
-            len(files), sum(w.record_count for _, w in files), snapshot,
+            len(files), sum(f.written.record_count for f in files), snapshot,
         )
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        paths = [w.path for m in messages if isinstance(m, FilesWritten) for _, w in m.files]
+        paths = [f.written.path for m in messages if isinstance(m, FilesWritten) for f in m.files]
         remove_unreferenced(self.plan, paths)
 
 

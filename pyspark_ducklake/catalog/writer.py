@@ -19,6 +19,7 @@ from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.catalog.catalog import uuid7
 from pyspark_ducklake.catalog.entries import SchemaEntry, TableEntry
+from pyspark_ducklake.catalog.partitioning import record_partition_values
 from pyspark_ducklake.catalog.paths import path_component
 from pyspark_ducklake.catalog.inlined_codec import encode_values, inlined_sql_type
 from pyspark_ducklake.catalog.stats_values import array_min_max, widen
@@ -185,6 +186,8 @@ def add_data_file(
     row_id_start: int | None = -1,
     partial_max: int | None = None,
     count_rows: bool = True,
+    partition_id: int | None = None,
+    partition_values: tuple[str | None, ...] = (),
 ) -> int:
     """Register a written Parquet file; returns its data_file_id."""
     file_id = ctx.allocate_file_id()
@@ -208,12 +211,14 @@ def add_data_file(
             file_size_bytes=written.file_size_bytes,
             footer_size=written.footer_size,
             row_id_start=row_id_start,
-            partition_id=None,
+            partition_id=partition_id,
             encryption_key=None,
             mapping_id=None,
             partial_max=partial_max,
         )
     )
+    if partition_id is not None:
+        record_partition_values(ctx, file_id, table.table_id, partition_values)
     by_id = schema.by_id()
     rows = []
     for s in written.leaf_stats:

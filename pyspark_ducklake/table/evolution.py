@@ -22,7 +22,7 @@ def max_column_id(ctx: CommitContext, table_id: int) -> int:
     return int(row[0]) if row and row[0] is not None else 0
 
 
-def _finish_alter(ctx: CommitContext, table: TableEntry) -> None:
+def finish_alter(ctx: CommitContext, table: TableEntry) -> None:
     sv = ctx.bump_schema_version()
     ctx.conn.execute(
         insert(T.ducklake_schema_versions).values(begin_snapshot=ctx.snapshot_id, schema_version=sv, table_id=table.table_id)
@@ -64,7 +64,7 @@ def add_column(ctx: CommitContext, table: TableEntry, new: Column, default: Any 
         text = str(default)
         renumbered = replace(renumbered, initial_default=text, default_value=text)
     ctx.conn.execute(insert(T.ducklake_column), column_rows(table.table_id, ctx.snapshot_id, (renumbered,)))
-    _finish_alter(ctx, table)
+    finish_alter(ctx, table)
 
 
 def _renumber(column: Column, next_id: list[int]) -> Column:
@@ -86,7 +86,7 @@ def rename_column(ctx: CommitContext, table: TableEntry, old: str, new: str) -> 
     values = dict(row._mapping)
     values.update(begin_snapshot=ctx.snapshot_id, end_snapshot=None, column_name=new)
     ctx.conn.execute(insert(c).values(**values))
-    _finish_alter(ctx, table)
+    finish_alter(ctx, table)
 
 
 def _end_single(ctx: CommitContext, table_id: int, column_id: int) -> None:
@@ -104,7 +104,7 @@ def drop_column(ctx: CommitContext, table: TableEntry, name: str) -> None:
     if len(schema.columns) == 1:
         raise SchemaMismatchError(f"cannot drop {name!r}: it is the only column of {table.table_name}")
     _end_column(ctx, table.table_id, column)
-    _finish_alter(ctx, table)
+    finish_alter(ctx, table)
 
 
 def set_column_type(ctx: CommitContext, table: TableEntry, name: str, new_type: str) -> None:
@@ -123,4 +123,4 @@ def set_column_type(ctx: CommitContext, table: TableEntry, name: str, new_type: 
     values = dict(row._mapping)
     values.update(begin_snapshot=ctx.snapshot_id, end_snapshot=None, column_type=new_type)
     ctx.conn.execute(insert(c).values(**values))
-    _finish_alter(ctx, table)
+    finish_alter(ctx, table)

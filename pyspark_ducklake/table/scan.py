@@ -168,10 +168,16 @@ def empty_result(schema: TableSchema, *, with_virtual: bool) -> pa.Table:
     return pa.schema(fields).empty_table()
 
 
+FILE_POSITION = "_file_position"
+
+
 def execute_file_task(
-    task: FileTask, schema: TableSchema, *, storage_options: dict[str, Any] | None = None
+    task: FileTask, schema: TableSchema, *, storage_options: dict[str, Any] | None = None, with_positions: bool = False
 ) -> pa.Table:
-    """Read one data file's live rows at the task's snapshot, with ``rowid`` and ``snapshot_id``."""
+    """Read one data file's live rows at the task's snapshot, with ``rowid`` and ``snapshot_id``.
+
+    With ``with_positions`` a ``_file_position`` column gives each row's position in the file (for delete files).
+    """
     f = task.file
     raw = read_table(f.path, storage_options=storage_options)
     n = raw.num_rows
@@ -197,6 +203,8 @@ def execute_file_task(
         keep[pos[pos < n]] = False
     data = conform_table(raw, schema)
     data = data.append_column(ROWID, row_ids).append_column(SNAPSHOT_ID, snaps)
+    if with_positions:
+        data = data.append_column(FILE_POSITION, pa.array(np.arange(n, dtype=np.int64)))
     if not keep.all():
         data = data.filter(pa.array(keep))
     return data

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -10,7 +11,9 @@ from pyspark_ducklake.catalog.catalog import uuid7
 from pyspark_ducklake.catalog.file_stats import stats_function
 from pyspark_ducklake.catalog.types import Column, can_promote, TableSchema, arrow_field, arrow_type, ducklake_type
 from pyspark_ducklake.exceptions import SchemaMismatchError, UnsupportedTypeError
+from pyspark_ducklake.io.fileio import delete_files
 from pyspark_ducklake.io.parquet import WrittenFile, write_table
+from pyspark_ducklake.table.partition_values import PartitionKey, partition_dir, split_by_partition
 
 DELETE_FILE_PATH_ID = 2147483646
 DELETE_POS_ID = 2147483645
@@ -93,6 +96,36 @@ def _cast(arr: pa.Array, column: Column, target: pa.DataType, table_name: str) -
     if not column.nulls_allowed and result.null_count:
         raise SchemaMismatchError(f"column {column.name!r} of {table_name} is NOT NULL but the data has NULLs")
     return result
+
+
+@dataclass(frozen=True)
+class PendingFile:
+    """A data file written but not yet committed: where it is (relative to the table folder) and its partition."""
+
+    relative_path: str
+    written: WrittenFile
+    partition_values: tuple[str | None, ...] = ()
+
+
+def write_data_files(
+    data: pa.Table,
+    table_dir: str,
+    schema: TableSchema,
+    keys: tuple[PartitionKey, ...] = (),
+    *,
+    storage_options: dict[str, Any] | None = None,
+) -> list[PendingFile]:
+    """Write ``data`` as one file per partition (one file when unpartitioned)."""
+    out: list[PendingFile] = []
+    try:
+        for values, part in split_by_partition(data, keys):
+            folder = partition_dir(keys, values)
+            name, written = write_data_file(part, table_dir + folder, schema, storage_options=storage_options)
+            out.append(PendingFile(folder + name, written, values))
+    except BaseException:
+        delete_files([f.written.path for f in out], storage_options)
+        raise
+    return out
 
 
 def write_data_file(
