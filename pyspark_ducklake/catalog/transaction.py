@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Connection, Engine, insert, update
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import tables as T
@@ -75,6 +75,8 @@ class CommitContext:
     changes: ChangeSet = field(default_factory=ChangeSet)
     _schema_version_bumped: bool = False
     _table_ops: dict[str, Any] = field(default_factory=dict)
+    # Files written while the attempt runs (e.g. a flush); removed when the attempt definitely failed.
+    attempt_files: list[str] = field(default_factory=list)
 
     def allocate_catalog_id(self) -> int:
         value = self.next_catalog_id
@@ -165,6 +167,7 @@ def run_commit(
             continue
         with conn:
             committing = False
+            ctx = None
             try:
                 with conn.begin():
                     head = reader.latest_snapshot(conn)
@@ -220,24 +223,26 @@ def run_commit(
                     committing = True
                 return CommitResult(ctx.snapshot_id, attempt + 1)
             except SkipCommit:
+                _discard_attempt_files(ctx)
                 return CommitResult(None, attempt + 1, skipped=True)
             except DuckLakeError:
+                _discard_attempt_files(ctx)
                 raise
-            except (IntegrityError, OperationalError) as e:
-                if committing and not isinstance(e, IntegrityError) and not _is_retryable(e):
+            except DBAPIError as e:
+                if committing and not _is_contention(e):
+                    # The COMMIT itself failed for a reason other than a lock or key clash: it may have landed.
                     raise CommitStateUnknownError(
-                        f"the catalog failed while committing snapshot {ctx.snapshot_id}; its outcome is unknown "
-                        f"(check lake.snapshots()): {e.orig}"
+                        f"the catalog failed while committing snapshot {ctx.snapshot_id if ctx else '?'}; its outcome "
+                        f"is unknown (check lake.snapshots() before retrying): {e.orig}"
                     ) from e
-                if not _is_retryable(e):
+                _discard_attempt_files(ctx)
+                if not (_is_contention(e) or _is_connection_error(e)):
                     raise CommitFailedError(f"commit failed: {e.orig}") from e
                 last_error = e
-            except DBAPIError as e:
-                if committing:
-                    raise CommitStateUnknownError(
-                        f"the catalog failed while committing; its outcome is unknown (check lake.snapshots()): {e.orig}"
-                    ) from e
-                raise CommitFailedError(f"commit failed: {e.orig}") from e
+            except BaseException:
+                if not committing:
+                    _discard_attempt_files(ctx)
+                raise
     raise CommitFailedError(
         f"commit failed after exceeding max_retry_count={retry.max_retry_count} attempts because other writers "
         f"kept committing first (last error: {getattr(last_error, 'orig', last_error)}); "
@@ -245,10 +250,32 @@ def run_commit(
     )
 
 
-def _is_retryable(e: DBAPIError) -> bool:
+def _discard_attempt_files(ctx: CommitContext | None) -> None:
+    if ctx is not None and ctx.attempt_files:
+        from pyspark_ducklake.io.fileio import delete_files
+
+        delete_files(ctx.attempt_files)
+        ctx.attempt_files.clear()
+
+
+def _is_contention(e: DBAPIError) -> bool:
+    """Another writer won: a snapshot-id clash, a lock, or a serialisation failure (the attempt rolled back)."""
+    if isinstance(e, IntegrityError):
+        return True
     message = str(e.orig).lower()
     return any(
         word in message
         for word in ("unique", "primary key", "duplicate key", "conflict", "concurrent", "locked", "busy", "serializ",
-                     "deadlock", "could not obtain lock", "connection", "server closed", "terminating")
+                     "deadlock", "could not obtain lock")
+    )
+
+
+def _is_connection_error(e: DBAPIError) -> bool:
+    """The catalog went away (outage, restart): worth retrying with backoff while the attempt had not committed."""
+    if getattr(e, "connection_invalidated", False):
+        return True
+    message = str(e.orig).lower()
+    return any(
+        word in message
+        for word in ("connection", "server closed", "terminating", "could not connect", "timeout", "the database system")
     )
