@@ -18,7 +18,7 @@ from pyspark_ducklake.catalog import writer as W
 from pyspark_ducklake.catalog.catalog import CatalogInfo, open_catalog
 from pyspark_ducklake.catalog.entries import SnapshotInfo, TableEntry
 from pyspark_ducklake.catalog.location import CatalogLocation, parse_location
-from pyspark_ducklake.catalog.transaction import CommitContext, CommitResult, RetryConfig, run_commit
+from pyspark_ducklake.catalog.transaction import CommitContext, CommitResult, RetryConfig, SkipCommit, run_commit
 from pyspark_ducklake.catalog.types import Column, TableSchema, column_from_arrow_field, columns_from_arrow
 from pyspark_ducklake.exceptions import (
     CommitConflictError,
@@ -374,7 +374,8 @@ class Lake:
             positions = matched.column(FILE_POSITION).to_pylist()
             if f.delete_file is not None:
                 positions += read_delete_positions(f.delete_file.path, table.snapshot_id, self.storage_options).tolist()
-            positions += list(task.inlined_deleted_positions)
+            # Positions already in ducklake_inlined_delete_<tid> stay there: DuckDB unions both and counts each once.
+            positions = sorted(set(positions) - set(task.inlined_deleted_positions))
             name, w = write_delete_file(f.path, positions, table_dir, storage_options=self.storage_options)
             written.append((f.data_file_id, f.delete_file.delete_file_id if f.delete_file else None, name, w))
         inlined_ids: list[int] = []
@@ -393,6 +394,25 @@ class Lake:
 
         result = self._commit(apply, base=table.snapshot_id, files=[w.path for *_, w in written])
         assert result.snapshot_id is not None
+        return result.snapshot_id
+
+    def flush_inlined_data(self, identifier: str | Sequence[str] | None = None) -> int | None:
+        """Write the inlined rows of one table (or of every table) to Parquet in one snapshot.
+
+        Like DuckDB's ``ducklake_flush_inlined_data``: history is kept (time travel and the change feed read the
+        same before and after). Returns the snapshot id, or None when there was nothing to flush.
+        """
+        from pyspark_ducklake.table.flush import flush_inlined
+
+        targets = [self.table(identifier)] if identifier is not None else [self.table(t) for t in self.tables()]
+
+        def apply(ctx: CommitContext) -> None:
+            for t in targets:
+                flush_inlined(ctx, t.entry)
+            if ctx.changes.is_empty():
+                raise SkipCommit()
+
+        result = self._commit(apply, base=max((t.snapshot_id for t in targets), default=None))
         return result.snapshot_id
 
     # --- schema evolution ------------------------------------------------------------------------------------

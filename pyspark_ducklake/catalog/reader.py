@@ -280,6 +280,10 @@ def has_table(conn: Connection, name: str) -> bool:
     return inspect(conn).has_table(name)
 
 
+def inspect_columns(conn: Connection, name: str) -> list[Any]:
+    return list(inspect(conn).get_columns(name))
+
+
 def inlined_tables(conn: Connection, table_id: int) -> list[tuple[str, int]]:
     """Registered inlined-data tables of a table: ``(table_name, schema_version)``, oldest first."""
     i = T.ducklake_inlined_data_tables

@@ -105,7 +105,7 @@ def read_inlined_rows(
         if not reader.has_table(conn, name):
             continue
         old = _inlined_columns_at(conn, table_id, sv, schema)
-        present = {c["name"] for c in _columns_of(conn, name)}
+        present = {c["name"] for c in reader.inspect_columns(conn, name)}
         cols = [c for c in old.columns if c.name in present]
         t = Table(
             name,
@@ -144,12 +144,6 @@ def read_inlined_rows(
     if not parts:
         return empty_result(schema, with_virtual=True)
     return pa.concat_tables([p.cast(parts[0].schema) for p in parts])
-
-
-def _columns_of(conn: Connection, name: str) -> list[Any]:
-    from sqlalchemy import inspect
-
-    return list(inspect(conn).get_columns(name))
 
 
 def _retype(arr: pa.Array, src: Column, column: Column) -> pa.Array:

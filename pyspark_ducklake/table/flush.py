@@ -1,0 +1,132 @@
+"""Flushing inlined rows to Parquet inside a commit, as the reference's ``ducklake_flush_inlined_data`` does.
+
+Each registered inlined table becomes one Parquet file in that table's own schema version, holding every row
+version (dead ones included) ordered by (row_id, begin_snapshot), with ``_ducklake_internal_row_id`` and
+``_ducklake_internal_snapshot_id``. Rows that had ended get a delete file whose per-row snapshot ids are their
+``end_snapshot``. So time travel and the change feed read the same before and after the flush.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from sqlalchemy import BigInteger, Connection, MetaData, Table, delete, func, select
+from sqlalchemy import Column as SAColumn
+from sqlalchemy.schema import DropTable
+
+from pyspark_ducklake.catalog import reader
+from pyspark_ducklake.catalog import tables as T
+from pyspark_ducklake.catalog import writer as W
+from pyspark_ducklake.catalog.entries import TableEntry
+from pyspark_ducklake.catalog.file_stats import stats_function
+from pyspark_ducklake.catalog.inlined_codec import decode_values, inlined_select_expression
+from pyspark_ducklake.catalog.transaction import CommitContext
+from pyspark_ducklake.catalog.types import TableSchema, arrow_field
+from pyspark_ducklake.io.parquet import write_table
+from pyspark_ducklake.table.scan import ROW_ID_FIELD_ID, SNAPSHOT_ID_FIELD_ID, _inlined_columns_at
+from pyspark_ducklake.table.write import DELETE_FILE_PATH_ID, DELETE_POS_ID, new_data_file_name, new_delete_file_name
+
+INTERNAL_ROW_ID = "_ducklake_internal_row_id"
+INTERNAL_SNAPSHOT_ID = "_ducklake_internal_snapshot_id"
+
+
+@dataclass(frozen=True)
+class FlushResult:
+    files: int
+    rows: int
+
+
+def _internal_field(name: str, field_id: int) -> pa.Field:
+    return pa.field(name, pa.int64(), metadata={b"PARQUET:field_id": str(field_id).encode()})
+
+
+def flush_inlined(ctx: CommitContext, table: TableEntry) -> FlushResult:
+    """Move every inlined row of ``table`` to Parquet in this commit (``inline_flush:<table_id>``)."""
+    registered = reader.inlined_tables(ctx.conn, table.table_id)
+    table_dir = reader.table_path(table, ctx.data_path)
+    current = reader.table_schema(ctx.conn, table.table_id, ctx.snapshot_id)
+    files = rows_flushed = 0
+    for position, (name, sv) in enumerate(registered):
+        if not reader.has_table(ctx.conn, name):
+            continue
+        schema = _inlined_columns_at(ctx.conn, table.table_id, sv, current)
+        present = {c["name"] for c in reader.inspect_columns(ctx.conn, name)}
+        schema = TableSchema(tuple(c for c in schema.columns if c.name in present))
+        t = Table(name, MetaData(), SAColumn("row_id", BigInteger), SAColumn("begin_snapshot", BigInteger),
+                  SAColumn("end_snapshot", BigInteger), *[SAColumn(c.name, key=f"c{c.column_id}") for c in schema.columns])
+        values = [inlined_select_expression(c, ctx.backend, t.c[f"c{c.column_id}"]).label(f"c{c.column_id}")
+                  for c in schema.columns]
+        rows = ctx.conn.execute(
+            select(t.c.row_id, t.c.begin_snapshot, t.c.end_snapshot, *values).order_by(t.c.row_id, t.c.begin_snapshot)
+        ).all()
+        is_latest = position == len(registered) - 1
+        if rows:
+            _write_flush_files(ctx, table, schema, table_dir, rows)
+            files += 1
+            rows_flushed += len(rows)
+            ctx.conn.execute(delete(t))
+        if not is_latest:
+            ctx.conn.execute(DropTable(t, if_exists=True))
+            i = T.ducklake_inlined_data_tables
+            ctx.conn.execute(delete(i).where(i.c.table_id == table.table_id, i.c.table_name == name))
+    if files:
+        ctx.changes.inline_flush.add(table.table_id)
+    return FlushResult(files, rows_flushed)
+
+
+def _write_flush_files(
+    ctx: CommitContext, table: TableEntry, schema: TableSchema, table_dir: str, rows: list[Any]
+) -> None:
+    arrays = [
+        decode_values(c, [r._mapping[f"c{c.column_id}"] for r in rows], ctx.backend) for c in schema.columns
+    ]
+    row_ids = pa.array([r.row_id for r in rows], pa.int64())
+    begins = pa.array([r.begin_snapshot for r in rows], pa.int64())
+    fields = [arrow_field(c) for c in schema.columns]
+    fields += [_internal_field(INTERNAL_ROW_ID, ROW_ID_FIELD_ID), _internal_field(INTERNAL_SNAPSHOT_ID, SNAPSHOT_ID_FIELD_ID)]
+    data = pa.Table.from_arrays([*arrays, row_ids, begins], schema=pa.schema(fields))
+    name = new_data_file_name()
+    ctx.attempt_files.append(table_dir + name)
+    written = write_table(data, table_dir + name, stats=stats_function(schema))
+    begin_values = [int(r.begin_snapshot) for r in rows]
+    file_id = W.add_data_file(
+        ctx, table, schema, written, relative_path=name, begin_snapshot=min(begin_values),
+        row_id_start=min(int(r.row_id) for r in rows), partial_max=max(begin_values), count_rows=False,
+    )
+    ended = [(pos, int(r.end_snapshot)) for pos, r in enumerate(rows) if r.end_snapshot is not None]
+    if not ended:
+        return
+    delete_schema = pa.schema([
+        pa.field("file_path", pa.string(), metadata={b"PARQUET:field_id": str(DELETE_FILE_PATH_ID).encode()}),
+        pa.field("pos", pa.int64(), metadata={b"PARQUET:field_id": str(DELETE_POS_ID).encode()}),
+        _internal_field(INTERNAL_SNAPSHOT_ID, SNAPSHOT_ID_FIELD_ID),
+    ])
+    deletes = pa.Table.from_arrays(
+        [pa.array([written.path] * len(ended)), pa.array([p for p, _ in ended], pa.int64()),
+         pa.array([s for _, s in ended], pa.int64())],
+        schema=delete_schema,
+    )
+    dname = new_delete_file_name()
+    ctx.attempt_files.append(table_dir + dname)
+    dwritten = write_table(deletes, table_dir + dname)
+    delete_file_id = ctx.allocate_file_id()
+    ctx.conn.execute(
+        T.ducklake_delete_file.insert().values(
+            delete_file_id=delete_file_id, table_id=table.table_id, begin_snapshot=min(s for _, s in ended),
+            end_snapshot=None, data_file_id=file_id, path=dname, path_is_relative=True, format="parquet",
+            delete_count=len(ended), file_size_bytes=dwritten.file_size_bytes, footer_size=dwritten.footer_size,
+            encryption_key=None, partial_max=None,
+        )
+    )
+
+
+def inlined_row_count(conn: Connection, table_id: int) -> int:
+    """Rows (all versions) waiting in the table's inlined-data tables."""
+    total = 0
+    for name, _ in reader.inlined_tables(conn, table_id):
+        if reader.has_table(conn, name):
+            t = Table(name, MetaData(), SAColumn("row_id", BigInteger))
+            total += int(conn.execute(select(func.count()).select_from(t)).scalar_one())
+    return total
