@@ -31,7 +31,7 @@ from pyspark_ducklake.io.fileio import delete_files
 from pyspark_ducklake.lake import LakeTable, _delete_everything, add_pending_files, parse_identifier
 from pyspark_ducklake.options import LakeConfig, _get, option_as_int
 from pyspark_ducklake.table.partition_values import PartitionKey, resolve_keys
-from pyspark_ducklake.table.write import PendingFile, conform_to_table, write_data_files
+from pyspark_ducklake.table.write import PendingFile, conform_to_table, write_rolling
 
 log = logging.getLogger(__name__)
 
@@ -116,32 +116,10 @@ def plan_write(config: LakeConfig, identifier: str, options: dict[str, str], spa
 
 def write_batches(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> list[PendingFile]:
     """Executor side: conform batches to the table and roll Parquet files at ``target_file_rows``."""
-    written: list[PendingFile] = []
-    keys = plan.partition_keys
-    pending: list[pa.RecordBatch] = []
-    rows = 0
-    name = f"{plan.schema_name}.{plan.table_name}"
-
-    def flush() -> None:
-        nonlocal pending, rows
-        if rows:
-            data = conform_to_table(pa.Table.from_batches(pending), plan.table_schema, name)
-            written.extend(write_data_files(data, plan.table_dir, plan.table_schema, keys))
-        pending, rows = [], 0
-
-    try:
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            pending.append(batch)
-            rows += batch.num_rows
-            if rows >= plan.target_file_rows:
-                flush()
-        flush()
-    except BaseException:
-        delete_files([f.written.path for f in written])
-        raise
-    return written
+    return write_rolling(
+        batches, plan.table_dir, plan.table_schema, plan.partition_keys,
+        table_name=f"{plan.schema_name}.{plan.table_name}", target_file_rows=plan.target_file_rows,
+    )
 
 
 def commit_files(

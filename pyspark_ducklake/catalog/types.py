@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import pyarrow as pa
 
@@ -77,6 +78,10 @@ class Column:
     def with_children(self, children: tuple[Column, ...]) -> Column:
         return replace(self, children=children)
 
+    def shape(self) -> tuple[Any, ...]:
+        """Identity, name, type, nullability and children: what data files depend on (not defaults)."""
+        return (self.column_id, self.name, self.type, self.nulls_allowed, tuple(c.shape() for c in self.children))
+
     def walk(self) -> list[Column]:
         """This column and all nested fields, depth first (the order DuckLake numbers them)."""
         out = [self]
@@ -93,6 +98,9 @@ class TableSchema:
 
     def names(self) -> list[str]:
         return [c.name for c in self.columns]
+
+    def shape(self) -> tuple[Any, ...]:
+        return tuple(c.shape() for c in self.columns)
 
     def by_name(self, name: str) -> Column | None:
         for c in self.columns:

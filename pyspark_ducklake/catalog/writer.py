@@ -383,9 +383,14 @@ def write_table_stats(ctx: CommitContext) -> None:
                 )
             )
         existing = reader.table_column_stats(ctx.conn, table_id)
+        had_rows = row is not None and (row.record_count or 0) > 0
         for column_id, e in delta.columns.items():
             old = existing.get(column_id)
             if old is None:
+                if had_rows:
+                    # A column added after rows existed: those rows hold its default, which these stats would
+                    # not cover (DuckDB answers count(col) from contains_null). Leave it unknown, as DuckDB does.
+                    continue
                 ctx.conn.execute(
                     insert(cs).values(
                         table_id=table_id,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import Connection, func, insert, select, update
 
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import tables as T
@@ -17,9 +17,31 @@ from pyspark_ducklake.exceptions import InvalidIdentifierError, NoSuchColumnErro
 
 
 def max_column_id(ctx: CommitContext, table_id: int) -> int:
+    return max_column_id_conn(ctx.conn, table_id)
+
+
+def max_column_id_conn(conn: Connection, table_id: int) -> int:
+    """The largest column id the table ever used (dropped columns included: ids are never reused)."""
     c = T.ducklake_column
-    row = ctx.conn.execute(select(func.max(c.c.column_id)).where(c.c.table_id == table_id)).first()
+    row = conn.execute(select(func.max(c.c.column_id)).where(c.c.table_id == table_id)).first()
     return int(row[0]) if row and row[0] is not None else 0
+
+
+def add_column_with_ids(ctx: CommitContext, table: TableEntry, column: Column) -> None:
+    """Add a column whose ids were chosen when the data was written; a concurrent ALTER makes that a conflict.
+
+    Raises:
+        CommitConflictError: another writer used those column ids first.
+    """
+    from pyspark_ducklake.exceptions import CommitConflictError
+
+    if max_column_id(ctx, table.table_id) + 1 != column.column_id:
+        raise CommitConflictError(
+            f"table {table.schema.schema_name}.{table.table_name} was altered while new column {column.name!r} was "
+            "being written; retry the batch"
+        )
+    ctx.conn.execute(insert(T.ducklake_column), column_rows(table.table_id, ctx.snapshot_id, (column,)))
+    finish_alter(ctx, table)
 
 
 def finish_alter(ctx: CommitContext, table: TableEntry) -> None:

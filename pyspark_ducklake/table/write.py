@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,3 +161,43 @@ def write_delete_file(
 
 
 __all__ = ["arrow_field", "conform_to_table", "to_arrow_table", "write_data_file", "write_delete_file"]
+
+
+def write_rolling(
+    batches: Iterable[pa.RecordBatch],
+    table_dir: str,
+    schema: TableSchema,
+    keys: tuple[PartitionKey, ...],
+    *,
+    table_name: str,
+    target_file_rows: int,
+    storage_options: dict[str, Any] | None = None,
+) -> list[PendingFile]:
+    """Conform batches to the table and write them, rolling to a new file every ``target_file_rows`` rows.
+
+    Files already written are removed when a later batch fails, so a failed task leaves nothing behind.
+    """
+    written: list[PendingFile] = []
+    pending: list[pa.RecordBatch] = []
+    rows = 0
+
+    def flush() -> None:
+        nonlocal pending, rows
+        if rows:
+            data = conform_to_table(pa.Table.from_batches(pending), schema, table_name)
+            written.extend(write_data_files(data, table_dir, schema, keys, storage_options=storage_options))
+        pending, rows = [], 0
+
+    try:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            pending.append(batch)
+            rows += batch.num_rows
+            if rows >= target_file_rows:
+                flush()
+        flush()
+    except BaseException:
+        delete_files([f.written.path for f in written], storage_options)
+        raise
+    return written

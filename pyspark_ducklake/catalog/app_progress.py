@@ -1,0 +1,45 @@
+"""Which micro-batch each streaming writer last committed to each table (the idempotency record).
+
+Kept in its own catalog table, ``pyspark_ducklake_app_progress``, keyed by (app_id, table_id) and updated in the
+same database transaction as the snapshot it describes, so the check is one primary-key lookup however many
+snapshots exist (Delta Lake keeps the same record as ``txn`` actions). DuckDB ignores the table; DuckDB users see
+the same facts in ``commit_extra_info`` of ``snapshots()``.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, Column, Connection, Engine, MetaData, String, Table, insert, select, update
+from sqlalchemy.schema import CreateTable
+
+PROGRESS_TABLE = "pyspark_ducklake_app_progress"
+
+_md = MetaData()
+app_progress = Table(
+    PROGRESS_TABLE,
+    _md,
+    Column("app_id", String, primary_key=True),
+    Column("table_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("batch_id", BigInteger, nullable=False),
+    Column("snapshot_id", BigInteger, nullable=False),
+)
+
+
+def ensure_progress_table(engine: Engine) -> None:
+    with engine.connect().execution_options(ducklake_write=True) as conn, conn.begin():
+        conn.execute(CreateTable(app_progress, if_not_exists=True))
+
+
+def last_batch(conn: Connection, app_id: str, table_id: int) -> tuple[int, int] | None:
+    """``(batch_id, snapshot_id)`` of the app's last committed batch into the table, or None."""
+    p = app_progress
+    row = conn.execute(select(p.c.batch_id, p.c.snapshot_id).where(p.c.app_id == app_id, p.c.table_id == table_id)).first()
+    return None if row is None else (int(row.batch_id), int(row.snapshot_id))
+
+
+def record_batch(conn: Connection, app_id: str, table_id: int, batch_id: int, snapshot_id: int) -> None:
+    p = app_progress
+    result = conn.execute(
+        update(p).where(p.c.app_id == app_id, p.c.table_id == table_id).values(batch_id=batch_id, snapshot_id=snapshot_id)
+    )
+    if not result.rowcount:
+        conn.execute(insert(p).values(app_id=app_id, table_id=table_id, batch_id=batch_id, snapshot_id=snapshot_id))

@@ -1,0 +1,359 @@
+"""One micro-batch into a DuckLake table: executors write or hand back rows, the driver commits one snapshot.
+
+Shared by the ``foreachBatch`` sink and the ``writeStream.format("ducklake")`` writer. A task whose rows fit the
+inlining limit returns them (Arrow IPC) instead of writing a file; the driver inlines a small batch into the
+catalog, writes the few leftover rows of a large batch itself, and commits everything with the batch's
+(app_id, batch_id) in the same database transaction, so a replayed batch is recognised and skipped.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pyarrow as pa
+from sqlalchemy import select
+
+from pyspark_ducklake.catalog import app_progress
+from pyspark_ducklake.catalog import reader as R
+from pyspark_ducklake.catalog import tables as T
+from pyspark_ducklake.catalog import writer as W
+from pyspark_ducklake.catalog.entries import TableEntry
+from pyspark_ducklake.catalog.partitioning import PartitionSpec, parse_partition_keys, partition_spec, set_partition_spec
+from pyspark_ducklake.catalog.paths import path_component
+from pyspark_ducklake.catalog.transaction import CommitContext, RetryConfig, SkipCommit
+from pyspark_ducklake.catalog.types import Column, TableSchema
+from pyspark_ducklake.exceptions import (
+    CommitConflictError,
+    NoSuchTableError,
+    SchemaMismatchError,
+)
+from pyspark_ducklake.lake import Lake, add_pending_files, parse_identifier
+from pyspark_ducklake.table import evolution
+from pyspark_ducklake.table.flush import flush_inlined, inlined_row_count
+from pyspark_ducklake.table.partition_values import PartitionKey, resolve_keys
+from pyspark_ducklake.table.write import PendingFile, conform_to_table, write_data_files, write_rolling
+
+log = logging.getLogger("pyspark_ducklake.sink")
+
+SINK_INLINING_ROW_LIMIT_DEFAULT = 1_000
+FLUSH_ROWS_DEFAULT = 100_000
+FLUSH_BYTES_DEFAULT = 64 * 1024 * 1024
+FLUSH_INTERVAL_DEFAULT = 300.0
+TARGET_FILE_ROWS_DEFAULT = 1_000_000
+
+
+@dataclass(frozen=True)
+class SinkSettings:
+    """Everything the sink decides by; parsed once when the sink is made."""
+
+    data_inlining_row_limit: int = SINK_INLINING_ROW_LIMIT_DEFAULT
+    flush_rows: int = FLUSH_ROWS_DEFAULT
+    flush_bytes: int = FLUSH_BYTES_DEFAULT
+    flush_interval: float = FLUSH_INTERVAL_DEFAULT
+    create_table: bool = True
+    merge_schema: bool = False
+    partition_by: tuple[str, ...] = ()
+    target_file_rows: int = TARGET_FILE_ROWS_DEFAULT
+    retry: RetryConfig = field(default_factory=RetryConfig)
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """What executors need to write one micro-batch (pickled into the tasks)."""
+
+    table_name: str
+    table_dir: str
+    schema: TableSchema
+    keys: tuple[PartitionKey, ...]
+    inline_limit: int
+    target_file_rows: int
+
+
+@dataclass(frozen=True)
+class TaskOutput:
+    """What one task produced: its rows as Arrow IPC when few, else the files it wrote."""
+
+    rows: int
+    ipc: bytes | None = None
+    files: tuple[PendingFile, ...] = ()
+
+
+@dataclass(frozen=True)
+class BatchMetrics:
+    """One line of the sink's progress, also logged."""
+
+    batch_id: int
+    app_id: str
+    rows: int
+    mode: str  # "inlined", "parquet", "skipped" (a replay) or "empty"
+    files: int = 0
+    flushed_rows: int = 0
+    snapshot_id: int | None = None
+    commit_latency_s: float = 0.0
+    duration_s: float = 0.0
+    attempts: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def to_ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def from_ipc(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(data).read_all()
+
+
+def write_task(plan: BatchPlan, batches: Iterable[pa.RecordBatch]) -> TaskOutput:
+    """Executor side: hand back up to ``inline_limit`` rows, or write Parquet files for more."""
+    held: list[pa.RecordBatch] = []
+    rows = 0
+    iterator = iter(batches)
+    for batch in iterator:
+        if batch.num_rows == 0:
+            continue
+        held.append(batch)
+        rows += batch.num_rows
+        if rows > plan.inline_limit:
+            files = write_rolling(
+                _chain(held, iterator), plan.table_dir, plan.schema, plan.keys,
+                table_name=plan.table_name, target_file_rows=plan.target_file_rows,
+            )
+            return TaskOutput(sum(f.written.record_count for f in files), None, tuple(files))
+    if rows == 0:
+        return TaskOutput(0)
+    data = conform_to_table(pa.Table.from_batches(held), plan.schema, plan.table_name)
+    return TaskOutput(rows, to_ipc(data))
+
+
+def _chain(first: list[pa.RecordBatch], rest: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
+    yield from first
+    yield from rest
+
+
+class MicroBatchCommitter:
+    """Driver side of the sink for one table: plans each batch and commits it exactly once."""
+
+    def __init__(self, lake: Lake, identifier: str, settings: SinkSettings) -> None:
+        self.lake = lake
+        self.schema_name, self.table_name = parse_identifier(identifier)
+        self.settings = settings
+        self._progress_ready = False
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.schema_name}.{self.table_name}"
+
+    def _ensure_progress(self) -> None:
+        if not self._progress_ready:
+            app_progress.ensure_progress_table(self.lake.engine)
+            self._progress_ready = True
+
+    def committed_snapshot(self, app_id: str, batch_id: int) -> int | None:
+        """The snapshot that already holds this batch (a replay), or None."""
+        self._ensure_progress()
+        with self.lake.engine.connect() as conn:
+            try:
+                entry = R.table_by_name(conn, self.schema_name, self.table_name, R.latest_snapshot(conn).snapshot_id)
+            except NoSuchTableError:
+                return None
+            last = app_progress.last_batch(conn, app_id, entry.table_id)
+        if last is not None and batch_id <= last[0]:
+            return last[1]
+        return None
+
+    def plan(self, incoming: TableSchema) -> tuple[BatchPlan, _TablePlan]:
+        """Resolve the target table for a batch whose columns are ``incoming`` (numbered as a new table's).
+
+        Raises:
+            NoSuchTableError: the table is missing and ``create_table`` is off.
+            SchemaMismatchError: new columns without ``merge_schema``, or incompatible types (names the column).
+        """
+        lake = self.lake
+        with lake.engine.connect() as conn:
+            snapshot = R.latest_snapshot(conn).snapshot_id
+            try:
+                entry = R.table_by_name(conn, self.schema_name, self.table_name, snapshot)
+            except NoSuchTableError:
+                if not self.settings.create_table:
+                    raise NoSuchTableError(
+                        f"table {self.qualified_name} does not exist and create_table=False; create it first"
+                    ) from None
+                schema_entry = R.schema_by_name(conn, self.schema_name, snapshot)
+                table_dir = R.resolve(R.resolve(lake.data_path, schema_entry.path, schema_entry.path_is_relative),
+                                      path_component(self.table_name), True)
+                keys = parse_partition_keys(list(self.settings.partition_by), incoming) if self.settings.partition_by else []
+                tplan = _TablePlan(snapshot, None, incoming, (), None, tuple(keys))
+                return self._batch_plan(table_dir, incoming, tplan.keys_for(incoming)), tplan
+            current = R.table_schema(conn, entry.table_id, snapshot)
+            spec = partition_spec(conn, entry.table_id, snapshot, current)
+            max_id = evolution.max_column_id_conn(conn, entry.table_id)
+        new_columns = [c for c in incoming.columns if current.by_name(c.name) is None]
+        if new_columns and not self.settings.merge_schema:
+            raise SchemaMismatchError(
+                f"column {new_columns[0].name!r} is not in table {self.qualified_name} (columns: {current.names()}); "
+                "pass merge_schema=True to add new columns, or select only the table's columns"
+            )
+        added = tuple(_renumber(c, [max_id + 1 + _width(new_columns[:i])]) for i, c in enumerate(new_columns))
+        target = TableSchema(current.columns + added)
+        # Type check against the table now, before any task writes a file.
+        conform_to_table(incoming.arrow_schema().empty_table(), target, self.qualified_name)
+        tplan = _TablePlan(snapshot, entry, target, added, spec, ())
+        table_dir = R.table_path(entry, lake.data_path)
+        return self._batch_plan(table_dir, target, resolve_keys(spec, target)), tplan
+
+    def _batch_plan(self, table_dir: str, schema: TableSchema, keys: tuple[PartitionKey, ...]) -> BatchPlan:
+        return BatchPlan(
+            self.qualified_name, table_dir, schema, keys, self.settings.data_inlining_row_limit,
+            self.settings.target_file_rows,
+        )
+
+    def commit(
+        self, plan: BatchPlan, tplan: _TablePlan, outputs: Sequence[TaskOutput], *, app_id: str, batch_id: int,
+        started: float,
+    ) -> BatchMetrics:
+        """Commit the batch's rows and files as one snapshot (or skip it when it was already committed)."""
+        rows = sum(o.rows for o in outputs)
+        files = [f for o in outputs for f in o.files]
+        small = [from_ipc(o.ipc) for o in outputs if o.ipc]
+        if rows == 0:
+            return BatchMetrics(batch_id, app_id, 0, "empty", duration_s=time.monotonic() - started)
+        inline_rows: pa.Table | None = None
+        if small:
+            leftovers = pa.concat_tables(small)
+            if not files and leftovers.num_rows <= self.settings.data_inlining_row_limit:
+                inline_rows = leftovers
+            else:
+                files += write_data_files(leftovers, plan.table_dir, plan.schema, plan.keys,
+                                          storage_options=self.lake.storage_options)
+        flushed = [0]
+        skipped = [False]
+
+        def apply(ctx: CommitContext) -> None:
+            entry, spec = self._target(ctx, tplan)
+            last = app_progress.last_batch(ctx.conn, app_id, entry.table_id)
+            if last is not None and batch_id <= last[0]:
+                skipped[0] = True
+                raise SkipCommit()
+            schema = R.table_schema(ctx.conn, entry.table_id, ctx.snapshot_id)
+            if schema.shape() != plan.schema.shape():
+                raise CommitConflictError(f"table {self.qualified_name} was altered while the batch was written; retry")
+            if inline_rows is not None:
+                W.inlined_insert(ctx, entry, schema, inline_rows)
+            if files:
+                add_pending_files(ctx, entry, schema, spec, files)
+            flushed[0] = 0
+            if self._should_flush(ctx, entry, inline_rows):
+                flushed[0] = flush_inlined(ctx, entry).rows
+            app_progress.record_batch(ctx.conn, app_id, entry.table_id, batch_id, ctx.snapshot_id)
+
+        commit_started = time.monotonic()
+        result = self.lake._commit(
+            apply, base=None, files=[f.written.path for f in files],
+            extra_info={"app_id": app_id, "batch_id": batch_id},
+        )
+        now = time.monotonic()
+        if result.skipped or skipped[0]:
+            self._discard(files)
+            return BatchMetrics(batch_id, app_id, rows, "skipped", duration_s=now - started, attempts=result.attempts)
+        return BatchMetrics(
+            batch_id, app_id, rows, "inlined" if inline_rows is not None and not files else "parquet", len(files),
+            flushed[0], result.snapshot_id, now - commit_started, now - started, result.attempts,
+        )
+
+    def _discard(self, files: list[PendingFile]) -> None:
+        from pyspark_ducklake.io.fileio import delete_files
+
+        delete_files([f.written.path for f in files], self.lake.storage_options)
+
+    def _target(self, ctx: CommitContext, tplan: _TablePlan) -> tuple[TableEntry, PartitionSpec | None]:
+        try:
+            entry = R.table_by_name(ctx.conn, self.schema_name, self.table_name, ctx.snapshot_id)
+        except NoSuchTableError:
+            if tplan.entry is not None:
+                raise CommitConflictError(f"table {self.qualified_name} was dropped while the batch was written") from None
+            schema = R.schema_by_name(ctx.conn, self.schema_name, ctx.snapshot_id)
+            entry = W.create_table(ctx, schema, self.table_name, tplan.schema.columns)
+            spec = None
+            if tplan.new_partition_keys:
+                set_partition_spec(ctx, entry.table_id, list(tplan.new_partition_keys))
+                spec = partition_spec(ctx.conn, entry.table_id, ctx.snapshot_id, tplan.schema)
+            return entry, spec
+        if tplan.entry is None or entry.table_id != tplan.entry.table_id:
+            raise CommitConflictError(f"table {self.qualified_name} was created by another writer meanwhile; retry")
+        for column in tplan.added:
+            evolution.add_column_with_ids(ctx, entry, column)
+        return entry, partition_spec(ctx.conn, entry.table_id, ctx.snapshot_id, tplan.schema)
+
+    def _should_flush(self, ctx: CommitContext, entry: TableEntry, inline_rows: pa.Table | None) -> bool:
+        s = self.settings
+        count = inlined_row_count(ctx.conn, entry.table_id)
+        if count == 0:
+            return False
+        if count >= s.flush_rows:
+            return True
+        if inline_rows is not None and inline_rows.num_rows:
+            estimated = count * inline_rows.nbytes / inline_rows.num_rows
+            if estimated >= s.flush_bytes:
+                return True
+        oldest = _oldest_inlined_time(ctx, entry.table_id)
+        return oldest is not None and (dt.datetime.now(dt.timezone.utc) - oldest).total_seconds() >= s.flush_interval
+
+
+def _oldest_inlined_time(ctx: CommitContext, table_id: int) -> dt.datetime | None:
+    from sqlalchemy import BigInteger, MetaData, Table, func
+    from sqlalchemy import Column as SAColumn
+
+    oldest: int | None = None
+    for name, _ in R.inlined_tables(ctx.conn, table_id):
+        if R.has_table(ctx.conn, name):
+            t = Table(name, MetaData(), SAColumn("begin_snapshot", BigInteger))
+            value = ctx.conn.execute(select(func.min(t.c.begin_snapshot))).scalar()
+            if value is not None:
+                oldest = int(value) if oldest is None else min(oldest, int(value))
+    if oldest is None:
+        return None
+    s = T.ducklake_snapshot
+    return ctx.conn.execute(select(s.c.snapshot_time).where(s.c.snapshot_id == oldest)).scalar()
+
+
+@dataclass(frozen=True)
+class _TablePlan:
+    """The table as the batch was planned against it."""
+
+    snapshot_id: int
+    entry: TableEntry | None
+    schema: TableSchema
+    added: tuple[Column, ...]
+    spec: PartitionSpec | None
+    new_partition_keys: tuple[tuple[int, str], ...]
+
+    def keys_for(self, schema: TableSchema) -> tuple[PartitionKey, ...]:
+        if not self.new_partition_keys:
+            return ()
+        from pyspark_ducklake.catalog.partitioning import PartitionField, key_names
+
+        names = key_names(list(self.new_partition_keys), schema)
+        spec = PartitionSpec(-1, tuple(
+            PartitionField(i, cid, t, n) for i, ((cid, t), n) in enumerate(zip(self.new_partition_keys, names))
+        ))
+        return resolve_keys(spec, schema)
+
+
+def _width(columns: Sequence[Column]) -> int:
+    return sum(len(c.walk()) for c in columns)
+
+
+def _renumber(column: Column, next_id: list[int]) -> Column:
+    cid = next_id[0]
+    next_id[0] += 1
+    return replace(column, column_id=cid, children=tuple(_renumber(c, next_id) for c in column.children))

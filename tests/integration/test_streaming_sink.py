@@ -1,0 +1,152 @@
+"""The foreachBatch sink on a real local SparkSession: one idempotent snapshot per micro-batch, checked by DuckDB."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+import pyspark_ducklake as pdl
+from pyspark_ducklake.exceptions import SchemaMismatchError
+from pyspark_ducklake.streaming.sink import ducklake_sink
+from tests.support.compare import canonical_rows
+from tests.support.duck import open_duckdb
+
+SCHEMA = "id BIGINT, kind STRING, amount DOUBLE"
+
+
+def batch(spark: SparkSession, start: int, n: int) -> Any:
+    return spark.range(start, start + n).select(
+        F.col("id"), F.concat(F.lit("k"), (F.col("id") % 3).cast("string")).alias("kind"),
+        (F.col("id") * 1.5).alias("amount"))
+
+
+def sink_for(catalog: Any, **kw: Any) -> Any:
+    return ducklake_sink("main.events", catalog=catalog.url, data_path=catalog.data_path, app_id="app-1", **kw)
+
+
+def test_small_batches_inline_and_replays_are_skipped(spark: SparkSession, catalog: Any) -> None:
+    sink = sink_for(catalog)
+    for b in range(3):
+        sink(batch(spark, b * 10, 10), b)
+    sink(batch(spark, 10, 10), 1)  # a replay of batch 1 after a crash: no-op
+    sink(spark.range(0).select(F.col("id"), F.lit("x").alias("kind"), F.lit(1.0).alias("amount")), 3)  # empty
+    assert [m.mode for m in sink.metrics] == ["inlined", "inlined", "inlined", "skipped", "empty"]
+    lake = pdl.connect(catalog.url)
+    snaps = lake.snapshots()
+    assert [s.changes_made for s in snaps[1:]] == [
+        'created_table:"main"."events",inlined_insert:1', "inlined_insert:1", "inlined_insert:1"]
+    assert [json.loads(s.commit_extra_info) for s in snaps[1:]] == [{"app_id": "app-1", "batch_id": b} for b in range(3)]
+    assert sorted(lake.scan("main.events").column("id").to_pylist()) == list(range(30))
+    con = open_duckdb(catalog)
+    try:
+        assert con.execute("SELECT count(*), sum(id) FROM lake.main.events").fetchone() == (30, sum(range(30)))
+        extra = con.execute("SELECT commit_extra_info FROM lake.snapshots() ORDER BY snapshot_id DESC LIMIT 1").fetchone()[0]
+        assert json.loads(extra) == {"app_id": "app-1", "batch_id": 2}
+    finally:
+        con.close()
+
+
+def test_large_batch_is_written_by_executors(spark: SparkSession, catalog: Any) -> None:
+    sink = sink_for(catalog, data_inlining_row_limit=100)
+    sink(batch(spark, 0, 5000).repartition(3), 0)
+    sink(batch(spark, 5000, 50).repartition(2), 1)  # small again: inlined
+    assert [m.mode for m in sink.metrics] == ["parquet", "inlined"]
+    assert sink.metrics[0].files == 3
+    lake = pdl.connect(catalog.url)
+    assert len(lake.snapshots()) == 3
+    con = open_duckdb(catalog)
+    try:
+        duck = con.execute("SELECT * FROM lake.main.events").to_arrow_table()
+    finally:
+        con.close()
+    assert duck.num_rows == 5050
+    assert canonical_rows(duck) == canonical_rows(lake.scan("main.events"))
+
+
+def test_flush_threshold_keeps_history(spark: SparkSession, catalog: Any) -> None:
+    sink = sink_for(catalog, flush_rows=25)
+    for b in range(4):
+        sink(batch(spark, b * 10, 10), b)
+    assert [m.flushed_rows for m in sink.metrics] == [0, 0, 30, 0]
+    lake = pdl.connect(catalog.url)
+    snaps = lake.snapshots()
+    assert len(snaps) == 5  # one snapshot per batch, the flush included in batch 2's
+    assert snaps[3].changes_made == "inlined_insert:1,inline_flush:1"
+    con = open_duckdb(catalog)
+    try:
+        for s in range(1, 5):
+            assert con.execute(f"SELECT count(*) FROM lake.main.events AT (VERSION => {s})").fetchone()[0] == s * 10
+        feed = con.execute("SELECT count(*), count(DISTINCT rowid) FROM ducklake_table_changes('lake', 'main', 'events', 1, 4)").fetchone()
+        assert feed == (40, 40)
+    finally:
+        con.close()
+    for s in range(1, 5):
+        assert lake.scan("main.events", snapshot=s).num_rows == s * 10
+
+
+def test_schema_changes(spark: SparkSession, sqlite_catalog: Any) -> None:
+    catalog = sqlite_catalog
+    sink = sink_for(catalog)
+    sink(batch(spark, 0, 5), 0)
+    wider = batch(spark, 5, 5).withColumn("country", F.lit("NL"))
+    with pytest.raises(SchemaMismatchError, match="column 'country' is not in table main.events.*merge_schema=True"):
+        sink(wider, 1)
+    bad = batch(spark, 5, 5).withColumn("amount", F.lit("x"))
+    with pytest.raises(SchemaMismatchError, match="column 'amount'.*float64.*varchar"):
+        sink(bad, 1)
+    lake = pdl.connect(catalog.url)
+    assert len(lake.snapshots()) == 2
+    merging = sink_for(catalog, merge_schema=True)
+    merging(wider, 1)
+    merging(batch(spark, 10, 2000).withColumn("country", F.lit("DE")), 2)
+    assert len(lake.snapshots()) == 4  # the ALTER rides in the batch's own snapshot
+    assert lake.snapshots()[2].changes_made == "altered_table:1,inlined_insert:1"
+    con = open_duckdb(catalog)
+    try:
+        assert con.execute("SELECT count(*), count(country) FROM lake.main.events").fetchone() == (2010, 2005)
+    finally:
+        con.close()
+
+
+def test_streaming_query_restarts_from_checkpoint(spark: SparkSession, catalog: Any, tmp_path: Path) -> None:
+    source = tmp_path / "in"
+    source.mkdir()
+    checkpoint = tmp_path / "checkpoint"
+
+    def drop_file(i: int, n: int) -> None:
+        rows = [{"id": i * 1000 + j, "kind": f"k{j % 3}", "amount": j * 1.5} for j in range(n)]
+        path = source / f"part-{i:04d}.json"
+        path.write_text("\n".join(json.dumps(r) for r in rows))
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))  # the file source orders by modification time
+
+    def run_once(sink: Any) -> None:
+        query = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
+                 .writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination(120)
+        assert query.exception() is None
+
+    for i in range(3):
+        drop_file(i, 5 if i != 1 else 3000)
+    first = ducklake_sink("main.events", catalog=catalog.url, data_path=catalog.data_path, data_inlining_row_limit=100)
+    run_once(first)
+    assert [m.mode for m in first.metrics] == ["inlined", "parquet", "inlined"]
+    drop_file(3, 7)
+    # Forget the newest commit: Spark re-runs that batch on restart; the sink must skip it.
+    newest = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+    os.remove(checkpoint / "commits" / str(newest))
+    os.remove(checkpoint / "commits" / f".{newest}.crc")  # Hadoop's checksum file goes with it
+    second = ducklake_sink("main.events", catalog=catalog.url, data_path=catalog.data_path, data_inlining_row_limit=100)
+    run_once(second)
+    assert [m.mode for m in second.metrics] == ["skipped", "inlined"]
+    lake = pdl.connect(catalog.url)
+    ids = lake.scan("main.events").column("id").to_pylist()
+    assert sorted(ids) == sorted([i * 1000 + j for i, n in enumerate([5, 3000, 5, 7]) for j in range(n)])
+    query_ids = {json.loads(s.commit_extra_info)["app_id"] for s in lake.snapshots() if s.commit_extra_info}
+    assert len(query_ids) == 1  # the query id survives the restart
