@@ -66,6 +66,15 @@ class DuckLakeDataSource(DataSource):
         return DuckLakeBatchWriter.create(self.config, self.identifier, dict(self.options), schema, overwrite)
 
 
+    def streamWriter(self, schema: StructType, overwrite: bool) -> Any:  # noqa: N802 - Spark's name
+        from pyspark_ducklake.exceptions import InvalidOptionError
+        from pyspark_ducklake.streaming.writer import DuckLakeStreamWriter
+
+        if overwrite:
+            raise InvalidOptionError("streaming writes to DuckLake append; use outputMode('append')")
+        return DuckLakeStreamWriter(self.config, self.identifier, dict(self.options), schema)
+
+
 def register(spark: Any) -> type[DuckLakeDataSource]:
     """Register the ``ducklake`` format with a SparkSession, capturing its ``spark.ducklake.*`` conf.
 

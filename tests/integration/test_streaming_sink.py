@@ -150,3 +150,38 @@ def test_streaming_query_restarts_from_checkpoint(spark: SparkSession, catalog: 
     assert sorted(ids) == sorted([i * 1000 + j for i, n in enumerate([5, 3000, 5, 7]) for j in range(n)])
     query_ids = {json.loads(s.commit_extra_info)["app_id"] for s in lake.snapshots() if s.commit_extra_info}
     assert len(query_ids) == 1  # the query id survives the restart
+
+
+def test_writestream_format_ducklake(spark: SparkSession, catalog: Any, tmp_path: Path) -> None:
+    pdl.register(spark)
+    source = tmp_path / "in"
+    source.mkdir()
+    for i, n in enumerate([4, 2500, 6]):
+        rows = [{"id": i * 10000 + j, "kind": "k", "amount": 1.0} for j in range(n)]
+        path = source / f"f{i}.json"
+        path.write_text("\n".join(json.dumps(r) for r in rows))
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+
+    def run() -> None:
+        query = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
+                 .writeStream.format("ducklake").option("catalog", catalog.url).option("dataPath", catalog.data_path)
+                 .option("data_inlining_row_limit", "100").option("checkpointLocation", str(tmp_path / "ck"))
+                 .trigger(availableNow=True).start("main.ws"))
+        query.awaitTermination(120)
+        assert query.exception() is None
+
+    run()
+    lake = pdl.connect(catalog.url)
+    assert [s.changes_made for s in lake.snapshots()[1:]] == [
+        'created_table:"main"."ws",inlined_insert:1', "inserted_into_table:1", "inlined_insert:1"]
+    newest = max(int(p.name) for p in (tmp_path / "ck" / "commits").iterdir() if p.name.isdigit())
+    os.remove(tmp_path / "ck" / "commits" / str(newest))
+    os.remove(tmp_path / "ck" / "commits" / f".{newest}.crc")
+    run()  # batch 2 is re-run and skipped
+    assert len(lake.snapshots()) == 4
+    assert lake.scan("main.ws").num_rows == 2510
+    con = open_duckdb(catalog)
+    try:
+        assert con.execute("SELECT count(*) FROM lake.main.ws").fetchone()[0] == 2510
+    finally:
+        con.close()

@@ -1,0 +1,133 @@
+"""``df.writeStream.format("ducklake").start("main.events")``: the sink as a Python streaming data source writer.
+
+Same semantics as :func:`ducklake_sink`: tasks write Parquet (or hand back small partitions), the driver commits
+one snapshot per micro-batch recording (app_id, batch_id), and a replayed batch is skipped. The app id defaults to
+the streaming query id, which tasks read from their TaskContext.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from pyspark_ducklake.batch.spark_types import columns_from_spark
+from pyspark_ducklake.exceptions import InvalidOptionError, SchemaMismatchError
+from pyspark_ducklake.io.fileio import delete_files
+from pyspark_ducklake.lake import Lake
+from pyspark_ducklake.options import LakeConfig, _get, option_as_bool, option_as_float, option_as_int
+from pyspark_ducklake.streaming.microbatch import (
+    FLUSH_BYTES_DEFAULT,
+    FLUSH_INTERVAL_DEFAULT,
+    FLUSH_ROWS_DEFAULT,
+    SINK_INLINING_ROW_LIMIT_DEFAULT,
+    TARGET_FILE_ROWS_DEFAULT,
+    BatchPlan,
+    MicroBatchCommitter,
+    SinkSettings,
+    TaskOutput,
+    write_task,
+)
+
+log = logging.getLogger("pyspark_ducklake.sink")
+
+
+def sink_settings(options: dict[str, str], retry: object) -> SinkSettings:
+    """Sink settings from Spark writer options (case-insensitive; same names as ``ducklake_sink``'s arguments)."""
+    partition = _get(options, "partitionBy") or _get(options, "partition_by") or ""
+    return SinkSettings(
+        data_inlining_row_limit=option_as_int(options, "data_inlining_row_limit", SINK_INLINING_ROW_LIMIT_DEFAULT,
+                                              minimum=0) or 0,
+        flush_rows=option_as_int(options, "flush_rows", FLUSH_ROWS_DEFAULT, minimum=1) or FLUSH_ROWS_DEFAULT,
+        flush_bytes=option_as_int(options, "flush_bytes", FLUSH_BYTES_DEFAULT, minimum=1) or FLUSH_BYTES_DEFAULT,
+        flush_interval=option_as_float(options, "flush_interval", FLUSH_INTERVAL_DEFAULT),
+        create_table=option_as_bool(options, "create_table", True),
+        merge_schema=option_as_bool(options, "merge_schema", False) or option_as_bool(options, "mergeSchema", False),
+        partition_by=tuple(k.strip() for k in partition.split(",") if k.strip()),
+        target_file_rows=option_as_int(options, "targetFileRows", TARGET_FILE_ROWS_DEFAULT, minimum=1)
+        or TARGET_FILE_ROWS_DEFAULT,
+        retry=retry,  # type: ignore[arg-type]
+    )
+
+
+@dataclass(frozen=True)
+class StreamTaskMessage(WriterCommitMessage):
+    output: TaskOutput
+    query_id: str | None
+
+
+class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
+    """The streaming writer; planned on the driver when the query starts, re-checked at every commit."""
+
+    def __init__(self, config: LakeConfig, identifier: str, options: dict[str, str], schema: StructType) -> None:
+        self.config = config
+        self.identifier = identifier
+        self.app_id = _get(options, "app_id") or _get(options, "appId")
+        self.settings = sink_settings(options, config.retry)
+        if self.settings.flush_interval < 0:
+            raise InvalidOptionError(f"option flush_interval must be seconds >= 0, got {self.settings.flush_interval}")
+        self.incoming = columns_from_spark(schema)
+        lake = self._lake()
+        try:
+            self.plan: BatchPlan = MicroBatchCommitter(lake, identifier, self.settings).plan(self.incoming)[0]
+        finally:
+            lake.close()
+
+    def _lake(self) -> Lake:
+        return Lake(self.config.catalog, self.config.data_path, retry=self.settings.retry)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StreamTaskMessage:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        query_id = context.getLocalProperty("sql.streaming.queryId") if context is not None else None
+        return StreamTaskMessage(write_task(self.plan, iterator), query_id)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803 - Spark's name
+        started = time.monotonic()
+        ours = [m for m in messages if isinstance(m, StreamTaskMessage)]
+        app_id = self.app_id or next((m.query_id for m in ours if m.query_id), None)
+        if not app_id:
+            raise InvalidOptionError("cannot tell the streaming query id; set option app_id on the writer")
+        lake = self._lake()
+        try:
+            committer = MicroBatchCommitter(lake, self.identifier, self.settings)
+            if committer.committed_snapshot(app_id, batchId) is not None:
+                delete_files([f.written.path for m in ours for f in m.output.files])
+                log.info("ducklake sink %s batch %d: already committed; skipped", self.identifier, batchId)
+                return
+            plan, tplan = committer.plan(self.incoming)
+            if plan.schema.shape() != self.plan.schema.shape() or plan.table_dir != self.plan.table_dir:
+                raise SchemaMismatchError(
+                    f"table {self.identifier} changed while the stream was running (columns or location); "
+                    "restart the query to pick up the new schema"
+                )
+            metrics = committer.commit(
+                self.plan, tplan, [m.output for m in ours], app_id=app_id, batch_id=batchId, started=started
+            )
+        finally:
+            lake.close()
+        log.info(
+            "ducklake sink %s batch %d: %d rows, %s, snapshot %s, commit %.1f ms", self.identifier, batchId,
+            metrics.rows, metrics.mode, metrics.snapshot_id, metrics.commit_latency_s * 1000,
+        )
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        # abort can follow a commit that raised after publishing: only remove files no snapshot references.
+        paths = [f.written.path for m in messages if isinstance(m, StreamTaskMessage) for f in m.output.files]
+        if not paths:
+            return
+        lake = self._lake()
+        try:
+            referenced = lake.referenced_files(paths)
+        except Exception as e:  # noqa: BLE001 - keeping files is the only safe choice without the catalog
+            log.warning("keeping %d files of aborted batch %d: %s", len(paths), batchId, e)
+            return
+        finally:
+            lake.close()
+        delete_files([p for p in paths if p not in referenced])
