@@ -415,6 +415,21 @@ class Lake:
         result = self._commit(apply, base=max((t.snapshot_id for t in targets), default=None))
         return result.snapshot_id
 
+    def orphan_files(self, *, older_than: dt.timedelta = dt.timedelta(hours=1)) -> list[str]:
+        """Files under the data path that no snapshot references (left by crashed writers), older than the age."""
+        from pyspark_ducklake.table.maintenance import find_orphans
+
+        return list(find_orphans(self.engine, self.data_path, older_than=older_than,
+                                 storage_options=self.storage_options).orphans)
+
+    def delete_orphan_files(self, *, older_than: dt.timedelta = dt.timedelta(hours=1), dry_run: bool = False) -> list[str]:
+        """Delete :meth:`orphan_files` (or only list them with ``dry_run``); returns what was (or would be) deleted."""
+        from pyspark_ducklake.table.maintenance import delete_orphans
+
+        report = delete_orphans(self.engine, self.data_path, older_than=older_than, dry_run=dry_run,
+                                storage_options=self.storage_options)
+        return list(report.orphans if dry_run else report.deleted)
+
     # --- schema evolution ------------------------------------------------------------------------------------
     def add_column(self, identifier: str | Sequence[str], name: str, dtype: pa.DataType, *, default: Any = None) -> None:
         """Add a nullable column; old rows read ``default`` (or NULL)."""

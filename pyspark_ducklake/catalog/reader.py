@@ -325,3 +325,26 @@ def referenced_file_names(conn: Connection, names: list[str]) -> set[str]:
             chunk = names[i : i + 500]
             out.update(r[0] for r in conn.execute(select(table.c.path).where(table.c.path.in_(chunk))))
     return out
+
+
+def all_referenced_paths(conn: Connection, data_path: str) -> set[str]:
+    """Absolute paths of every data and delete file any snapshot references, and files scheduled for deletion."""
+    schemas_by_id = {
+        r.schema_id: SchemaEntry(r.schema_id, r.schema_name, r.path or "", r.path_is_relative is not False)
+        for r in conn.execute(select(T.ducklake_schema))
+    }
+    tables_by_id: dict[int, TableEntry] = {}
+    for r in conn.execute(select(T.ducklake_table)):
+        sch = schemas_by_id.get(r.schema_id)
+        if sch is not None:
+            tables_by_id[r.table_id] = _table(r, sch)
+    out: set[str] = set()
+    for table in (T.ducklake_data_file, T.ducklake_delete_file):
+        for r in conn.execute(select(table.c.table_id, table.c.path, table.c.path_is_relative)):
+            entry = tables_by_id.get(r.table_id)
+            base = table_path(entry, data_path) if entry is not None else data_path
+            out.add(resolve(base, r.path, r.path_is_relative))
+    f = T.ducklake_files_scheduled_for_deletion
+    for r in conn.execute(select(f.c.path, f.c.path_is_relative)):
+        out.add(resolve(data_path, r.path, r.path_is_relative))
+    return out

@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 from sqlalchemy import select
 
+from pyspark_ducklake._faults import AFTER_CATALOG_COMMIT, AFTER_FILES_WRITTEN, DURING_FLUSH, crash_point
 from pyspark_ducklake.catalog import app_progress
 from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog import tables as T
@@ -254,13 +255,16 @@ class MicroBatchCommitter:
             flushed[0] = 0
             if self._should_flush(ctx, entry, inline_rows):
                 flushed[0] = flush_inlined(ctx, entry).rows
+                crash_point(DURING_FLUSH, batch_id)
             app_progress.record_batch(ctx.conn, app_id, entry.table_id, batch_id, ctx.snapshot_id)
 
+        crash_point(AFTER_FILES_WRITTEN, batch_id)
         commit_started = time.monotonic()
         result = self.lake._commit(
             apply, base=None, files=[f.written.path for f in files],
             extra_info={"app_id": app_id, "batch_id": batch_id},
         )
+        crash_point(AFTER_CATALOG_COMMIT, batch_id)
         now = time.monotonic()
         if result.skipped or skipped[0]:
             self._discard(files)

@@ -1,0 +1,41 @@
+"""A streaming driver run as its own process by recovery tests: JSON files in, ducklake_sink out.
+
+Usage: python -m tests.support.stream_app SOURCE CHECKPOINT CATALOG DATA_PATH [INLINE_LIMIT] [FLUSH_ROWS]
+Processes every file once (Trigger.AvailableNow, one file per micro-batch) and exits. A crash point in
+PYSPARK_DUCKLAKE_CRASH_AT kills it (and its JVM) mid-way.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def main(argv: list[str]) -> int:
+    source, checkpoint, catalog, data_path = argv[:4]
+    inline_limit = int(argv[4]) if len(argv) > 4 else 100
+    flush_rows = int(argv[5]) if len(argv) > 5 else 100_000
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    from pyspark_ducklake import ducklake_sink
+
+    spark = (
+        SparkSession.builder.master("local[2]").appName("ducklake-recovery")
+        .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC").getOrCreate()
+    )
+    sink = ducklake_sink("main.events", catalog=catalog, data_path=data_path, data_inlining_row_limit=inline_limit,
+                         flush_rows=flush_rows)
+    query = (
+        spark.readStream.schema("id BIGINT, kind STRING, amount DOUBLE").option("maxFilesPerTrigger", 1).json(source)
+        .writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+    )
+    query.awaitTermination()
+    spark.stop()
+    return 0 if query.exception() is None else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
