@@ -22,9 +22,11 @@ from pyspark_ducklake.catalog.transaction import CommitContext, CommitResult, Re
 from pyspark_ducklake.catalog.types import Column, TableSchema, column_from_arrow_field, columns_from_arrow
 from pyspark_ducklake.exceptions import (
     CommitConflictError,
-    CommitFailedError,
+    CommitStateUnknownError,
+    DuckLakeError,
     InvalidIdentifierError,
     InvalidOptionError,
+    NoSuchColumnError,
     NoSuchSchemaError,
 )
 from pyspark_ducklake.io.fileio import delete_files
@@ -116,6 +118,8 @@ class Lake:
         storage_options: dict[str, Any] | None = None,
         author: str | None = None,
     ) -> None:
+        if data_inlining_row_limit is not None and data_inlining_row_limit < 0:
+            raise InvalidOptionError(f"option 'data_inlining_row_limit' must be >= 0, got {data_inlining_row_limit}")
         self.location = catalog if isinstance(catalog, CatalogLocation) else parse_location(catalog)
         self.engine, self.info = open_catalog(self.location, data_path)
         self.data_path = self.info.data_path
@@ -123,8 +127,6 @@ class Lake:
         self.storage_options = storage_options
         self.author = author
         self._inlining_limit = data_inlining_row_limit
-        if data_inlining_row_limit is not None and data_inlining_row_limit < 0:
-            raise InvalidOptionError(f"option 'data_inlining_row_limit' must be >= 0, got {data_inlining_row_limit}")
 
     # --- catalog ---------------------------------------------------------------------------------------------
     @property
@@ -162,13 +164,10 @@ class Lake:
             return reader.snapshots(conn)
 
     def referenced_files(self, paths: list[str]) -> set[str]:
-        """The subset of ``paths`` (files this library wrote) that the catalog references."""
-        import posixpath
-
-        names = {posixpath.basename(p): p for p in paths}
+        """The subset of ``paths`` (absolute, as this library wrote them) that any snapshot references."""
         with self.engine.connect() as conn:
-            found = reader.referenced_file_names(conn, list(names))
-        return {names[n] for n in found}
+            referenced = reader.all_referenced_paths(conn, self.data_path)
+        return {p for p in paths if p in referenced}
 
     def schemas(self) -> list[str]:
         with self.engine.connect() as conn:
@@ -195,8 +194,11 @@ class Lake:
                 commit_message=message,
                 commit_extra_info=extra_info,
                 finalize=finalize,
+                storage_options=self.storage_options,
             )
-        except (CommitFailedError, CommitConflictError):
+        except CommitStateUnknownError:
+            raise  # the snapshot may have landed: its files must stay
+        except DuckLakeError:
             if files:
                 delete_files(files, self.storage_options)
             raise
@@ -358,6 +360,10 @@ class Lake:
             The new snapshot id (the current one when nothing matched).
         """
         table = self.table(identifier)
+        known = {*table.table_schema.names(), ROWID, SNAPSHOT_ID}
+        for c in [] if isinstance(filter, pc.Expression) else _filter_columns(filter):
+            if c not in known:
+                raise NoSuchColumnError(f"column {c!r} is not in {table.name}: {sorted(known)}")
         expr = filter if isinstance(filter, pc.Expression) else filters_to_expression(filter)
         with self.engine.connect() as conn:
             plan = plan_scan(conn, table.entry, table.snapshot_id, self.data_path)
@@ -484,17 +490,27 @@ class Lake:
         with self.engine.connect() as conn:
             entry = reader.table_by_name(conn, schema_name, table_name, snap)
             plan = plan_scan(conn, entry, snap, self.data_path, filters=filter)
-        if columns is not None:
-            known = {*plan.schema.names(), ROWID, SNAPSHOT_ID}
-            for c in columns:
-                if c not in known:
-                    from pyspark_ducklake.exceptions import NoSuchColumnError
-
-                    raise NoSuchColumnError(f"column {c!r} is not in {schema_name}.{table_name}: {sorted(known)}")
+        known = {*plan.schema.names(), ROWID, SNAPSHOT_ID}
+        for c in list(columns or []) + _filter_columns(filter):
+            if c not in known:
+                raise NoSuchColumnError(f"column {c!r} is not in {schema_name}.{table_name}: {sorted(known)}")
         return execute_plan(
             plan, columns=list(columns) if columns is not None else None, filters=filter,
             storage_options=self.storage_options,
         )
+
+
+def _filter_columns(filter: Any) -> list[str]:  # noqa: A002
+    """Column names in a pyarrow DNF filter (``[(col, op, value), ...]`` or a list of such lists)."""
+    if not filter:
+        return []
+    out: list[str] = []
+    for item in filter:
+        if isinstance(item, tuple) and item and isinstance(item[0], str):
+            out.append(item[0])
+        elif isinstance(item, list):
+            out.extend(_filter_columns(item))
+    return out
 
 
 def add_pending_files(

@@ -23,7 +23,7 @@ from pyspark.sql.types import StructType
 from pyspark_ducklake.batch.spark_types import arrow_schema_for_spark, spark_schema, to_spark_batch
 from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog.types import TableSchema
-from pyspark_ducklake.exceptions import InvalidOptionError
+from pyspark_ducklake.exceptions import InvalidOptionError, SchemaMismatchError
 from pyspark_ducklake.lake import parse_identifier
 from pyspark_ducklake.options import LakeConfig, _get
 from pyspark_ducklake.table.scan import FileTask, execute_file_task, plan_scan
@@ -33,11 +33,11 @@ TIMESTAMP_OPTIONS = ("timestamp", "timestampAsOf")
 BATCH_ROWS = 65_536
 
 
-def _first(options: dict[str, str], keys: tuple[str, ...]) -> str | None:
+def _first(options: dict[str, str], keys: tuple[str, ...]) -> tuple[str, str] | None:
     for k in keys:
         v = _get(options, k)
         if v is not None:
-            return v
+            return k, v
     return None
 
 
@@ -45,17 +45,19 @@ def resolve_read_snapshot(lake: Any, options: dict[str, str]) -> int:
     """The snapshot a read pins: ``snapshot``/``versionAsOf``, ``timestamp``/``timestampAsOf``, or the latest."""
     snap = _first(options, SNAPSHOT_OPTIONS)
     ts = _first(options, TIMESTAMP_OPTIONS)
+    if snap is not None and ts is not None:
+        raise InvalidOptionError(f"options {snap[0]} and {ts[0]} both pick a snapshot; give only one")
     if snap is not None:
         try:
-            snapshot = int(snap)
+            snapshot = int(snap[1])
         except ValueError as e:
-            raise InvalidOptionError(f"could not parse option snapshot to an integer: {snap!r}") from e
+            raise InvalidOptionError(f"could not parse option {snap[0]} to an integer: {snap[1]!r}") from e
         return int(lake.resolve_snapshot(snapshot=snapshot))
     if ts is not None:
         try:
-            when = dt.datetime.fromisoformat(ts)
+            when = dt.datetime.fromisoformat(ts[1])
         except ValueError as e:
-            raise InvalidOptionError(f"could not parse option timestamp as an ISO timestamp: {ts!r}") from e
+            raise InvalidOptionError(f"could not parse option {ts[0]} as an ISO timestamp: {ts[1]!r}") from e
         return int(lake.resolve_snapshot(timestamp=when))
     return int(lake.current_snapshot_id())
 
@@ -99,6 +101,7 @@ class DuckLakeBatchReader(DataSourceReader):
         self.spark_schema = schema
         self.filters: list[tuple[str, str, Any]] = []
         self.pruned_files = 0
+        self.snapshot: int | None = None
 
     def partitions(self) -> list[InputPartition]:
         lake = self.config.connect()
@@ -110,6 +113,11 @@ class DuckLakeBatchReader(DataSourceReader):
                 plan = plan_scan(conn, entry, snapshot, lake.data_path, filters=self.filters or None)
         finally:
             lake.close()
+        if self.spark_schema is not None and spark_schema(plan.schema) != self.spark_schema:
+            raise SchemaMismatchError(
+                f"table {self.identifier} changed between planning and reading (snapshot {snapshot}); run the read again"
+            )
+        self.snapshot = snapshot
         self.pruned_files = plan.pruned_files
         parts: list[InputPartition] = [FilePartition(task, plan.schema) for task in plan.files]
         if plan.inlined is not None and plan.inlined.data.num_rows:

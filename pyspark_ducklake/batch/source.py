@@ -18,8 +18,8 @@ class DuckLakeDataSource(DataSource):
     """A DuckLake table as a Spark data source; the table identifier is the ``load``/``save`` path.
 
     Options (case-insensitive): ``catalog``, ``dataPath``, ``snapshot`` (alias ``versionAsOf``), ``timestamp``
-    (alias ``timestampAsOf``), ``data_inlining_row_limit``, ``max_retry_count``, ``retry_wait_ms``,
-    ``retry_backoff``, ``targetFileRows``.
+    (alias ``timestampAsOf``), ``partitionBy``, ``targetFileRows``, ``max_retry_count``, ``retry_wait_ms``,
+    ``retry_backoff``; streaming writes also take the sink's options (``data_inlining_row_limit``, ``flush_rows``...).
     """
 
     # Spark conf captured by register(spark): Python data sources run in workers without a SparkSession.

@@ -75,8 +75,8 @@ def open_catalog(location: str | CatalogLocation, data_path: str | None, *, crea
     except (DBAPIError, SQLAlchemyError) as e:
         engine.dispose()
         raise CatalogUnreachableError(
-            f"cannot open catalog {loc.redacted()}: {getattr(e, 'orig', e)}; check the URL, credentials and that "
-            "the database server is running"
+            f"cannot open catalog {loc.redacted()}: {getattr(e, 'orig', e)}; check the URL, credentials, that the "
+            "database server is running (PostgreSQL) or that the folder exists (SQLite)"
         ) from e
     if "ducklake_metadata" not in names:
         engine.dispose()
@@ -98,6 +98,12 @@ def open_catalog(location: str | CatalogLocation, data_path: str | None, *, crea
         engine = create_catalog_engine(loc)
         return engine, create_catalog(engine, data_path)
     info = read_info(engine, loc)
+    if data_path is not None and normalize_data_path(data_path) != info.data_path:
+        engine.dispose()
+        raise InvalidOptionError(
+            f"data_path {normalize_data_path(data_path)!r} does not match the lake's data path {info.data_path!r} "
+            "recorded in the catalog; omit data_path, or move the catalog with its files"
+        )
     return engine, info
 
 

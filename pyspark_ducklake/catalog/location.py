@@ -99,7 +99,10 @@ def parse_location(location: str) -> CatalogLocation:
             f"catalog backend {url.get_backend_name()!r} is not supported; DuckLake catalogs here are sqlite or postgresql"
         )
     if url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"):
-        return CatalogLocation(url.render_as_string(hide_password=False))
+        raise InvalidOptionError(
+            f"catalog {location!r} is an in-memory SQLite database, which vanishes between connections; "
+            "give a file, e.g. 'sqlite:///lake.sqlite'"
+        )
     if url.get_backend_name() == "sqlite":
         url = url.set(database=os.path.abspath(url.database or ""))
     return CatalogLocation(url.render_as_string(hide_password=False))

@@ -77,6 +77,7 @@ class CommitContext:
     _table_ops: dict[str, Any] = field(default_factory=dict)
     # Files written while the attempt runs (e.g. a flush); removed when the attempt definitely failed.
     attempt_files: list[str] = field(default_factory=list)
+    storage_options: dict[str, Any] | None = None
 
     def allocate_catalog_id(self) -> int:
         value = self.next_catalog_id
@@ -128,6 +129,7 @@ def run_commit(
     commit_message: str | None = None,
     commit_extra_info: dict[str, Any] | str | None = None,
     finalize: Callable[[CommitContext], None] | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> CommitResult:
     """Commit one snapshot, retrying collisions.
 
@@ -180,6 +182,7 @@ def run_commit(
                         next_file_id=head.next_file_id,
                         data_path=data_path,
                         backend=backend,
+                        storage_options=storage_options,
                     )
                     # The snapshot row goes first: its primary key serialises concurrent committers.
                     conn.execute(
@@ -254,7 +257,7 @@ def _discard_attempt_files(ctx: CommitContext | None) -> None:
     if ctx is not None and ctx.attempt_files:
         from pyspark_ducklake.io.fileio import delete_files
 
-        delete_files(ctx.attempt_files)
+        delete_files(ctx.attempt_files, ctx.storage_options)
         ctx.attempt_files.clear()
 
 

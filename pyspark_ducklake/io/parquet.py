@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pyspark_ducklake.exceptions import DataFileError
 from pyspark_ducklake.io.fileio import ensure_parent, filesystem
 
 FIELD_ID_KEY = b"PARQUET:field_id"
@@ -156,8 +157,16 @@ def read_table(path: str, *, columns: list[str] | None = None, storage_options: 
                footer_size: int | None = None) -> pa.Table:
     """Read a whole Parquet file (schema metadata, including field ids, preserved)."""
     fs, p = filesystem(path, storage_options)
-    with fs.open(p, "rb") as f:
-        return pq.ParquetFile(f).read(columns=columns, use_threads=True)
+    try:
+        with fs.open(p, "rb") as f:
+            return pq.ParquetFile(f).read(columns=columns, use_threads=True)
+    except FileNotFoundError as e:
+        raise DataFileError(
+            f"data file {path} is missing: the lake's files were removed or moved (its data_path is recorded in the "
+            "catalog); restore the file or time-travel to a snapshot that does not need it"
+        ) from e
+    except (OSError, pa.ArrowInvalid) as e:
+        raise DataFileError(f"data file {path} cannot be read as Parquet: {e}") from e
 
 
 def read_schema(path: str, *, storage_options: dict[str, Any] | None = None) -> pa.Schema:

@@ -19,10 +19,11 @@ from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_field, arr
 from pyspark_ducklake.io.parquet import field_id
 
 
-def default_array(column: Column, n: int) -> pa.Array:
-    """``n`` copies of the column's initial default (NULL when it has none)."""
+def default_array(column: Column, n: int, *, current: bool = False) -> pa.Array:
+    """``n`` copies of the column's initial default (rows older than the column), or with ``current`` its
+    default for new rows (``default_value``); NULL when it has none."""
     t = arrow_type(column)
-    raw = column.initial_default
+    raw = column.default_value if current else column.initial_default
     if raw is None or raw == "NULL" or column.is_nested:
         return pa.nulls(n, t)
     value: Any = parse_stat(column, raw, inlined=True)

@@ -89,7 +89,7 @@ def _write_flush_files(
     data = pa.Table.from_arrays([*arrays, row_ids, begins], schema=pa.schema(fields))
     name = new_data_file_name()
     ctx.attempt_files.append(table_dir + name)
-    written = write_table(data, table_dir + name, stats=stats_function(schema))
+    written = write_table(data, table_dir + name, stats=stats_function(schema), storage_options=ctx.storage_options)
     begin_values = [int(r.begin_snapshot) for r in rows]
     file_id = W.add_data_file(
         ctx, table, schema, written, relative_path=name, begin_snapshot=min(begin_values),
@@ -110,7 +110,7 @@ def _write_flush_files(
     )
     dname = new_delete_file_name()
     ctx.attempt_files.append(table_dir + dname)
-    dwritten = write_table(deletes, table_dir + dname)
+    dwritten = write_table(deletes, table_dir + dname, storage_options=ctx.storage_options)
     delete_file_id = ctx.allocate_file_id()
     ctx.conn.execute(
         T.ducklake_delete_file.insert().values(

@@ -14,6 +14,7 @@ from pyspark_ducklake.catalog.types import Column, can_promote, TableSchema, arr
 from pyspark_ducklake.exceptions import SchemaMismatchError, UnsupportedTypeError
 from pyspark_ducklake.io.fileio import delete_files
 from pyspark_ducklake.io.parquet import WrittenFile, write_table
+from pyspark_ducklake.table.conform import default_array
 from pyspark_ducklake.table.partition_values import PartitionKey, partition_dir, split_by_partition
 
 DELETE_FILE_PATH_ID = 2147483646
@@ -59,9 +60,11 @@ def conform_to_table(data: pa.Table, schema: TableSchema, table_name: str) -> pa
     for column in schema.columns:
         target = arrow_type(column)
         if column.name not in data.column_names:
-            if not column.nulls_allowed:
+            # Missing columns take the column's default for new rows, as an INSERT without them does in DuckDB.
+            filled = default_array(column, data.num_rows, current=True)
+            if not column.nulls_allowed and filled.null_count:
                 raise SchemaMismatchError(f"column {column.name!r} of {table_name} is NOT NULL but missing in the data")
-            arrays.append(pa.nulls(data.num_rows, target))
+            arrays.append(filled)
             continue
         arr = data.column(column.name).combine_chunks()
         arrays.append(_cast(arr, column, target, table_name))

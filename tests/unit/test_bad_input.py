@@ -160,3 +160,29 @@ def test_other_format_versions_are_refused(tmp_path: Path, version: str) -> None
 def test_bad_options(tmp_path: Path, kwargs: dict[str, object], match: str) -> None:
     with pytest.raises(InvalidOptionError, match=match):
         pdl.connect(f"sqlite:///{tmp_path}/c.sqlite", str(tmp_path), **kwargs)  # type: ignore[arg-type]
+
+
+def test_more_bad_input(lake: pdl.Lake, tmp_path: Path) -> None:
+    from pyspark_ducklake.exceptions import DataFileError
+
+    with pytest.raises(InvalidOptionError, match="in-memory"):
+        pdl.connect("sqlite://", str(tmp_path))
+    with pytest.raises(NoSuchColumnError, match="'nope'"):
+        lake.scan("main.t", filter=[("nope", "=", 1)])
+    with pytest.raises(NoSuchColumnError, match="'nope'"):
+        lake.delete("main.t", [("nope", "=", 1)])
+    with pytest.raises(InvalidOptionError, match="does not match the lake's data path"):
+        pdl.connect(lake.location.url, str(tmp_path / "elsewhere"))
+    lake.append("main.t", pa.table({"id": list(range(50))}))
+    for path in parquet_files(lake.data_path):
+        os.remove(path)
+    with pytest.raises(DataFileError, match="is missing"):
+        lake.scan("main.t")
+
+
+def test_missing_columns_take_the_current_default(lake: pdl.Lake) -> None:
+    lake.add_column("main.t", "country", pa.string(), default="NL")
+    lake.append("main.t", pa.table({"id": [1, 2]}))
+    lake.append("main.t", pa.table({"id": [3], "country": [None]}))
+    got = sorted(lake.scan("main.t").to_pylist(), key=lambda r: r["id"])
+    assert [r["country"] for r in got] == ["NL", "NL", None]
