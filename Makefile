@@ -13,7 +13,7 @@ define run_pytest
 	exit $$rc
 endef
 
-.PHONY: help install demo test test-unit test-conformance test-integration lint format pg-start pg-stop clean
+.PHONY: help install demo demo-python test test-unit test-conformance test-integration lint format pg-start pg-stop clean
 
 help: ## List the targets
 	@echo "usage: make <target>"
@@ -22,7 +22,10 @@ help: ## List the targets
 install: ## Create .venv and install the package, extras and test/dev tools (no-op when up to date)
 	@bash scripts/setup.sh
 
-demo: install ## Run examples/quickstart.py on a SQLite catalog with local files
+demo: install ## Run the main demo (a Spark stream into DuckLake) on a SQLite catalog with local files
+	$(PYTHON) examples/streaming_demo.py
+
+demo-python: install ## Run examples/quickstart.py: the Python API without Spark
 	$(PYTHON) examples/quickstart.py
 
 test: install ## Run the whole test suite (starts the test PostgreSQL as needed); PYTEST_ARGS="..." adds options
