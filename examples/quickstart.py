@@ -30,8 +30,14 @@ def main() -> None:
     lake = pdl.connect(catalog, data_path=f"{root}/data")
     print(f"lake: catalog {catalog}, data {lake.data_path}")
 
-    schema = pa.schema([("id", pa.int64()), ("kind", pa.string()), ("amount", pa.decimal128(12, 2)),
-                        ("at", pa.timestamp("us", tz="UTC"))])
+    schema = pa.schema(
+        [
+            ("id", pa.int64()),
+            ("kind", pa.string()),
+            ("amount", pa.decimal128(12, 2)),
+            ("at", pa.timestamp("us", tz="UTC")),
+        ]
+    )
     lake.create_table("main.events", schema, exist_ok=True)
     now = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -70,7 +76,8 @@ def main() -> None:
         return
     total = con.execute("SELECT count(*) FROM lake.main.events").fetchone()[0]
     per_snapshot = [
-        con.execute(f"SELECT count(*) FROM lake.main.events AT (VERSION => {s})").fetchone()[0] for s in (s1, s2, s3, s4)
+        con.execute(f"SELECT count(*) FROM lake.main.events AT (VERSION => {s})").fetchone()[0]
+        for s in (s1, s2, s3, s4)
     ]
     print(f"DuckDB reads {total} rows now; per snapshot {per_snapshot}")
     ours = lake.scan("main.events").num_rows

@@ -37,11 +37,14 @@ def main() -> None:
     import pyspark_ducklake as pdl
 
     spark = (
-        SparkSession.builder.master("local[2]").appName("ducklake-demo")
-        .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+        SparkSession.builder.master("local[2]")
+        .appName("ducklake-demo")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ducklake.catalog", catalog).config("spark.ducklake.dataPath", data_path)
+        .config("spark.ducklake.catalog", catalog)
+        .config("spark.ducklake.dataPath", data_path)
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
@@ -49,19 +52,30 @@ def main() -> None:
     print(f"lake: catalog {catalog}, data {data_path}/")
 
     events = (
-        spark.readStream.format("rate").option("rowsPerSecond", args.rows_per_second).load()
-        .select(F.col("value").alias("id"), F.col("timestamp").alias("at"),
-                F.when(F.col("value") % 3 == 0, "buy").otherwise("click").alias("kind"))
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", args.rows_per_second)
+        .load()
+        .select(
+            F.col("value").alias("id"),
+            F.col("timestamp").alias("at"),
+            F.when(F.col("value") % 3 == 0, "buy").otherwise("click").alias("kind"),
+        )
     )
     sink = pdl.ducklake_sink("main.events", flush_rows=1_000)
-    query = (events.writeStream.foreachBatch(sink).option("checkpointLocation", f"{root}/checkpoint")
-             .trigger(processingTime="1 second").start())
+    query = (
+        events.writeStream.foreachBatch(sink)
+        .option("checkpointLocation", f"{root}/checkpoint")
+        .trigger(processingTime="1 second")
+        .start()
+    )
     while len(sink.metrics) < args.batches and query.isActive:  # type: ignore[attr-defined]
         time.sleep(0.2)
     query.stop()
     for m in sink.metrics:  # type: ignore[attr-defined]
-        print(f"  batch {m.batch_id:>2}: {m.rows:>4} rows {m.mode:<8} flushed {m.flushed_rows:>5}  "
-              f"snapshot {m.snapshot_id}  commit {m.commit_latency_s * 1000:6.1f} ms")
+        print(
+            f"  batch {m.batch_id:>2}: {m.rows:>4} rows {m.mode:<8} flushed {m.flushed_rows:>5}  "
+            f"snapshot {m.snapshot_id}  commit {m.commit_latency_s * 1000:6.1f} ms"
+        )
 
     table = spark.read.format("ducklake").load("main.events")
     total = table.count()

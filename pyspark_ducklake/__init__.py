@@ -10,7 +10,7 @@ __version__ = "0.1.0"
 
 
 def ducklake_sink(table: str, **options: object) -> object:
-    """A ``foreachBatch`` function committing each micro-batch to ``table`` (see :mod:`pyspark_ducklake.streaming.sink`)."""
+    """A ``foreachBatch`` function committing each micro-batch to ``table`` (:mod:`pyspark_ducklake.streaming.sink`)."""
     from pyspark_ducklake.streaming.sink import ducklake_sink as _sink
 
     return _sink(table, **options)  # type: ignore[arg-type]
@@ -21,5 +21,6 @@ def register(spark: object) -> object:
     from pyspark_ducklake.batch.source import register as _register
 
     return _register(spark)
+
 
 __all__ = ["DuckLakeError", "Lake", "LakeTable", "RetryConfig", "__version__", "connect", "ducklake_sink", "register"]

@@ -40,8 +40,12 @@ def extension_path(package: str, name: str) -> str:
 
     spec = importlib.util.find_spec(package)
     if spec is None or spec.origin is None:
-        raise NotInstalledError(f"{package} is not installed: pip install {package.replace('_', '-')}=={duckdb.__version__}")
-    return os.path.join(os.path.dirname(spec.origin), "extensions", "v" + duckdb.__version__, f"{name}.duckdb_extension")
+        raise NotInstalledError(
+            f"{package} is not installed: pip install {package.replace('_', '-')}=={duckdb.__version__}"
+        )
+    return os.path.join(
+        os.path.dirname(spec.origin), "extensions", "v" + duckdb.__version__, f"{name}.duckdb_extension"
+    )
 
 
 def connect_duckdb(database: str = ":memory:") -> Any:
@@ -53,7 +57,9 @@ def connect_duckdb(database: str = ":memory:") -> Any:
     try:
         import duckdb
     except ImportError as e:
-        raise NotInstalledError("duckdb is not installed: pip install duckdb==1.5.5 duckdb-extension-ducklake==1.5.5") from e
+        raise NotInstalledError(
+            "duckdb is not installed: pip install duckdb==1.5.5 duckdb-extension-ducklake==1.5.5"
+        ) from e
     con = duckdb.connect(database, config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
     try:
         for package, name in EXTENSIONS:

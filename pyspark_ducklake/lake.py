@@ -18,6 +18,12 @@ from pyspark_ducklake.catalog import writer as W
 from pyspark_ducklake.catalog.catalog import CatalogInfo, open_catalog
 from pyspark_ducklake.catalog.entries import SnapshotInfo, TableEntry
 from pyspark_ducklake.catalog.location import CatalogLocation, parse_location
+from pyspark_ducklake.catalog.partitioning import (
+    PartitionSpec,
+    parse_partition_keys,
+    partition_spec,
+    set_partition_spec,
+)
 from pyspark_ducklake.catalog.transaction import CommitContext, CommitResult, RetryConfig, SkipCommit, run_commit
 from pyspark_ducklake.catalog.types import Column, TableSchema, column_from_arrow_field, columns_from_arrow
 from pyspark_ducklake.exceptions import (
@@ -31,6 +37,7 @@ from pyspark_ducklake.exceptions import (
 )
 from pyspark_ducklake.io.fileio import delete_files
 from pyspark_ducklake.table import evolution
+from pyspark_ducklake.table.partition_values import PartitionKey, resolve_keys
 from pyspark_ducklake.table.scan import ROWID, SNAPSHOT_ID, execute_plan, plan_scan
 from pyspark_ducklake.table.write import (
     PendingFile,
@@ -39,8 +46,6 @@ from pyspark_ducklake.table.write import (
     write_data_files,
     write_delete_file,
 )
-from pyspark_ducklake.table.partition_values import PartitionKey, resolve_keys
-from pyspark_ducklake.catalog.partitioning import PartitionSpec, parse_partition_keys, partition_spec, set_partition_spec
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +99,10 @@ class LakeTable:
     @property
     def partition_by(self) -> list[str]:
         """The partition keys as ``col`` / ``year(col)`` strings."""
-        return [k.column.name if k.transform == "identity" else f"{k.transform}({k.column.name})" for k in self.partition_keys]
+        return [
+            k.column.name if k.transform == "identity" else f"{k.transform}({k.column.name})"
+            for k in self.partition_keys
+        ]
 
 
 class Lake:
@@ -178,8 +186,15 @@ class Lake:
             snap = reader.latest_snapshot(conn).snapshot_id
             return [f"{t.schema.schema_name}.{t.table_name}" for t in reader.tables(conn, snap, schema)]
 
-    def _commit(self, apply: Any, *, base: int | None, files: list[str] | None = None,
-                extra_info: dict[str, Any] | str | None = None, message: str | None = None) -> CommitResult:
+    def _commit(
+        self,
+        apply: Any,
+        *,
+        base: int | None,
+        files: list[str] | None = None,
+        extra_info: dict[str, Any] | str | None = None,
+        message: str | None = None,
+    ) -> CommitResult:
         def finalize(ctx: CommitContext) -> None:
             W.write_table_stats(ctx)
 
@@ -298,7 +313,9 @@ class Lake:
         else:
             files = self._write_files(table, arrow)
             result = self._commit(
-                self._file_apply(table, files), base=table.snapshot_id, files=[f.written.path for f in files],
+                self._file_apply(table, files),
+                base=table.snapshot_id,
+                files=[f.written.path for f in files],
                 extra_info=extra_info,
             )
         assert result.snapshot_id is not None
@@ -309,7 +326,11 @@ class Lake:
 
     def _write_files(self, table: LakeTable, arrow: pa.Table) -> list[PendingFile]:
         return write_data_files(
-            arrow, self._table_dir(table), table.table_schema, table.partition_keys, storage_options=self.storage_options
+            arrow,
+            self._table_dir(table),
+            table.table_schema,
+            table.partition_keys,
+            storage_options=self.storage_options,
         )
 
     @staticmethod
@@ -353,7 +374,7 @@ class Lake:
         assert result.snapshot_id is not None
         return result.snapshot_id
 
-    def delete(self, identifier: str | Sequence[str], filter: Filter | pc.Expression) -> int:  # noqa: A002
+    def delete(self, identifier: str | Sequence[str], filter: Filter | pc.Expression) -> int:
         """Delete the rows matching ``filter`` (pyarrow DNF tuples like ``[("id", "<", 5)]`` or an Expression).
 
         Returns:
@@ -425,19 +446,27 @@ class Lake:
         """Files under the data path that no snapshot references (left by crashed writers), older than the age."""
         from pyspark_ducklake.table.maintenance import find_orphans
 
-        return list(find_orphans(self.engine, self.data_path, older_than=older_than,
-                                 storage_options=self.storage_options).orphans)
+        return list(
+            find_orphans(
+                self.engine, self.data_path, older_than=older_than, storage_options=self.storage_options
+            ).orphans
+        )
 
-    def delete_orphan_files(self, *, older_than: dt.timedelta = dt.timedelta(hours=1), dry_run: bool = False) -> list[str]:
+    def delete_orphan_files(
+        self, *, older_than: dt.timedelta = dt.timedelta(hours=1), dry_run: bool = False
+    ) -> list[str]:
         """Delete :meth:`orphan_files` (or only list them with ``dry_run``); returns what was (or would be) deleted."""
         from pyspark_ducklake.table.maintenance import delete_orphans
 
-        report = delete_orphans(self.engine, self.data_path, older_than=older_than, dry_run=dry_run,
-                                storage_options=self.storage_options)
+        report = delete_orphans(
+            self.engine, self.data_path, older_than=older_than, dry_run=dry_run, storage_options=self.storage_options
+        )
         return list(report.orphans if dry_run else report.deleted)
 
     # --- schema evolution ------------------------------------------------------------------------------------
-    def add_column(self, identifier: str | Sequence[str], name: str, dtype: pa.DataType, *, default: Any = None) -> None:
+    def add_column(
+        self, identifier: str | Sequence[str], name: str, dtype: pa.DataType, *, default: Any = None
+    ) -> None:
         """Add a nullable column; old rows read ``default`` (or NULL)."""
         table = self.table(identifier)
         column = column_from_arrow_field(pa.field(name, dtype), [1])
@@ -478,7 +507,7 @@ class Lake:
         snapshot: int | None = None,
         timestamp: dt.datetime | str | None = None,
         columns: Sequence[str] | None = None,
-        filter: Filter | None = None,  # noqa: A002
+        filter: Filter | None = None,
     ) -> pa.Table:
         """Read the table at the latest snapshot, a snapshot id, or a point in time.
 
@@ -495,12 +524,14 @@ class Lake:
             if c not in known:
                 raise NoSuchColumnError(f"column {c!r} is not in {schema_name}.{table_name}: {sorted(known)}")
         return execute_plan(
-            plan, columns=list(columns) if columns is not None else None, filters=filter,
+            plan,
+            columns=list(columns) if columns is not None else None,
+            filters=filter,
             storage_options=self.storage_options,
         )
 
 
-def _filter_columns(filter: Any) -> list[str]:  # noqa: A002
+def _filter_columns(filter: Any) -> list[str]:
     """Column names in a pyarrow DNF filter (``[(col, op, value), ...]`` or a list of such lists)."""
     if not filter:
         return []
@@ -514,7 +545,11 @@ def _filter_columns(filter: Any) -> list[str]:  # noqa: A002
 
 
 def add_pending_files(
-    ctx: CommitContext, entry: TableEntry, schema: TableSchema, partition: PartitionSpec | None, files: list[PendingFile]
+    ctx: CommitContext,
+    entry: TableEntry,
+    schema: TableSchema,
+    partition: PartitionSpec | None,
+    files: list[PendingFile],
 ) -> None:
     """Register written files, checking the partition spec they were written for is still the table's."""
     if any(f.partition_values for f in files) or partition is not None:
@@ -525,8 +560,13 @@ def add_pending_files(
             )
     for f in files:
         W.add_data_file(
-            ctx, entry, schema, f.written, relative_path=f.relative_path,
-            partition_id=partition.partition_id if partition else None, partition_values=f.partition_values,
+            ctx,
+            entry,
+            schema,
+            f.written,
+            relative_path=f.relative_path,
+            partition_id=partition.partition_id if partition else None,
+            partition_values=f.partition_values,
         )
 
 
@@ -548,7 +588,9 @@ def _delete_everything(ctx: CommitContext, table: LakeTable, data_path: str) -> 
             from sqlalchemy import Column as SAColumn
 
             t = Table(tname, MetaData(), SAColumn("end_snapshot", BigInteger))
-            n = ctx.conn.execute(update(t).where(t.c.end_snapshot.is_(None)).values(end_snapshot=ctx.snapshot_id)).rowcount
+            n = ctx.conn.execute(
+                update(t).where(t.c.end_snapshot.is_(None)).values(end_snapshot=ctx.snapshot_id)
+            ).rowcount
             if n:
                 ctx.changes.inlined_delete.add(table.table_id)
 

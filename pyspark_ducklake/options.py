@@ -34,7 +34,9 @@ def _get(options: Mapping[str, str], key: str) -> str | None:
     return None
 
 
-def option_as_int(options: Mapping[str, str], key: str, default: int | None, *, minimum: int | None = None) -> int | None:
+def option_as_int(
+    options: Mapping[str, str], key: str, default: int | None, *, minimum: int | None = None
+) -> int | None:
     raw = _get(options, key)
     if raw is None:
         return default
@@ -127,5 +129,10 @@ class LakeConfig:
     def connect(self, **kwargs: Any) -> Any:
         from pyspark_ducklake.lake import Lake
 
-        return Lake(self.catalog, self.data_path, data_inlining_row_limit=self.data_inlining_row_limit,
-                    retry=self.retry, **kwargs)
+        return Lake(
+            self.catalog,
+            self.data_path,
+            data_inlining_row_limit=self.data_inlining_row_limit,
+            retry=self.retry,
+            **kwargs,
+        )

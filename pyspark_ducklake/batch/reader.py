@@ -115,7 +115,8 @@ class DuckLakeBatchReader(DataSourceReader):
             lake.close()
         if self.spark_schema is not None and spark_schema(plan.schema) != self.spark_schema:
             raise SchemaMismatchError(
-                f"table {self.identifier} changed between planning and reading (snapshot {snapshot}); run the read again"
+                f"table {self.identifier} changed between planning and reading (snapshot {snapshot}); "
+                "run the read again"
             )
         self.snapshot = snapshot
         self.pruned_files = plan.pruned_files
@@ -144,10 +145,11 @@ class DuckLakeBatchReader(DataSourceReader):
 class PruningBatchReader(DuckLakeBatchReader):
     """A reader that also prunes files by their column statistics (needs spark.sql.python.filterPushdown.enabled)."""
 
-    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 - Spark's name
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
         for f in filters:
             op = _PUSHABLE.get(type(f))
-            if op is not None and len(f.attribute) == 1:
-                self.filters.append((f.attribute[0], op, f.value))  # type: ignore[attr-defined]
+            attribute: tuple[str, ...] = tuple(getattr(f, "attribute", ()))
+            if op is not None and len(attribute) == 1:
+                self.filters.append((attribute[0], op, getattr(f, "value", None)))
             # Pruning is by file only: Spark still applies every filter to the rows.
             yield f

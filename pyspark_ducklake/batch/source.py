@@ -65,8 +65,7 @@ class DuckLakeDataSource(DataSource):
 
         return DuckLakeBatchWriter.create(self.config, self.identifier, dict(self.options), schema, overwrite)
 
-
-    def streamWriter(self, schema: StructType, overwrite: bool) -> Any:  # noqa: N802 - Spark's name
+    def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
         from pyspark_ducklake.exceptions import InvalidOptionError
         from pyspark_ducklake.streaming.writer import DuckLakeStreamWriter
 
@@ -90,9 +89,11 @@ def register(spark: Any) -> type[DuckLakeDataSource]:
         if value is not None:
             conf[key] = value
     # A module that cannot be imported makes cloudpickle ship the class by value, conf included.
-    source = type("DuckLakeDataSource", (DuckLakeDataSource,), {"spark_conf": conf, "__module__": "pyspark_ducklake_registered"})
+    source = type(
+        "DuckLakeDataSource", (DuckLakeDataSource,), {"spark_conf": conf, "__module__": "pyspark_ducklake_registered"}
+    )
     spark.dataSource.register(source)
     return source
 
 
-__all__ = ["DuckLakeDataSource", "register", "Any"]
+__all__ = ["Any", "DuckLakeDataSource", "register"]

@@ -90,16 +90,18 @@ def to_spark_array(arr: pa.Array, target: pa.DataType) -> pa.Array:
         )
     if pa.types.is_struct(t) and pa.types.is_struct(target):
         children = [to_spark_array(arr.field(i), target.field(i).type) for i in range(t.num_fields)]
-        return pa.StructArray.from_arrays(
-            children, fields=list(target), mask=arr.is_null() if arr.null_count else None
-        )
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=arr.is_null() if arr.null_count else None)
     if pa.types.is_list(t) and pa.types.is_list(target):
         values = to_spark_array(arr.values, target.value_type)
-        return pa.ListArray.from_arrays(arr.offsets, values, type=target, mask=arr.is_null() if arr.null_count else None)
+        return pa.ListArray.from_arrays(
+            arr.offsets, values, type=target, mask=arr.is_null() if arr.null_count else None
+        )
     if pa.types.is_map(t) and pa.types.is_map(target):
         keys = to_spark_array(arr.keys, target.key_type)
         items = to_spark_array(arr.items, target.item_type)
-        return pa.MapArray.from_arrays(arr.offsets, keys, items, type=target, mask=arr.is_null() if arr.null_count else None)
+        return pa.MapArray.from_arrays(
+            arr.offsets, keys, items, type=target, mask=arr.is_null() if arr.null_count else None
+        )
     if pa.types.is_timestamp(t) and pa.types.is_timestamp(target):
         return pc.cast(arr, target, safe=False)
     return arr.cast(target)
@@ -126,7 +128,9 @@ def columns_from_spark(schema: T.StructType) -> TableSchema:
 def _nullable(column: Column) -> Column:
     from dataclasses import replace
 
-    children = tuple(_nullable(c) if not (column.type == "map" and i == 0) else c for i, c in enumerate(column.children))
+    children = tuple(
+        _nullable(c) if not (column.type == "map" and i == 0) else c for i, c in enumerate(column.children)
+    )
     return replace(column, nulls_allowed=True, children=children)
 
 

@@ -15,9 +15,6 @@ from pyspark_ducklake.batch.spark_types import columns_from_spark
 from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog import writer as W
 from pyspark_ducklake.catalog.entries import TableEntry
-from pyspark_ducklake.catalog.paths import path_component
-from pyspark_ducklake.catalog.transaction import CommitContext
-from pyspark_ducklake.catalog.types import TableSchema
 from pyspark_ducklake.catalog.partitioning import (
     PartitionField,
     PartitionSpec,
@@ -26,7 +23,15 @@ from pyspark_ducklake.catalog.partitioning import (
     partition_spec,
     set_partition_spec,
 )
-from pyspark_ducklake.exceptions import CommitConflictError, CommitStateUnknownError, InvalidOptionError, NoSuchTableError
+from pyspark_ducklake.catalog.paths import path_component
+from pyspark_ducklake.catalog.transaction import CommitContext
+from pyspark_ducklake.catalog.types import TableSchema
+from pyspark_ducklake.exceptions import (
+    CommitConflictError,
+    CommitStateUnknownError,
+    InvalidOptionError,
+    NoSuchTableError,
+)
 from pyspark_ducklake.io.fileio import delete_files
 from pyspark_ducklake.lake import LakeTable, _delete_everything, add_pending_files, parse_identifier
 from pyspark_ducklake.options import LakeConfig, _get, option_as_int
@@ -68,9 +73,13 @@ class WritePlan:
             return resolve_keys(self.partition, self.table_schema)
         if self.new_partition_keys:
             names = key_names(list(self.new_partition_keys), self.table_schema)
-            spec = PartitionSpec(-1, tuple(
-                PartitionField(i, cid, t, n) for i, ((cid, t), n) in enumerate(zip(self.new_partition_keys, names))
-            ))
+            spec = PartitionSpec(
+                -1,
+                tuple(
+                    PartitionField(i, cid, t, n)
+                    for i, ((cid, t), n) in enumerate(zip(self.new_partition_keys, names, strict=False))
+                ),
+            )
             return resolve_keys(spec, self.table_schema)
         return ()
 
@@ -83,7 +92,9 @@ def plan_write(config: LakeConfig, identifier: str, options: dict[str, str], spa
         SchemaMismatchError: data columns that the existing table does not have.
     """
     schema_name, table_name = parse_identifier(identifier)
-    target_rows = option_as_int(options, TARGET_FILE_ROWS, TARGET_FILE_ROWS_DEFAULT, minimum=1) or TARGET_FILE_ROWS_DEFAULT
+    target_rows = (
+        option_as_int(options, TARGET_FILE_ROWS, TARGET_FILE_ROWS_DEFAULT, minimum=1) or TARGET_FILE_ROWS_DEFAULT
+    )
     new_schema = columns_from_spark(spark_schema)
     partition_option = _get(options, PARTITION_BY)
     lake = config.connect()
@@ -94,10 +105,13 @@ def plan_write(config: LakeConfig, identifier: str, options: dict[str, str], spa
         except NoSuchTableError:
             with lake.engine.connect() as conn:
                 schema = R.schema_by_name(conn, schema_name, snapshot)
-            table_dir = R.resolve(R.resolve(lake.data_path, schema.path, schema.path_is_relative), path_component(table_name), True)
+            table_dir = R.resolve(
+                R.resolve(lake.data_path, schema.path, schema.path_is_relative), path_component(table_name), True
+            )
             keys = tuple(parse_partition_keys(partition_option, new_schema)) if partition_option else ()
-            return WritePlan(config, schema_name, table_name, table_dir, new_schema, snapshot, False, target_rows,
-                             None, keys)
+            return WritePlan(
+                config, schema_name, table_name, table_dir, new_schema, snapshot, False, target_rows, None, keys
+            )
         # Validate the incoming columns against the table now, so a mismatch fails before any task runs.
         conform_to_table(new_schema.arrow_schema().empty_table(), table.table_schema, table.name)
         if partition_option:
@@ -108,8 +122,17 @@ def plan_write(config: LakeConfig, identifier: str, options: dict[str, str], spa
                     f"option partitionBy={partition_option!r} differs from the partitioning of {table.name} "
                     f"({table.partition_by or 'none'}); change it with lake.set_partitioning() first"
                 )
-        return WritePlan(config, schema_name, table_name, lake._table_dir(table), table.table_schema, snapshot, True,
-                         target_rows, table.partition)
+        return WritePlan(
+            config,
+            schema_name,
+            table_name,
+            lake._table_dir(table),
+            table.table_schema,
+            snapshot,
+            True,
+            target_rows,
+            table.partition,
+        )
     finally:
         lake.close()
 
@@ -117,17 +140,26 @@ def plan_write(config: LakeConfig, identifier: str, options: dict[str, str], spa
 def write_batches(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> list[PendingFile]:
     """Executor side: conform batches to the table and roll Parquet files at ``target_file_rows``."""
     return write_rolling(
-        batches, plan.table_dir, plan.table_schema, plan.partition_keys,
-        table_name=f"{plan.schema_name}.{plan.table_name}", target_file_rows=plan.target_file_rows,
+        batches,
+        plan.table_dir,
+        plan.table_schema,
+        plan.partition_keys,
+        table_name=f"{plan.schema_name}.{plan.table_name}",
+        target_file_rows=plan.target_file_rows,
     )
 
 
 def commit_files(
-    plan: WritePlan, files: list[PendingFile], *, overwrite: bool, extra_info: dict[str, Any] | None = None,
+    plan: WritePlan,
+    files: list[PendingFile],
+    *,
+    overwrite: bool,
+    extra_info: dict[str, Any] | None = None,
 ) -> int | None:
     """Driver side: one snapshot that (creates the table,) optionally empties it, and adds the files."""
     lake = plan.config.connect()
     try:
+
         def apply(ctx: CommitContext) -> None:
             entry, partition = _target_entry(ctx, plan)
             schema = R.table_schema(ctx.conn, entry.table_id, ctx.snapshot_id)
@@ -137,7 +169,9 @@ def commit_files(
 
         if not files and not overwrite and plan.table_exists:
             return None
-        result = lake._commit(apply, base=plan.base_snapshot, files=[f.written.path for f in files], extra_info=extra_info)
+        result = lake._commit(
+            apply, base=plan.base_snapshot, files=[f.written.path for f in files], extra_info=extra_info
+        )
         return result.snapshot_id
     finally:
         lake.close()
@@ -153,7 +187,9 @@ def _target_entry(ctx: CommitContext, plan: WritePlan) -> tuple[TableEntry, Part
         if not plan.new_partition_keys:
             return entry, None
         partition_id = set_partition_spec(ctx, entry.table_id, list(plan.new_partition_keys))
-        return entry, partition_spec(ctx.conn, entry.table_id, ctx.snapshot_id, plan.table_schema) if partition_id else None
+        return entry, partition_spec(
+            ctx.conn, entry.table_id, ctx.snapshot_id, plan.table_schema
+        ) if partition_id else None
     if not plan.table_exists:
         raise CommitConflictError(f"table {plan.schema_name}.{plan.table_name} was created by another writer; retry")
     return entry, plan.partition
@@ -179,8 +215,12 @@ class DuckLakeBatchWriter(DataSourceArrowWriter):
         files = [f for m in messages if isinstance(m, FilesWritten) for f in m.files]
         snapshot = commit_files(self.plan, files, overwrite=self.overwrite)
         log.info(
-            "ducklake write to %s.%s: %d files, %d rows, snapshot %s", self.plan.schema_name, self.plan.table_name,
-            len(files), sum(f.written.record_count for f in files), snapshot,
+            "ducklake write to %s.%s: %d files, %d rows, snapshot %s",
+            self.plan.schema_name,
+            self.plan.table_name,
+            len(files),
+            sum(f.written.record_count for f in files),
+            snapshot,
         )
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -198,7 +238,7 @@ def remove_unreferenced(plan: WritePlan, paths: list[str]) -> None:
             referenced = lake.referenced_files(paths)
         finally:
             lake.close()
-    except Exception as e:  # noqa: BLE001 - with the catalog unreachable, keeping files is the only safe choice
+    except Exception as e:
         log.warning("keeping %d written files: cannot check the catalog (%s)", len(paths), e)
         return
     delete_files([p for p in paths if p not in referenced])

@@ -32,14 +32,18 @@ def ensure_progress_table(engine: Engine) -> None:
 def last_batch(conn: Connection, app_id: str, table_id: int) -> tuple[int, int] | None:
     """``(batch_id, snapshot_id)`` of the app's last committed batch into the table, or None."""
     p = app_progress
-    row = conn.execute(select(p.c.batch_id, p.c.snapshot_id).where(p.c.app_id == app_id, p.c.table_id == table_id)).first()
+    row = conn.execute(
+        select(p.c.batch_id, p.c.snapshot_id).where(p.c.app_id == app_id, p.c.table_id == table_id)
+    ).first()
     return None if row is None else (int(row.batch_id), int(row.snapshot_id))
 
 
 def record_batch(conn: Connection, app_id: str, table_id: int, batch_id: int, snapshot_id: int) -> None:
     p = app_progress
     result = conn.execute(
-        update(p).where(p.c.app_id == app_id, p.c.table_id == table_id).values(batch_id=batch_id, snapshot_id=snapshot_id)
+        update(p)
+        .where(p.c.app_id == app_id, p.c.table_id == table_id)
+        .values(batch_id=batch_id, snapshot_id=snapshot_id)
     )
     if not result.rowcount:
         conn.execute(insert(p).values(app_id=app_id, table_id=table_id, batch_id=batch_id, snapshot_id=snapshot_id))

@@ -58,7 +58,9 @@ def normalize_data_path(data_path: str) -> str:
     return path if path.endswith("/") else path + "/"
 
 
-def open_catalog(location: str | CatalogLocation, data_path: str | None, *, create: bool = True) -> tuple[Engine, CatalogInfo]:
+def open_catalog(
+    location: str | CatalogLocation, data_path: str | None, *, create: bool = True
+) -> tuple[Engine, CatalogInfo]:
     """Open (and, when empty, create) a DuckLake catalog.
 
     Raises:
@@ -134,9 +136,7 @@ def create_catalog(engine: Engine, data_path: str) -> CatalogInfo:
                 snapshot_id=0, snapshot_time=now_utc(), schema_version=0, next_catalog_id=1, next_file_id=0
             )
         )
-        conn.execute(
-            insert(T.ducklake_snapshot_changes).values(snapshot_id=0, changes_made='created_schema:"main"')
-        )
+        conn.execute(insert(T.ducklake_snapshot_changes).values(snapshot_id=0, changes_made='created_schema:"main"'))
         conn.execute(
             insert(T.ducklake_metadata),
             [

@@ -18,8 +18,29 @@ from pyspark_ducklake.catalog.types import Column, TableSchema
 
 MAX_STRING_STATS = 256
 _FAST_TYPES = frozenset(
-    {"boolean", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "date", "time", "timestamp",
-     "timestamp_s", "timestamp_ms", "timestamp_ns", "timestamptz", "float32", "float64", "varchar", "json", "uuid"}
+    {
+        "boolean",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "date",
+        "time",
+        "timestamp",
+        "timestamp_s",
+        "timestamp_ms",
+        "timestamp_ns",
+        "timestamptz",
+        "float32",
+        "float64",
+        "varchar",
+        "json",
+        "uuid",
+    }
 )
 
 LeafStatsFn = Callable[[int, pa.Array], tuple[str | None, str | None, bool | None]]
@@ -68,4 +89,4 @@ def stats_function(schema: TableSchema) -> LeafStatsFn:
     return fn
 
 
-__all__ = ["LeafStatsFn", "leaf_min_max", "stats_function", "Any"]
+__all__ = ["Any", "LeafStatsFn", "leaf_min_max", "stats_function"]

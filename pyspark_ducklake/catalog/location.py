@@ -18,7 +18,7 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 @dataclass(frozen=True)
 class CatalogLocation:
-    """Where a catalog lives: a SQLAlchemy URL plus driver connect arguments (a libpq DSN for ``ducklake:postgres:``)."""
+    """Where a catalog lives: a SQLAlchemy URL plus driver arguments (a libpq DSN for ``ducklake:postgres:``)."""
 
     url: str
     connect_args: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
@@ -96,7 +96,8 @@ def parse_location(location: str) -> CatalogLocation:
         raise InvalidOptionError(f"catalog {location!r} is not a valid URL: {e}") from e
     if url.get_backend_name() not in ("sqlite", "postgresql"):
         raise InvalidOptionError(
-            f"catalog backend {url.get_backend_name()!r} is not supported; DuckLake catalogs here are sqlite or postgresql"
+            f"catalog backend {url.get_backend_name()!r} is not supported; "
+            "DuckLake catalogs here are sqlite or postgresql"
         )
     if url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"):
         raise InvalidOptionError(

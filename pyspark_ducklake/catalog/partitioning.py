@@ -56,12 +56,16 @@ def parse_partition_keys(keys: Sequence[str] | str, schema: TableSchema) -> list
         transform, name = (m.group(1).lower(), m.group(2)) if m.group(1) else ("identity", m.group(3))
         name = name.strip().strip('"')
         if transform not in TRANSFORMS:
-            raise InvalidOptionError(f"partition transform {transform!r} in {item!r} is not one of {', '.join(TRANSFORMS)}")
+            raise InvalidOptionError(
+                f"partition transform {transform!r} in {item!r} is not one of {', '.join(TRANSFORMS)}"
+            )
         column = schema.by_name(name)
         if column is None:
             raise NoSuchColumnError(f"partition key {item!r}: no column {name!r} (columns: {schema.names()})")
         if column.is_nested:
-            raise InvalidOptionError(f"partition key {item!r}: column {name!r} is nested; partition by a primitive column")
+            raise InvalidOptionError(
+                f"partition key {item!r}: column {name!r} is nested; partition by a primitive column"
+            )
         if transform != "identity" and column.type not in TEMPORAL_TYPES:
             raise InvalidOptionError(
                 f"partition key {item!r}: {transform}() needs a date or timestamp column, {name!r} is {column.type}"
@@ -103,13 +107,18 @@ def partition_spec(conn: Connection, table_id: int, snapshot_id: int, schema: Ta
         return None
     pc = T.ducklake_partition_column
     rows = conn.execute(
-        select(pc).where(pc.c.partition_id == row.partition_id, pc.c.table_id == table_id).order_by(pc.c.partition_key_index)
+        select(pc)
+        .where(pc.c.partition_id == row.partition_id, pc.c.table_id == table_id)
+        .order_by(pc.c.partition_key_index)
     ).all()
     keys = [(int(r.column_id), str(r.transform)) for r in rows]
     names = key_names(keys, schema) if all(cid in schema.by_id() for cid, _ in keys) else [t for _, t in keys]
     return PartitionSpec(
         int(row.partition_id),
-        tuple(PartitionField(int(r.partition_key_index), cid, t, n) for r, (cid, t), n in zip(rows, keys, names)),
+        tuple(
+            PartitionField(int(r.partition_key_index), cid, t, n)
+            for r, (cid, t), n in zip(rows, keys, names, strict=False)
+        ),
     )
 
 
@@ -125,12 +134,20 @@ def set_partition_spec(ctx: CommitContext, table_id: int, keys: list[tuple[int, 
         return None
     partition_id = ctx.allocate_catalog_id()
     ctx.conn.execute(
-        insert(info).values(partition_id=partition_id, table_id=table_id, begin_snapshot=ctx.snapshot_id, end_snapshot=None)
+        insert(info).values(
+            partition_id=partition_id, table_id=table_id, begin_snapshot=ctx.snapshot_id, end_snapshot=None
+        )
     )
     ctx.conn.execute(
         insert(T.ducklake_partition_column),
         [
-            {"partition_id": partition_id, "table_id": table_id, "partition_key_index": i, "column_id": cid, "transform": t}
+            {
+                "partition_id": partition_id,
+                "table_id": table_id,
+                "partition_key_index": i,
+                "column_id": cid,
+                "transform": t,
+            }
             for i, (cid, t) in enumerate(keys)
         ],
     )

@@ -98,7 +98,10 @@ def snapshot_changes_after(conn: Connection, snapshot_id: int) -> list[SnapshotI
         .where(s.c.snapshot_id > snapshot_id)
         .order_by(s.c.snapshot_id)
     )
-    return [SnapshotInfo(_snapshot(r), r.changes_made, r.author, r.commit_message, r.commit_extra_info) for r in conn.execute(q)]
+    return [
+        SnapshotInfo(_snapshot(r), r.changes_made, r.author, r.commit_message, r.commit_extra_info)
+        for r in conn.execute(q)
+    ]
 
 
 def metadata_value(conn: Connection, key: str, scope: str | None = None, scope_id: int | None = None) -> str | None:
@@ -153,7 +156,7 @@ def _table(row: Any, sch: SchemaEntry) -> TableEntry:
 
 
 def tables(conn: Connection, snapshot_id: int, schema: str | None = None) -> list[TableEntry]:
-    out = []
+    out: list[TableEntry] = []
     for sch in schemas(conn, snapshot_id):
         if schema is not None and sch.schema_name != schema:
             continue

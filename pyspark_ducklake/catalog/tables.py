@@ -199,7 +199,12 @@ ducklake_table_column_stats = Table(
     _str("extra_stats"),
 )
 ducklake_partition_info = Table(
-    "ducklake_partition_info", metadata, _id("partition_id"), _id("table_id"), _id("begin_snapshot"), _id("end_snapshot")
+    "ducklake_partition_info",
+    metadata,
+    _id("partition_id"),
+    _id("table_id"),
+    _id("begin_snapshot"),
+    _id("end_snapshot"),
 )
 ducklake_partition_column = Table(
     "ducklake_partition_column",

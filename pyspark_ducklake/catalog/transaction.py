@@ -56,7 +56,7 @@ class RetryConfig:
         return self.retry_wait_ms / 1000.0 * random.uniform(0.5, 1.0) * self.retry_backoff**attempt
 
 
-class SkipCommit(Exception):  # noqa: N818 - control flow, never escapes run_commit
+class SkipCommit(Exception):
     """Raised by an apply function to end the attempt without committing (e.g. an idempotent replay)."""
 
 
@@ -268,8 +268,18 @@ def _is_contention(e: DBAPIError) -> bool:
     message = str(e.orig).lower()
     return any(
         word in message
-        for word in ("unique", "primary key", "duplicate key", "conflict", "concurrent", "locked", "busy", "serializ",
-                     "deadlock", "could not obtain lock")
+        for word in (
+            "unique",
+            "primary key",
+            "duplicate key",
+            "conflict",
+            "concurrent",
+            "locked",
+            "busy",
+            "serializ",
+            "deadlock",
+            "could not obtain lock",
+        )
     )
 
 
@@ -280,5 +290,12 @@ def _is_connection_error(e: DBAPIError) -> bool:
     message = str(e.orig).lower()
     return any(
         word in message
-        for word in ("connection", "server closed", "terminating", "could not connect", "timeout", "the database system")
+        for word in (
+            "connection",
+            "server closed",
+            "terminating",
+            "could not connect",
+            "timeout",
+            "the database system",
+        )
     )

@@ -10,23 +10,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute  # noqa: F401 - pa.compute below
-from sqlalchemy import Column as SAColumn
+import pyarrow.compute
 from sqlalchemy import BigInteger, MetaData, Table, and_, insert, select, update
+from sqlalchemy import Column as SAColumn
 from sqlalchemy.schema import CreateTable
 
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.catalog.catalog import uuid7
 from pyspark_ducklake.catalog.entries import SchemaEntry, TableEntry
+from pyspark_ducklake.catalog.inlined_codec import encode_values, inlined_sql_type
 from pyspark_ducklake.catalog.partitioning import record_partition_values
 from pyspark_ducklake.catalog.paths import path_component
-from pyspark_ducklake.catalog.inlined_codec import encode_values, inlined_sql_type
 from pyspark_ducklake.catalog.stats_values import array_min_max, widen
 from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.catalog.types import Column, TableSchema
 from pyspark_ducklake.exceptions import SchemaAlreadyExistsError, TableAlreadyExistsError
 from pyspark_ducklake.io.parquet import WrittenFile, leaf_arrays
+
 
 def create_schema(ctx: CommitContext, name: str) -> int:
     """Raises: SchemaAlreadyExistsError."""
@@ -53,7 +54,9 @@ def create_schema(ctx: CommitContext, name: str) -> int:
     return schema_id
 
 
-def column_rows(table_id: int, snapshot_id: int, columns: tuple[Column, ...], parent: int | None = None) -> list[dict[str, Any]]:
+def column_rows(
+    table_id: int, snapshot_id: int, columns: tuple[Column, ...], parent: int | None = None
+) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for c in columns:
         rows.append(
@@ -66,7 +69,9 @@ def column_rows(table_id: int, snapshot_id: int, columns: tuple[Column, ...], pa
                 "column_name": c.name,
                 "column_type": c.type,
                 "initial_default": c.initial_default,
-                "default_value": c.default_value if c.default_value is not None else ("NULL" if not c.is_nested else None),
+                "default_value": c.default_value
+                if c.default_value is not None
+                else ("NULL" if not c.is_nested else None),
                 "nulls_allowed": c.nulls_allowed,
                 "parent_column": parent,
                 "default_value_type": "literal" if not c.is_nested else "",
@@ -162,12 +167,19 @@ def allocate_row_ids(ctx: CommitContext, table_id: int, count: int) -> int:
 
 
 def note_column_values(
-    ctx: CommitContext, table_id: int, column: Column, lo: str | None, hi: str | None, has_null: bool,
-    has_nan: bool | None
+    ctx: CommitContext,
+    table_id: int,
+    column: Column,
+    lo: str | None,
+    hi: str | None,
+    has_null: bool,
+    has_nan: bool | None,
 ) -> None:
     """Fold one file's (or inlined batch's) min/max strings into the commit's table-level statistics."""
     delta = _stats_delta(ctx, table_id)
-    entry = delta.columns.setdefault(column.column_id, {"column": column, "lo": None, "hi": None, "null": False, "nan": None})
+    entry = delta.columns.setdefault(
+        column.column_id, {"column": column, "lo": None, "hi": None, "null": False, "nan": None}
+    )
     if lo is not None or hi is not None:
         entry["lo"], entry["hi"] = widen(column, entry["lo"], entry["hi"], lo, hi)
     entry["null"] = entry["null"] or has_null
@@ -269,7 +281,12 @@ def inlined_insert(ctx: CommitContext, table: TableEntry, schema: TableSchema, d
         encoded[f"c{column.column_id}"] = encode_values(column, arr, ctx.backend)
         _note_array_stats(ctx, table.table_id, column, arr)
     rows = [
-        {"row_id": start + i, "begin_snapshot": ctx.snapshot_id, "end_snapshot": None, **{k: v[i] for k, v in encoded.items()}}
+        {
+            "row_id": start + i,
+            "begin_snapshot": ctx.snapshot_id,
+            "end_snapshot": None,
+            **{k: v[i] for k, v in encoded.items()},
+        }
         for i in range(n)
     ]
     if rows:
@@ -281,7 +298,7 @@ def inlined_insert(ctx: CommitContext, table: TableEntry, schema: TableSchema, d
 def _note_array_stats(ctx: CommitContext, table_id: int, column: Column, arr: pa.Array) -> None:
     leaves = [c for c in column.walk() if not c.is_nested]
     arrays = leaf_arrays(pa.table({column.name: arr}))
-    for leaf, values in zip(leaves, arrays):
+    for leaf, values in zip(leaves, arrays, strict=False):
         lo, hi, nan = array_min_max(leaf, values, inlined=True)
         if leaf.type in ("float32", "float64"):
             nan = bool(pa.compute.any(pa.compute.is_nan(values)).as_py() or False)
@@ -295,7 +312,9 @@ def end_inlined_rows(ctx: CommitContext, table_id: int, table_name: str, row_ids
     for i in range(0, len(row_ids), 500):
         chunk = row_ids[i : i + 500]
         result = ctx.conn.execute(
-            update(t).where(and_(t.c.row_id.in_(chunk), t.c.end_snapshot.is_(None))).values(end_snapshot=ctx.snapshot_id)
+            update(t)
+            .where(and_(t.c.row_id.in_(chunk), t.c.end_snapshot.is_(None)))
+            .values(end_snapshot=ctx.snapshot_id)
         )
         count += result.rowcount or 0
     if count:
@@ -410,5 +429,7 @@ def write_table_stats(ctx: CommitContext) -> None:
             ctx.conn.execute(
                 update(cs)
                 .where(cs.c.table_id == table_id, cs.c.column_id == column_id)
-                .values(contains_null=bool(old.contains_null) or e["null"], contains_nan=nan, min_value=lo, max_value=hi)
+                .values(
+                    contains_null=bool(old.contains_null) or e["null"], contains_nan=nan, min_value=lo, max_value=hi
+                )
             )

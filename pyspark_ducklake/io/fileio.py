@@ -36,7 +36,9 @@ def filesystem(path: str, storage_options: dict[str, Any] | None = None) -> tupl
                 _cache[key] = fs
     except ImportError as e:
         extra = "s3" if protocol in ("s3", "s3a") else protocol
-        raise NotInstalledError(f"no filesystem for {protocol}:// paths: pip install 'pyspark-ducklake[{extra}]' ({e})") from e
+        raise NotInstalledError(
+            f"no filesystem for {protocol}:// paths: pip install 'pyspark-ducklake[{extra}]' ({e})"
+        ) from e
     return fs, fs._strip_protocol(path) if protocol != "file" else path
 
 

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pyspark_ducklake.exceptions import DataFileError
@@ -84,7 +83,7 @@ def leaf_arrays(table: pa.Table) -> list[pa.Array]:
     def walk(arr: pa.Array) -> None:
         t = arr.type
         if isinstance(t, pa.BaseExtensionType):
-            out.append(arr.storage if t.extension_name != "arrow.json" else arr.storage)
+            out.append(arr.storage)
         elif pa.types.is_list(t) or pa.types.is_large_list(t):
             walk(arr.flatten())
         elif pa.types.is_map(t):
@@ -105,8 +104,14 @@ def leaf_arrays(table: pa.Table) -> list[pa.Array]:
 StatsFn = Callable[[int, pa.Array], tuple[Any, Any, "bool | None"]]
 
 
-def write_table(table: pa.Table, path: str, *, storage_options: dict[str, Any] | None = None,
-                compression: str = DEFAULT_COMPRESSION, stats: StatsFn | None = None) -> WrittenFile:
+def write_table(
+    table: pa.Table,
+    path: str,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    compression: str = DEFAULT_COMPRESSION,
+    stats: StatsFn | None = None,
+) -> WrittenFile:
     """Write ``table`` (whose schema already carries field ids) to ``path`` and describe it.
 
     ``stats(field_id, leaf_values)`` gives each leaf's ``(min, max, contains_nan)``; the file's own metadata gives
@@ -137,7 +142,7 @@ def write_table(table: pa.Table, path: str, *, storage_options: dict[str, Any] |
     leaves = leaf_fields(table.schema)
     arrays = leaf_arrays(table)
     described = []
-    for i, (lf, arr) in enumerate(zip(leaves, arrays)):
+    for i, (lf, arr) in enumerate(zip(leaves, arrays, strict=False)):
         size_bytes = 0
         value_count = 0
         null_count = 0
@@ -153,8 +158,13 @@ def write_table(table: pa.Table, path: str, *, storage_options: dict[str, Any] |
     return WrittenFile(path, table.num_rows, size, footer_size, tuple(described))
 
 
-def read_table(path: str, *, columns: list[str] | None = None, storage_options: dict[str, Any] | None = None,
-               footer_size: int | None = None) -> pa.Table:
+def read_table(
+    path: str,
+    *,
+    columns: list[str] | None = None,
+    storage_options: dict[str, Any] | None = None,
+    footer_size: int | None = None,
+) -> pa.Table:
     """Read a whole Parquet file (schema metadata, including field ids, preserved)."""
     fs, p = filesystem(path, storage_options)
     try:

@@ -24,7 +24,12 @@ from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.catalog import writer as W
 from pyspark_ducklake.catalog.entries import TableEntry
-from pyspark_ducklake.catalog.partitioning import PartitionSpec, parse_partition_keys, partition_spec, set_partition_spec
+from pyspark_ducklake.catalog.partitioning import (
+    PartitionSpec,
+    parse_partition_keys,
+    partition_spec,
+    set_partition_spec,
+)
 from pyspark_ducklake.catalog.paths import path_component
 from pyspark_ducklake.catalog.transaction import CommitContext, RetryConfig, SkipCommit
 from pyspark_ducklake.catalog.types import Column, TableSchema
@@ -126,8 +131,12 @@ def write_task(plan: BatchPlan, batches: Iterable[pa.RecordBatch]) -> TaskOutput
         rows += batch.num_rows
         if rows > plan.inline_limit:
             files = write_rolling(
-                _chain(held, iterator), plan.table_dir, plan.schema, plan.keys,
-                table_name=plan.table_name, target_file_rows=plan.target_file_rows,
+                _chain(held, iterator),
+                plan.table_dir,
+                plan.schema,
+                plan.keys,
+                table_name=plan.table_name,
+                target_file_rows=plan.target_file_rows,
             )
             return TaskOutput(sum(f.written.record_count for f in files), None, tuple(files))
     if rows == 0:
@@ -190,9 +199,16 @@ class MicroBatchCommitter:
                         f"table {self.qualified_name} does not exist and create_table=False; create it first"
                     ) from None
                 schema_entry = R.schema_by_name(conn, self.schema_name, snapshot)
-                table_dir = R.resolve(R.resolve(lake.data_path, schema_entry.path, schema_entry.path_is_relative),
-                                      path_component(self.table_name), True)
-                keys = parse_partition_keys(list(self.settings.partition_by), incoming) if self.settings.partition_by else []
+                table_dir = R.resolve(
+                    R.resolve(lake.data_path, schema_entry.path, schema_entry.path_is_relative),
+                    path_component(self.table_name),
+                    True,
+                )
+                keys = (
+                    parse_partition_keys(list(self.settings.partition_by), incoming)
+                    if self.settings.partition_by
+                    else []
+                )
                 tplan = _TablePlan(snapshot, None, incoming, (), None, tuple(keys))
                 return self._batch_plan(table_dir, incoming, tplan.keys_for(incoming)), tplan
             current = R.table_schema(conn, entry.table_id, snapshot)
@@ -214,12 +230,22 @@ class MicroBatchCommitter:
 
     def _batch_plan(self, table_dir: str, schema: TableSchema, keys: tuple[PartitionKey, ...]) -> BatchPlan:
         return BatchPlan(
-            self.qualified_name, table_dir, schema, keys, self.settings.data_inlining_row_limit,
+            self.qualified_name,
+            table_dir,
+            schema,
+            keys,
+            self.settings.data_inlining_row_limit,
             self.settings.target_file_rows,
         )
 
     def commit(
-        self, plan: BatchPlan, tplan: _TablePlan, outputs: Sequence[TaskOutput], *, app_id: str, batch_id: int,
+        self,
+        plan: BatchPlan,
+        tplan: _TablePlan,
+        outputs: Sequence[TaskOutput],
+        *,
+        app_id: str,
+        batch_id: int,
         started: float,
     ) -> BatchMetrics:
         """Commit the batch's rows and files as one snapshot (or skip it when it was already committed)."""
@@ -234,8 +260,9 @@ class MicroBatchCommitter:
             if not files and leftovers.num_rows <= self.settings.data_inlining_row_limit:
                 inline_rows = leftovers
             else:
-                files += write_data_files(leftovers, plan.table_dir, plan.schema, plan.keys,
-                                          storage_options=self.lake.storage_options)
+                files += write_data_files(
+                    leftovers, plan.table_dir, plan.schema, plan.keys, storage_options=self.lake.storage_options
+                )
         flushed = [0]
         skipped = [False]
 
@@ -261,7 +288,9 @@ class MicroBatchCommitter:
         crash_point(AFTER_FILES_WRITTEN, batch_id)
         commit_started = time.monotonic()
         result = self.lake._commit(
-            apply, base=None, files=[f.written.path for f in files],
+            apply,
+            base=None,
+            files=[f.written.path for f in files],
             extra_info={"app_id": app_id, "batch_id": batch_id},
         )
         crash_point(AFTER_CATALOG_COMMIT, batch_id)
@@ -270,8 +299,16 @@ class MicroBatchCommitter:
             self._discard(files)
             return BatchMetrics(batch_id, app_id, rows, "skipped", duration_s=now - started, attempts=result.attempts)
         return BatchMetrics(
-            batch_id, app_id, rows, "inlined" if inline_rows is not None and not files else "parquet", len(files),
-            flushed[0], result.snapshot_id, now - commit_started, now - started, result.attempts,
+            batch_id,
+            app_id,
+            rows,
+            "inlined" if inline_rows is not None and not files else "parquet",
+            len(files),
+            flushed[0],
+            result.snapshot_id,
+            now - commit_started,
+            now - started,
+            result.attempts,
         )
 
     def _discard(self, files: list[PendingFile]) -> None:
@@ -284,7 +321,9 @@ class MicroBatchCommitter:
             entry = R.table_by_name(ctx.conn, self.schema_name, self.table_name, ctx.snapshot_id)
         except NoSuchTableError:
             if tplan.entry is not None:
-                raise CommitConflictError(f"table {self.qualified_name} was dropped while the batch was written") from None
+                raise CommitConflictError(
+                    f"table {self.qualified_name} was dropped while the batch was written"
+                ) from None
             schema = R.schema_by_name(ctx.conn, self.schema_name, ctx.snapshot_id)
             entry = W.create_table(ctx, schema, self.table_name, tplan.schema.columns)
             spec = None
@@ -347,9 +386,13 @@ class _TablePlan:
         from pyspark_ducklake.catalog.partitioning import PartitionField, key_names
 
         names = key_names(list(self.new_partition_keys), schema)
-        spec = PartitionSpec(-1, tuple(
-            PartitionField(i, cid, t, n) for i, ((cid, t), n) in enumerate(zip(self.new_partition_keys, names))
-        ))
+        spec = PartitionSpec(
+            -1,
+            tuple(
+                PartitionField(i, cid, t, n)
+                for i, ((cid, t), n) in enumerate(zip(self.new_partition_keys, names, strict=False))
+            ),
+        )
         return resolve_keys(spec, schema)
 
 

@@ -76,7 +76,9 @@ class DuckLakeSink:
             )
         done = committer.committed_snapshot(app_id, batch_id)
         if done is not None:
-            metrics = BatchMetrics(batch_id, app_id, 0, "skipped", snapshot_id=done, duration_s=time.monotonic() - started)
+            metrics = BatchMetrics(
+                batch_id, app_id, 0, "skipped", snapshot_id=done, duration_s=time.monotonic() - started
+            )
             self._record(metrics)
             return
         incoming = columns_from_spark(batch_df.schema)
@@ -89,13 +91,22 @@ class DuckLakeSink:
         self.metrics.append(metrics)
         log.info(
             "ducklake sink %s batch %d: %d rows, %s%s, snapshot %s, commit %.1f ms, total %.1f ms",
-            self.table, metrics.batch_id, metrics.rows, metrics.mode,
+            self.table,
+            metrics.batch_id,
+            metrics.rows,
+            metrics.mode,
             f" ({metrics.files} files)" if metrics.files else "",
-            metrics.snapshot_id, metrics.commit_latency_s * 1000, metrics.duration_s * 1000,
+            metrics.snapshot_id,
+            metrics.commit_latency_s * 1000,
+            metrics.duration_s * 1000,
         )
         if metrics.flushed_rows:
-            log.info("ducklake sink %s batch %d flushed %d inlined rows to Parquet", self.table, metrics.batch_id,
-                     metrics.flushed_rows)
+            log.info(
+                "ducklake sink %s batch %d flushed %d inlined rows to Parquet",
+                self.table,
+                metrics.batch_id,
+                metrics.flushed_rows,
+            )
 
 
 def run_tasks(batch_df: Any, plan: BatchPlan) -> list[TaskOutput]:
@@ -103,7 +114,9 @@ def run_tasks(batch_df: Any, plan: BatchPlan) -> list[TaskOutput]:
 
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         output = write_task(plan, batches)
-        yield pa.RecordBatch.from_pydict({"payload": [pickle.dumps(output)]}, schema=pa.schema([("payload", pa.binary())]))
+        yield pa.RecordBatch.from_pydict(
+            {"payload": [pickle.dumps(output)]}, schema=pa.schema([("payload", pa.binary())])
+        )
 
     rows = batch_df.mapInArrow(task, _OUTPUT_SCHEMA).collect()
     return [pickle.loads(r["payload"]) for r in rows]
@@ -165,10 +178,21 @@ def ducklake_sink(
         defaults.retry_wait_ms if retry_wait_ms is None else retry_wait_ms,
         defaults.retry_backoff if retry_backoff is None else retry_backoff,
     )
-    keys = tuple(k.strip() for k in partition_by.split(",")) if isinstance(partition_by, str) else tuple(partition_by or ())
+    keys = (
+        tuple(k.strip() for k in partition_by.split(","))
+        if isinstance(partition_by, str)
+        else tuple(partition_by or ())
+    )
     settings = SinkSettings(
-        data_inlining_row_limit, flush_rows, flush_bytes, float(flush_interval), create_table, merge_schema,
-        tuple(k for k in keys if k), target_file_rows, retry,
+        data_inlining_row_limit,
+        flush_rows,
+        flush_bytes,
+        float(flush_interval),
+        create_table,
+        merge_schema,
+        tuple(k for k in keys if k),
+        target_file_rows,
+        retry,
     )
     options = {k: v for k, v in (("catalog", catalog), ("dataPath", data_path)) if v}
     return DuckLakeSink(table, options, app_id, settings)

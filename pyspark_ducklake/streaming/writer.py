@@ -41,8 +41,10 @@ def sink_settings(options: dict[str, str], retry: object) -> SinkSettings:
     """Sink settings from Spark writer options (case-insensitive; same names as ``ducklake_sink``'s arguments)."""
     partition = _get(options, "partitionBy") or _get(options, "partition_by") or ""
     return SinkSettings(
-        data_inlining_row_limit=option_as_int(options, "data_inlining_row_limit", SINK_INLINING_ROW_LIMIT_DEFAULT,
-                                              minimum=0) or 0,
+        data_inlining_row_limit=option_as_int(
+            options, "data_inlining_row_limit", SINK_INLINING_ROW_LIMIT_DEFAULT, minimum=0
+        )
+        or 0,
         flush_rows=option_as_int(options, "flush_rows", FLUSH_ROWS_DEFAULT, minimum=1) or FLUSH_ROWS_DEFAULT,
         flush_bytes=option_as_int(options, "flush_bytes", FLUSH_BYTES_DEFAULT, minimum=1) or FLUSH_BYTES_DEFAULT,
         flush_interval=option_as_float(options, "flush_interval", FLUSH_INTERVAL_DEFAULT),
@@ -88,7 +90,7 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
         query_id = context.getLocalProperty("sql.streaming.queryId") if context is not None else None
         return StreamTaskMessage(write_task(self.plan, iterator), query_id)
 
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803 - Spark's name
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         started = time.monotonic()
         ours = [m for m in messages if isinstance(m, StreamTaskMessage)]
         app_id = self.app_id or next((m.query_id for m in ours if m.query_id), None)
@@ -113,11 +115,16 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
         finally:
             lake.close()
         log.info(
-            "ducklake sink %s batch %d: %d rows, %s, snapshot %s, commit %.1f ms", self.identifier, batchId,
-            metrics.rows, metrics.mode, metrics.snapshot_id, metrics.commit_latency_s * 1000,
+            "ducklake sink %s batch %d: %d rows, %s, snapshot %s, commit %.1f ms",
+            self.identifier,
+            batchId,
+            metrics.rows,
+            metrics.mode,
+            metrics.snapshot_id,
+            metrics.commit_latency_s * 1000,
         )
 
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         # abort can follow a commit that raised after publishing: only remove files no snapshot references.
         paths = [f.written.path for m in messages if isinstance(m, StreamTaskMessage) for f in m.output.files]
         if not paths:
@@ -125,7 +132,7 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
         lake = self._lake()
         try:
             referenced = lake.referenced_files(paths)
-        except Exception as e:  # noqa: BLE001 - keeping files is the only safe choice without the catalog
+        except Exception as e:
             log.warning("keeping %d files of aborted batch %d: %s", len(paths), batchId, e)
             return
         finally:

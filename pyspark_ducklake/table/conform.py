@@ -81,7 +81,9 @@ def conform_array(arr: pa.Array, column: Column) -> pa.Array:
     if column.type == "map":
         keys = conform_array(arr.keys, column.children[0])
         items = conform_array(arr.items, column.children[1])
-        return pa.MapArray.from_arrays(arr.offsets, keys, items, type=target, mask=arr.is_null() if arr.null_count else None)
+        return pa.MapArray.from_arrays(
+            arr.offsets, keys, items, type=target, mask=arr.is_null() if arr.null_count else None
+        )
     return conform_primitive(arr, column, target)
 
 
@@ -119,11 +121,13 @@ def _to_decimal(v: float) -> Any:
 
 def _parquet_interval(arr: pa.Array) -> pa.Array:
     """Parquet INTERVAL (months, days, millis as little-endian uint32) to Arrow month_day_nano."""
-    raw = np.frombuffer(arr.buffers()[1], dtype="<u4", count=3 * (len(arr) + arr.offset))[3 * arr.offset :].reshape(-1, 3)
+    raw = np.frombuffer(arr.buffers()[1], dtype="<u4", count=3 * (len(arr) + arr.offset))[3 * arr.offset :].reshape(
+        -1, 3
+    )
     valid = arr.is_valid().to_numpy(zero_copy_only=False)
     values = [
         pa.MonthDayNano([int(m), int(d), int(ms) * 1_000_000]) if ok else None
-        for (m, d, ms), ok in zip(raw.tolist(), valid)
+        for (m, d, ms), ok in zip(raw.tolist(), valid, strict=False)
     ]
     return pa.array(values, pa.month_day_nano_interval())
 

@@ -47,7 +47,9 @@ def add_column_with_ids(ctx: CommitContext, table: TableEntry, column: Column) -
 def finish_alter(ctx: CommitContext, table: TableEntry) -> None:
     sv = ctx.bump_schema_version()
     ctx.conn.execute(
-        insert(T.ducklake_schema_versions).values(begin_snapshot=ctx.snapshot_id, schema_version=sv, table_id=table.table_id)
+        insert(T.ducklake_schema_versions).values(
+            begin_snapshot=ctx.snapshot_id, schema_version=sv, table_id=table.table_id
+        )
     )
     schema = reader.table_schema(ctx.conn, table.table_id, ctx.snapshot_id)
     create_inlined_table(ctx, table.table_id, sv, schema)
@@ -68,7 +70,8 @@ def _find(schema: TableSchema, name: str, table: TableEntry) -> Column:
     column = schema.by_name(name)
     if column is None:
         raise NoSuchColumnError(
-            f"column {name!r} does not exist in {table.schema.schema_name}.{table.table_name}; columns: {schema.names()}"
+            f"column {name!r} does not exist in {table.schema.schema_name}.{table.table_name}; "
+            f"columns: {schema.names()}"
         )
     return column
 
@@ -77,7 +80,9 @@ def add_column(ctx: CommitContext, table: TableEntry, new: Column, default: Any 
     """Add a column (with nested fields) numbered after every id the table ever used."""
     schema = reader.table_schema(ctx.conn, table.table_id, ctx.snapshot_id)
     if schema.by_name(new.name) is not None:
-        raise SchemaMismatchError(f"column {new.name!r} already exists in {table.schema.schema_name}.{table.table_name}")
+        raise SchemaMismatchError(
+            f"column {new.name!r} already exists in {table.schema.schema_name}.{table.table_name}"
+        )
     if not new.name:
         raise InvalidIdentifierError("column name is empty")
     start = max_column_id(ctx, table.table_id) + 1
@@ -103,7 +108,7 @@ def rename_column(ctx: CommitContext, table: TableEntry, old: str, new: str) -> 
     c = T.ducklake_column
     row = ctx.conn.execute(
         select(c).where(c.c.table_id == table.table_id, c.c.column_id == column.column_id, c.c.end_snapshot.is_(None))
-    ).first()
+    ).one()
     _end_single(ctx, table.table_id, column.column_id)
     values = dict(row._mapping)
     values.update(begin_snapshot=ctx.snapshot_id, end_snapshot=None, column_name=new)
@@ -140,7 +145,7 @@ def set_column_type(ctx: CommitContext, table: TableEntry, name: str, new_type: 
     c = T.ducklake_column
     row = ctx.conn.execute(
         select(c).where(c.c.table_id == table.table_id, c.c.column_id == column.column_id, c.c.end_snapshot.is_(None))
-    ).first()
+    ).one()
     _end_single(ctx, table.table_id, column.column_id)
     values = dict(row._mapping)
     values.update(begin_snapshot=ctx.snapshot_id, end_snapshot=None, column_type=new_type)

@@ -8,6 +8,7 @@ version (dead ones included) ordered by (row_id, begin_snapshot), with ``_duckla
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,10 +55,18 @@ def flush_inlined(ctx: CommitContext, table: TableEntry) -> FlushResult:
         schema = _inlined_columns_at(ctx.conn, table.table_id, sv, current)
         present = {c["name"] for c in reader.inspect_columns(ctx.conn, name)}
         schema = TableSchema(tuple(c for c in schema.columns if c.name in present))
-        t = Table(name, MetaData(), SAColumn("row_id", BigInteger), SAColumn("begin_snapshot", BigInteger),
-                  SAColumn("end_snapshot", BigInteger), *[SAColumn(c.name, key=f"c{c.column_id}") for c in schema.columns])
-        values = [inlined_select_expression(c, ctx.backend, t.c[f"c{c.column_id}"]).label(f"c{c.column_id}")
-                  for c in schema.columns]
+        t = Table(
+            name,
+            MetaData(),
+            SAColumn("row_id", BigInteger),
+            SAColumn("begin_snapshot", BigInteger),
+            SAColumn("end_snapshot", BigInteger),
+            *[SAColumn(c.name, key=f"c{c.column_id}") for c in schema.columns],
+        )
+        values = [
+            inlined_select_expression(c, ctx.backend, t.c[f"c{c.column_id}"]).label(f"c{c.column_id}")
+            for c in schema.columns
+        ]
         rows = ctx.conn.execute(
             select(t.c.row_id, t.c.begin_snapshot, t.c.end_snapshot, *values).order_by(t.c.row_id, t.c.begin_snapshot)
         ).all()
@@ -77,35 +86,48 @@ def flush_inlined(ctx: CommitContext, table: TableEntry) -> FlushResult:
 
 
 def _write_flush_files(
-    ctx: CommitContext, table: TableEntry, schema: TableSchema, table_dir: str, rows: list[Any]
+    ctx: CommitContext, table: TableEntry, schema: TableSchema, table_dir: str, rows: Sequence[Any]
 ) -> None:
-    arrays = [
-        decode_values(c, [r._mapping[f"c{c.column_id}"] for r in rows], ctx.backend) for c in schema.columns
-    ]
+    arrays = [decode_values(c, [r._mapping[f"c{c.column_id}"] for r in rows], ctx.backend) for c in schema.columns]
     row_ids = pa.array([r.row_id for r in rows], pa.int64())
     begins = pa.array([r.begin_snapshot for r in rows], pa.int64())
     fields = [arrow_field(c) for c in schema.columns]
-    fields += [_internal_field(INTERNAL_ROW_ID, ROW_ID_FIELD_ID), _internal_field(INTERNAL_SNAPSHOT_ID, SNAPSHOT_ID_FIELD_ID)]
+    fields += [
+        _internal_field(INTERNAL_ROW_ID, ROW_ID_FIELD_ID),
+        _internal_field(INTERNAL_SNAPSHOT_ID, SNAPSHOT_ID_FIELD_ID),
+    ]
     data = pa.Table.from_arrays([*arrays, row_ids, begins], schema=pa.schema(fields))
     name = new_data_file_name()
     ctx.attempt_files.append(table_dir + name)
     written = write_table(data, table_dir + name, stats=stats_function(schema), storage_options=ctx.storage_options)
     begin_values = [int(r.begin_snapshot) for r in rows]
     file_id = W.add_data_file(
-        ctx, table, schema, written, relative_path=name, begin_snapshot=min(begin_values),
-        row_id_start=min(int(r.row_id) for r in rows), partial_max=max(begin_values), count_rows=False,
+        ctx,
+        table,
+        schema,
+        written,
+        relative_path=name,
+        begin_snapshot=min(begin_values),
+        row_id_start=min(int(r.row_id) for r in rows),
+        partial_max=max(begin_values),
+        count_rows=False,
     )
     ended = [(pos, int(r.end_snapshot)) for pos, r in enumerate(rows) if r.end_snapshot is not None]
     if not ended:
         return
-    delete_schema = pa.schema([
-        pa.field("file_path", pa.string(), metadata={b"PARQUET:field_id": str(DELETE_FILE_PATH_ID).encode()}),
-        pa.field("pos", pa.int64(), metadata={b"PARQUET:field_id": str(DELETE_POS_ID).encode()}),
-        _internal_field(INTERNAL_SNAPSHOT_ID, SNAPSHOT_ID_FIELD_ID),
-    ])
+    delete_schema = pa.schema(
+        [
+            pa.field("file_path", pa.string(), metadata={b"PARQUET:field_id": str(DELETE_FILE_PATH_ID).encode()}),
+            pa.field("pos", pa.int64(), metadata={b"PARQUET:field_id": str(DELETE_POS_ID).encode()}),
+            _internal_field(INTERNAL_SNAPSHOT_ID, SNAPSHOT_ID_FIELD_ID),
+        ]
+    )
     deletes = pa.Table.from_arrays(
-        [pa.array([written.path] * len(ended)), pa.array([p for p, _ in ended], pa.int64()),
-         pa.array([s for _, s in ended], pa.int64())],
+        [
+            pa.array([written.path] * len(ended)),
+            pa.array([p for p, _ in ended], pa.int64()),
+            pa.array([s for _, s in ended], pa.int64()),
+        ],
         schema=delete_schema,
     )
     dname = new_delete_file_name()
@@ -114,10 +136,19 @@ def _write_flush_files(
     delete_file_id = ctx.allocate_file_id()
     ctx.conn.execute(
         T.ducklake_delete_file.insert().values(
-            delete_file_id=delete_file_id, table_id=table.table_id, begin_snapshot=min(s for _, s in ended),
-            end_snapshot=None, data_file_id=file_id, path=dname, path_is_relative=True, format="parquet",
-            delete_count=len(ended), file_size_bytes=dwritten.file_size_bytes, footer_size=dwritten.footer_size,
-            encryption_key=None, partial_max=None,
+            delete_file_id=delete_file_id,
+            table_id=table.table_id,
+            begin_snapshot=min(s for _, s in ended),
+            end_snapshot=None,
+            data_file_id=file_id,
+            path=dname,
+            path_is_relative=True,
+            format="parquet",
+            delete_count=len(ended),
+            file_size_bytes=dwritten.file_size_bytes,
+            footer_size=dwritten.footer_size,
+            encryption_key=None,
+            partial_max=None,
         )
     )
 

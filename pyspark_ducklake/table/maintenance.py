@@ -28,7 +28,10 @@ class OrphanReport:
 
 
 def find_orphans(
-    engine: Engine, data_path: str, *, older_than: dt.timedelta = ORPHAN_SAFETY_AGE,
+    engine: Engine,
+    data_path: str,
+    *,
+    older_than: dt.timedelta = ORPHAN_SAFETY_AGE,
     storage_options: dict[str, Any] | None = None,
 ) -> OrphanReport:
     """Files under ``data_path`` older than ``older_than`` that the catalog does not reference.
@@ -55,7 +58,11 @@ def find_orphans(
 
 
 def delete_orphans(
-    engine: Engine, data_path: str, *, older_than: dt.timedelta = ORPHAN_SAFETY_AGE, dry_run: bool = False,
+    engine: Engine,
+    data_path: str,
+    *,
+    older_than: dt.timedelta = ORPHAN_SAFETY_AGE,
+    dry_run: bool = False,
     storage_options: dict[str, Any] | None = None,
 ) -> OrphanReport:
     report = find_orphans(engine, data_path, older_than=older_than, storage_options=storage_options)

@@ -79,4 +79,6 @@ def split_by_partition(data: pa.Table, keys: tuple[PartitionKey, ...]) -> list[t
 
 def partition_dir(keys: tuple[PartitionKey, ...], values: tuple[str | None, ...]) -> str:
     """``k=a%2Fb/year=2024/`` (Hive style; NULL is ``__HIVE_DEFAULT_PARTITION__``)."""
-    return "".join(f"{k.key_name}={HIVE_NULL if v is None else quote(v, safe='')}/" for k, v in zip(keys, values))
+    return "".join(
+        f"{k.key_name}={HIVE_NULL if v is None else quote(v, safe='')}/" for k, v in zip(keys, values, strict=False)
+    )

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from pyspark_ducklake.catalog.catalog import uuid7
 from pyspark_ducklake.catalog.file_stats import stats_function
-from pyspark_ducklake.catalog.types import Column, can_promote, TableSchema, arrow_field, arrow_type, ducklake_type
+from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_field, arrow_type, can_promote, ducklake_type
 from pyspark_ducklake.exceptions import SchemaMismatchError, UnsupportedTypeError
 from pyspark_ducklake.io.fileio import delete_files
 from pyspark_ducklake.io.parquet import WrittenFile, write_table
@@ -83,7 +83,8 @@ def _cast(arr: pa.Array, column: Column, target: pa.DataType, table_name: str) -
             same_family = incoming == column.type or can_promote(incoming, column.type)
             if not same_family and not (incoming.startswith("timestamp") and column.type.startswith("timestamp")):
                 raise SchemaMismatchError(
-                    f"column {column.name!r} of {table_name} has type {column.type}, the data has {incoming} ({arr.type}); "
+                    f"column {column.name!r} of {table_name} has type {column.type}, "
+                    f"the data has {incoming} ({arr.type}); "
                     "cast the data or change the column type"
                 )
         try:

@@ -9,5 +9,5 @@ from tests.support.catalogs import PgServer
 
 @pytest.fixture(scope="session")
 def pg_url(pg_server: PgServer) -> str:
-    """SQLAlchemy URL of the test PostgreSQL server (started by ``scripts/postgres.sh``); tests create databases on it."""
+    """SQLAlchemy URL of the test PostgreSQL server (``scripts/postgres.sh``); tests create databases on it."""
     return pg_server.url()

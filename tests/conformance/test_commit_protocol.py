@@ -31,12 +31,17 @@ def test_concurrent_appends_lose_nothing(catalog: Any) -> None:
         try:
             for seq in range(COMMITS_PER_WRITER):
                 rows = 3 if seq % 2 == 0 else 40  # alternate inlined and Parquet appends
-                lake.append("main.c", pa.table({
-                    "writer": pa.array([w] * rows, pa.int32()),
-                    "seq": pa.array([seq] * rows, pa.int32()),
-                    "n": pa.array(range(rows), pa.int32()),
-                }))
-        except BaseException as e:  # noqa: BLE001 - reported by the assertion below
+                lake.append(
+                    "main.c",
+                    pa.table(
+                        {
+                            "writer": pa.array([w] * rows, pa.int32()),
+                            "seq": pa.array([seq] * rows, pa.int32()),
+                            "n": pa.array(range(rows), pa.int32()),
+                        }
+                    ),
+                )
+        except BaseException as e:
             errors.append(e)
         finally:
             lake.close()
@@ -48,8 +53,10 @@ def test_concurrent_appends_lose_nothing(catalog: Any) -> None:
         t.join(timeout=300)
     assert not errors, errors
     result = setup.scan("main.c", columns=["writer", "seq", "n", "rowid"])
-    expected = {(w, s, n) for w in range(WRITERS) for s in range(COMMITS_PER_WRITER) for n in range(3 if s % 2 == 0 else 40)}
-    got = list(zip(*(result.column(i).to_pylist() for i in range(3))))
+    expected = {
+        (w, s, n) for w in range(WRITERS) for s in range(COMMITS_PER_WRITER) for n in range(3 if s % 2 == 0 else 40)
+    }
+    got = list(zip(*(result.column(i).to_pylist() for i in range(3)), strict=False))
     assert len(got) == len(expected) and set(got) == expected
     rowids = result.column("rowid").to_pylist()
     assert len(set(rowids)) == len(rowids) == len(expected)
@@ -80,7 +87,9 @@ def test_logical_conflict_fails_cleanly_and_removes_its_files(catalog: Any) -> N
     assert written.path in parquet_files(catalog.data_path)
     with pytest.raises(CommitConflictError, match="inserted into it"):
         lake._commit(
-            lambda ctx: W.add_delete_file(ctx, stale.entry, 0, written, relative_path=name, previous_delete_file_id=None),
+            lambda ctx: W.add_delete_file(
+                ctx, stale.entry, 0, written, relative_path=name, previous_delete_file_id=None
+            ),
             base=stale.snapshot_id,
             files=[written.path],
         )

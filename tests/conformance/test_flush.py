@@ -13,14 +13,19 @@ from tests.support.duck import open_duckdb
 
 
 def history(con: Any, table: str, snapshots: list[int]) -> dict[int, list[Any]]:
-    return {s: canonical_rows(con.execute(f"SELECT * FROM lake.main.{table} AT (VERSION => {s})").to_arrow_table())
-            for s in snapshots}
+    return {
+        s: canonical_rows(con.execute(f"SELECT * FROM lake.main.{table} AT (VERSION => {s})").to_arrow_table())
+        for s in snapshots
+    }
 
 
 def changes(con: Any, table: str, start: int, end: int) -> list[tuple[Any, ...]]:
-    return sorted(con.execute(
-        f"SELECT snapshot_id, rowid, change_type, id FROM ducklake_table_changes('lake', 'main', '{table}', {start}, {end})"
-    ).fetchall())
+    return sorted(
+        con.execute(
+            "SELECT snapshot_id, rowid, change_type, id "
+            f"FROM ducklake_table_changes('lake', 'main', '{table}', {start}, {end})"
+        ).fetchall()
+    )
 
 
 def test_we_flush_what_duckdb_and_we_inlined(catalog: Any) -> None:
@@ -36,7 +41,9 @@ def test_we_flush_what_duckdb_and_we_inlined(catalog: Any) -> None:
         con.execute("ALTER TABLE lake.main.f ADD COLUMN extra INTEGER")
         con.execute("INSERT INTO lake.main.f (id, extra) VALUES (200, 1)")
         con.execute("DELETE FROM lake.main.f WHERE id = 21")
-        snaps = [r[0] for r in con.execute("SELECT snapshot_id FROM lake.snapshots() WHERE snapshot_id >= 2").fetchall()]
+        snaps = [
+            r[0] for r in con.execute("SELECT snapshot_id FROM lake.snapshots() WHERE snapshot_id >= 2").fetchall()
+        ]
         last = snaps[-1]
         before = history(con, "f", snaps)
         feed_before = changes(con, "f", 2, last)
@@ -50,7 +57,9 @@ def test_we_flush_what_duckdb_and_we_inlined(catalog: Any) -> None:
         assert history(con, "f", snaps) == before
         assert changes(con, "f", 2, last) == feed_before
         assert changes(con, "f", 2, flushed) == feed_before  # the flush itself changes nothing
-        inlined = con.execute("SELECT count(*) FROM __ducklake_metadata_lake.ducklake_inlined_data_tables").fetchone()[0]
+        inlined = con.execute("SELECT count(*) FROM __ducklake_metadata_lake.ducklake_inlined_data_tables").fetchone()[
+            0
+        ]
         assert inlined == 1  # old schema versions' tables dropped, the latest kept
         con.execute("INSERT INTO lake.main.f (id) VALUES (300)")
         con.execute("DELETE FROM lake.main.f WHERE id IN (10, 20)")  # deletes from our flushed files

@@ -15,27 +15,43 @@ from tests.support.compare import canonical_rows
 from tests.support.duck import open_duckdb
 
 UTC = dt.timezone.utc
-SCHEMA = pa.schema([("id", pa.int32()), ("k", pa.string()), ("ts", pa.timestamp("us")), ("d", pa.date32()),
-                    ("tz", pa.timestamp("us", tz="UTC"))])
+SCHEMA = pa.schema(
+    [
+        ("id", pa.int32()),
+        ("k", pa.string()),
+        ("ts", pa.timestamp("us")),
+        ("d", pa.date32()),
+        ("tz", pa.timestamp("us", tz="UTC")),
+    ]
+)
 KEYS = ["k", "year(ts)", "month(ts)", "day(d)", "hour(tz)"]
 
 
 def rows(n: int) -> pa.Table:
-    return pa.table({
-        "id": pa.array(range(n), pa.int32()),
-        "k": [None if i % 9 == 8 else ("a/b" if i % 2 == 0 else "x y") for i in range(n)],
-        "ts": [None if i % 11 == 10 else dt.datetime(2024, 3, 15, 10) + dt.timedelta(days=40 * i) for i in range(n)],
-        "d": [dt.date(2024, 1, 31) + dt.timedelta(days=i) for i in range(n)],
-        "tz": [dt.datetime(2024, 1, 1, 23, 30, tzinfo=UTC) + dt.timedelta(hours=i) for i in range(n)],
-    }, schema=SCHEMA)
+    return pa.table(
+        {
+            "id": pa.array(range(n), pa.int32()),
+            "k": [None if i % 9 == 8 else ("a/b" if i % 2 == 0 else "x y") for i in range(n)],
+            "ts": [
+                None if i % 11 == 10 else dt.datetime(2024, 3, 15, 10) + dt.timedelta(days=40 * i) for i in range(n)
+            ],
+            "d": [dt.date(2024, 1, 31) + dt.timedelta(days=i) for i in range(n)],
+            "tz": [dt.datetime(2024, 1, 1, 23, 30, tzinfo=UTC) + dt.timedelta(hours=i) for i in range(n)],
+        },
+        schema=SCHEMA,
+    )
 
 
 def partition_values(url: str, table_id: int) -> set[tuple[Any, ...]]:
     engine = create_engine(url)
     with engine.connect() as conn:
-        result = conn.execute(text(
-            "SELECT f.data_file_id, v.partition_key_index, v.partition_value FROM ducklake_file_partition_value v "
-            "JOIN ducklake_data_file f USING (data_file_id) WHERE f.table_id = :t ORDER BY 1, 2"), {"t": table_id}).all()
+        result = conn.execute(
+            text(
+                "SELECT f.data_file_id, v.partition_key_index, v.partition_value FROM ducklake_file_partition_value v "
+                "JOIN ducklake_data_file f USING (data_file_id) WHERE f.table_id = :t ORDER BY 1, 2"
+            ),
+            {"t": table_id},
+        ).all()
     engine.dispose()
     by_file: dict[int, list[Any]] = {}
     for file_id, _, value in result:
@@ -55,14 +71,25 @@ def test_partition_values_match_duckdb(catalog: Any) -> None:
         con.execute("ALTER TABLE lake.main.theirs SET PARTITIONED BY (k, year(ts), month(ts), day(d), hour(tz))")
         con.register("src", data)
         con.execute("INSERT INTO lake.main.theirs SELECT * FROM src")
-        theirs_id = con.execute("SELECT table_id FROM __ducklake_metadata_lake.ducklake_table WHERE table_name = 'theirs'").fetchone()[0]
+        theirs_id = con.execute(
+            "SELECT table_id FROM __ducklake_metadata_lake.ducklake_table WHERE table_name = 'theirs'"
+        ).fetchone()[0]
         assert canonical_rows(con.execute("SELECT * FROM lake.main.ours").to_arrow_table()) == canonical_rows(data)
-        assert con.execute("SELECT count(*) FROM lake.main.ours WHERE k = 'a/b' AND year(ts) = 2025").fetchone()[0] == \
-            sum(1 for r in data.to_pylist() if r["k"] == "a/b" and r["ts"] and r["ts"].year == 2025)
-        ours_paths = sorted(p.split("/ducklake-")[0] for (p,) in con.execute(
-            "SELECT path FROM __ducklake_metadata_lake.ducklake_data_file WHERE table_id = ?", [ours.table_id]).fetchall())
-        theirs_paths = sorted(p.split("/ducklake-")[0] for (p,) in con.execute(
-            "SELECT path FROM __ducklake_metadata_lake.ducklake_data_file WHERE table_id = ?", [theirs_id]).fetchall())
+        assert con.execute("SELECT count(*) FROM lake.main.ours WHERE k = 'a/b' AND year(ts) = 2025").fetchone()[
+            0
+        ] == sum(1 for r in data.to_pylist() if r["k"] == "a/b" and r["ts"] and r["ts"].year == 2025)
+        ours_paths = sorted(
+            p.split("/ducklake-")[0]
+            for (p,) in con.execute(
+                "SELECT path FROM __ducklake_metadata_lake.ducklake_data_file WHERE table_id = ?", [ours.table_id]
+            ).fetchall()
+        )
+        theirs_paths = sorted(
+            p.split("/ducklake-")[0]
+            for (p,) in con.execute(
+                "SELECT path FROM __ducklake_metadata_lake.ducklake_data_file WHERE table_id = ?", [theirs_id]
+            ).fetchall()
+        )
         # DuckDB keeps writing into our partitioned table with our spec.
         con.execute("INSERT INTO lake.main.ours SELECT id + 1000, k, ts, d, tz FROM src")
         after = canonical_rows(con.execute("SELECT * FROM lake.main.ours").to_arrow_table())
@@ -96,7 +123,7 @@ def test_repartition_and_bad_keys(catalog: Any) -> None:
         assert con.execute("SELECT count(*) FROM lake.main.p").fetchone()[0] == 43
     finally:
         con.close()
-    with pytest.raises(InvalidOptionError, match="year.*needs a date or timestamp"):
+    with pytest.raises(InvalidOptionError, match=r"year.*needs a date or timestamp"):
         lake.set_partitioning("main.p", ["year(k)"])
     with pytest.raises(InvalidOptionError, match="bucket"):
         lake.set_partitioning("main.p", ["bucket(k)"])

@@ -60,7 +60,7 @@ def test_broad_history_reads_identically(catalog: Any) -> None:
         # ORDER BY trusts table-level min/max stats (compressed materialisation): wrong stats corrupt values here.
         for col in ("id", "i8", "i16", "i32", "u8", "u16", "u32", "u64", "d18", "d38", "dt", "tm", "ts"):
             got = [r[0] for r in con.execute(f"SELECT {col} FROM lake.main.broad ORDER BY {col} NULLS LAST").fetchall()]
-            mine = [v for v in lake.scan("main.broad", columns=[col]).column(0).to_pylist()]
+            mine = list(lake.scan("main.broad", columns=[col]).column(0).to_pylist())
             assert got == sorted(mine, key=lambda v: (v is None, v)), f"ORDER BY {col}"
         # DuckDB keeps writing into our table: inlined insert, Parquet insert, delete, update, flush.
         con.execute("INSERT INTO lake.main.broad (id, s, i32) VALUES (1000, 'duck''s', 7), (1001, NULL, 8)")
@@ -86,9 +86,20 @@ def test_overwrite_and_schema_evolution(catalog: Any) -> None:
     lake = pdl.connect(catalog.url, catalog.data_path)
     schema = pa.schema([("id", pa.int32()), ("name", pa.string()), ("score", pa.float32())])
     lake.create_table("main.evo", schema)
-    lake.append("main.evo", pa.table({"id": pa.array(range(20), pa.int32()), "name": [f"n{i}" for i in range(20)],
-                                       "score": pa.array([i / 3 for i in range(20)], pa.float32())}))
-    lake.append("main.evo", pa.table({"id": pa.array([100], pa.int32()), "name": ["inl"], "score": pa.array([1.0], pa.float32())}))
+    lake.append(
+        "main.evo",
+        pa.table(
+            {
+                "id": pa.array(range(20), pa.int32()),
+                "name": [f"n{i}" for i in range(20)],
+                "score": pa.array([i / 3 for i in range(20)], pa.float32()),
+            }
+        ),
+    )
+    lake.append(
+        "main.evo",
+        pa.table({"id": pa.array([100], pa.int32()), "name": ["inl"], "score": pa.array([1.0], pa.float32())}),
+    )
     lake.add_column("main.evo", "extra", pa.string(), default="dflt")
     lake.rename_column("main.evo", "name", "label")
     lake.set_column_type("main.evo", "id", pa.int64())
@@ -103,7 +114,10 @@ def test_overwrite_and_schema_evolution(catalog: Any) -> None:
         for s in range(1, lake.current_snapshot_id() + 1):
             got = duck_rows(con, f"SELECT * FROM lake.main.evo AT (VERSION => {s})") if s >= 1 else []
             assert got == ours(lake, "main.evo", s), f"snapshot {s}"
-        assert con.execute(f"SELECT count(*) FROM lake.main.evo AT (VERSION => {snap_before_overwrite})").fetchone()[0] == 53
+        assert (
+            con.execute(f"SELECT count(*) FROM lake.main.evo AT (VERSION => {snap_before_overwrite})").fetchone()[0]
+            == 53
+        )
         cols = [r[0] for r in con.execute("DESCRIBE lake.main.evo").fetchall()]
         assert cols == ["id", "label", "extra"]
         con.execute("ALTER TABLE lake.main.evo ADD COLUMN z INTEGER DEFAULT 9")
@@ -121,7 +135,7 @@ def test_overwrite_and_schema_evolution(catalog: Any) -> None:
         con.close()
 
 
-@pytest.mark.parametrize("name", ["we'ird \"name\"", "dots.in.name", "semi; DROP TABLE x;--", "../escape"])
+@pytest.mark.parametrize("name", ['we\'ird "name"', "dots.in.name", "semi; DROP TABLE x;--", "../escape"])
 def test_hostile_identifiers(catalog: Any, name: str) -> None:
     lake = pdl.connect(catalog.url, catalog.data_path)
     lake.create_schema("s p'a")
@@ -133,7 +147,7 @@ def test_hostile_identifiers(catalog: Any, name: str) -> None:
     import pathlib
 
     root = pathlib.Path(catalog.data_path).resolve()
-    files = [p for p in root.rglob("*.parquet")]
+    files = list(root.rglob("*.parquet"))
     assert files and all(root in p.resolve().parents for p in files)
     con = open_duckdb(catalog)
     try:

@@ -41,8 +41,17 @@ def run_app(tmp: Path, catalog: Any, crash: str | None, flush_rows: int) -> int:
     env = {k: v for k, v in os.environ.items() if k != ENV}
     if crash:
         env[ENV] = crash
-    args = [sys.executable, "-m", "tests.support.stream_app", str(tmp / "in"), str(tmp / "checkpoint"), catalog.url,
-            catalog.data_path, "100", str(flush_rows)]
+    args = [
+        sys.executable,
+        "-m",
+        "tests.support.stream_app",
+        str(tmp / "in"),
+        str(tmp / "checkpoint"),
+        catalog.url,
+        catalog.data_path,
+        "100",
+        str(flush_rows),
+    ]
     proc = subprocess.run(args, cwd=ROOT, env=env, start_new_session=True, capture_output=True, text=True, timeout=300)
     if crash is None and proc.returncode != 0:
         raise AssertionError(proc.stderr[-4000:])
@@ -57,8 +66,9 @@ CASES = [
 
 
 @pytest.mark.parametrize(("crash", "flush_rows", "leaves_orphans"), CASES)
-def test_sigkill_and_restart(tmp_path: Path, sqlite_catalog: Any, crash: str, flush_rows: int,
-                             leaves_orphans: bool) -> None:
+def test_sigkill_and_restart(
+    tmp_path: Path, sqlite_catalog: Any, crash: str, flush_rows: int, leaves_orphans: bool
+) -> None:
     check_recovery(tmp_path, sqlite_catalog, crash, flush_rows, leaves_orphans)
 
 
@@ -80,7 +90,9 @@ def check_recovery(tmp_path: Path, catalog: Any, crash: str, flush_rows: int, le
     assert crashed_at <= len(lake.snapshots())
     con = open_duckdb(catalog)
     try:
-        assert con.execute("SELECT count(*), count(DISTINCT id) FROM lake.main.events").fetchone() == (len(expected),) * 2
+        assert (
+            con.execute("SELECT count(*), count(DISTINCT id) FROM lake.main.events").fetchone() == (len(expected),) * 2
+        )
     finally:
         con.close()
     orphans = lake.orphan_files(older_than=dt.timedelta(0))

@@ -21,19 +21,27 @@ def test_two_streams_and_a_batch_writer(spark: SparkSession, catalog: Any) -> No
     lake.create_table("main.shared", pa.schema([("writer", pa.string()), ("id", pa.int64())]))
     frames = {
         (w, b): spark.range(b * 1000, b * 1000 + (20 if b % 2 else 400)).select(F.lit(w).alias("writer"), F.col("id"))
-        for w in ("a", "b") for b in range(BATCHES)
+        for w in ("a", "b")
+        for b in range(BATCHES)
     }
     errors: list[BaseException] = []
 
     def stream(name: str) -> None:
-        sink = ducklake_sink("main.shared", catalog=catalog.url, app_id=f"stream-{name}", data_inlining_row_limit=50,
-                             flush_rows=60, max_retry_count=50, retry_wait_ms=20)
+        sink = ducklake_sink(
+            "main.shared",
+            catalog=catalog.url,
+            app_id=f"stream-{name}",
+            data_inlining_row_limit=50,
+            flush_rows=60,
+            max_retry_count=50,
+            retry_wait_ms=20,
+        )
         try:
             for b in range(BATCHES):
                 sink(frames[(name, b)], b)
                 if b == 2:
                     sink(frames[(name, b)], b)  # a replay in the middle of the race
-        except BaseException as e:  # noqa: BLE001 - asserted below
+        except BaseException as e:
             errors.append(e)
 
     def batch_writer() -> None:
@@ -41,11 +49,14 @@ def test_two_streams_and_a_batch_writer(spark: SparkSession, catalog: Any) -> No
         try:
             for i in range(BATCHES):
                 other.append("main.shared", pa.table({"writer": ["c"] * 30, "id": list(range(i * 30, i * 30 + 30))}))
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             errors.append(e)
 
-    threads = [threading.Thread(target=stream, args=("a",)), threading.Thread(target=stream, args=("b",)),
-               threading.Thread(target=batch_writer)]
+    threads = [
+        threading.Thread(target=stream, args=("a",)),
+        threading.Thread(target=stream, args=("b",)),
+        threading.Thread(target=batch_writer),
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -61,6 +72,8 @@ def test_two_streams_and_a_batch_writer(spark: SparkSession, catalog: Any) -> No
     con = open_duckdb(catalog)
     try:
         assert con.execute("SELECT count(*), count(DISTINCT (writer, id)) FROM lake.main.shared").fetchone() == (
-            len(expected), len(expected))
+            len(expected),
+            len(expected),
+        )
     finally:
         con.close()

@@ -35,7 +35,9 @@ def events(spark: SparkSession, start: int, n: int) -> Any:
         F.col("id"),
         (F.col("id") % 7).cast("int").alias("k"),
         F.concat(F.lit("it's #"), F.col("id").cast("string")).alias("s"),
-        (F.lit(dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)) + F.make_interval(secs=F.col("id").cast("int"))).alias("ts"),
+        (F.lit(dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)) + F.make_interval(secs=F.col("id").cast("int"))).alias(
+            "ts"
+        ),
         F.col("id").cast("decimal(18,3)").alias("amount"),
         F.array(F.col("id"), F.lit(None).cast("long")).alias("arr"),
         F.struct(F.col("id").alias("a"), F.lit("x,y").alias("b")).alias("st"),
@@ -49,8 +51,10 @@ def test_write_creates_table_and_duckdb_reads_it(spark: SparkSession, catalog: A
     writer(events(spark, 5000, 7), catalog).save("main.events")
     lake = pdl.connect(catalog.url)
     snaps = lake.snapshots()
-    assert [s.changes_made for s in snaps[1:]] == ['created_table:"main"."events",inserted_into_table:1',
-                                                  "inserted_into_table:1"]
+    assert [s.changes_made for s in snaps[1:]] == [
+        'created_table:"main"."events",inserted_into_table:1',
+        "inserted_into_table:1",
+    ]
     assert len(lake.snapshots()) == 3  # one snapshot per write
     ours = lake.scan("main.events")
     assert ours.num_rows == 5007
@@ -61,7 +65,10 @@ def test_write_creates_table_and_duckdb_reads_it(spark: SparkSession, catalog: A
         duck = con.execute("SELECT * FROM lake.main.events").to_arrow_table()
         assert canonical_rows(duck) == canonical_rows(ours)
         assert con.execute("SELECT count(*), sum(id), max(s) FROM lake.main.events").fetchone() == (
-            5007, sum(range(5007)), "it's #999")
+            5007,
+            sum(range(5007)),
+            "it's #999",
+        )
     finally:
         con.close()
 
@@ -87,24 +94,38 @@ def test_overwrite_and_time_travel(spark: SparkSession, catalog: Any) -> None:
 def test_reads_what_duckdb_wrote_at_every_snapshot(spark: SparkSession, catalog: Any) -> None:
     con = open_duckdb(catalog, inlining_row_limit=10)
     try:
-        con.execute("CREATE TABLE lake.main.d (id BIGINT, s VARCHAR, u UUID, j JSON, h HUGEINT, ub UBIGINT, iv INTERVAL, "
-                    "l INTEGER[], m MAP(VARCHAR, INTEGER), t TIMESTAMP_NS, tz TIMESTAMPTZ)")
-        con.execute("INSERT INTO lake.main.d SELECT i, 'row ' || i, md5(i::VARCHAR)::UUID, '{\"a\": 1}', i::HUGEINT * 10, "
-                    "i::UBIGINT * 1000000000000, INTERVAL (i) DAY, [i::INTEGER], MAP {'k': i::INTEGER}, "
-                    "TIMESTAMP_NS '2024-01-01 00:00:00.123456789', TIMESTAMPTZ '2024-01-01 00:00:00+00' FROM range(300) r(i)")
+        con.execute(
+            "CREATE TABLE lake.main.d (id BIGINT, s VARCHAR, u UUID, j JSON, h HUGEINT, ub UBIGINT, iv INTERVAL, "
+            "l INTEGER[], m MAP(VARCHAR, INTEGER), t TIMESTAMP_NS, tz TIMESTAMPTZ)"
+        )
+        con.execute(
+            "INSERT INTO lake.main.d SELECT i, 'row ' || i, md5(i::VARCHAR)::UUID, '{\"a\": 1}', i::HUGEINT * 10, "
+            "i::UBIGINT * 1000000000000, INTERVAL (i) DAY, [i::INTEGER], MAP {'k': i::INTEGER}, "
+            "TIMESTAMP_NS '2024-01-01 00:00:00.123456789', TIMESTAMPTZ '2024-01-01 00:00:00+00' FROM range(300) r(i)"
+        )
         con.execute("INSERT INTO lake.main.d (id, s) VALUES (1000, 'inl')")
         con.execute("DELETE FROM lake.main.d WHERE id % 10 = 0")
         con.execute("UPDATE lake.main.d SET s = 'upd' WHERE id IN (1, 1000)")
         con.execute("ALTER TABLE lake.main.d ADD COLUMN extra INTEGER DEFAULT 5")
-        snaps = [r[0] for r in con.execute("SELECT snapshot_id FROM lake.snapshots() WHERE snapshot_id >= 2").fetchall()]
-        expected = {s: con.execute(f"SELECT id, s, CAST(u AS VARCHAR), CAST(j AS VARCHAR), h, ub, l, t FROM lake.main.d "
-                                   f"AT (VERSION => {s}) ORDER BY id").fetchall() for s in snaps}
+        snaps = [
+            r[0] for r in con.execute("SELECT snapshot_id FROM lake.snapshots() WHERE snapshot_id >= 2").fetchall()
+        ]
+        expected = {
+            s: con.execute(
+                f"SELECT id, s, CAST(u AS VARCHAR), CAST(j AS VARCHAR), h, ub, l, t FROM lake.main.d "
+                f"AT (VERSION => {s}) ORDER BY id"
+            ).fetchall()
+            for s in snaps
+        }
     finally:
         con.close()
     for s in snaps:
         df = reader(spark, catalog, "main.d", snapshot=str(s))
         rows = [tuple(r) for r in df.select("id", "s", "u", "j", "h", "ub", "l", "t").orderBy("id").collect()]
-        want = [(i, st, u, j, h, ub, l, t.replace(microsecond=t.microsecond) if t else t) for i, st, u, j, h, ub, l, t in expected[s]]
+        want = [
+            (i, st, u, j, h, ub, lst, t.replace(microsecond=t.microsecond) if t else t)
+            for i, st, u, j, h, ub, lst, t in expected[s]
+        ]
         assert [r[:7] for r in rows] == [w[:7] for w in want], f"snapshot {s}"
     latest = reader(spark, catalog, "main.d")
     assert dict(latest.dtypes)["iv"] == "string" and dict(latest.dtypes)["ub"] == "decimal(20,0)"
@@ -149,7 +170,7 @@ def test_schema_mismatch_and_missing_config(spark: SparkSession, sqlite_catalog:
         writer(spark.range(3).select(F.col("id").cast("string").alias("id")), catalog).save("main.m")
     with pytest.raises(Exception, match="no DuckLake catalog configured"):
         spark.read.format("ducklake").load("main.m").count()
-    with pytest.raises(Exception, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE|ErrorIfExists|errorifexists"):
+    with pytest.raises(Exception, match=r"UNSUPPORTED_DATA_SOURCE_SAVE_MODE|ErrorIfExists|errorifexists"):
         spark.range(3).write.format("ducklake").mode("error").option("catalog", catalog.url).save("main.m")
     assert pdl.connect(catalog.url).scan("main.m").num_rows == 3
 
@@ -179,10 +200,13 @@ def test_partitioned_write_matches_duckdb(spark: SparkSession, catalog: Any) -> 
     con = open_duckdb(catalog)
     try:
         duck = con.execute("SELECT * FROM lake.main.parts").to_arrow_table()
-        folders = {p.split("/ducklake-")[0] for (p,) in con.execute(
-            "SELECT path FROM __ducklake_metadata_lake.ducklake_data_file").fetchall()}
+        folders = {
+            p.split("/ducklake-")[0]
+            for (p,) in con.execute("SELECT path FROM __ducklake_metadata_lake.ducklake_data_file").fetchall()
+        }
         assert con.execute("SELECT count(*) FROM lake.main.parts WHERE k = 3").fetchone()[0] == len(
-            [i for i in range(2000) if i % 7 == 3])
+            [i for i in range(2000) if i % 7 == 3]
+        )
     finally:
         con.close()
     assert canonical_rows(duck) == canonical_rows(lake.scan("main.parts"))

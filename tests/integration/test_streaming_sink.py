@@ -22,8 +22,10 @@ SCHEMA = "id BIGINT, kind STRING, amount DOUBLE"
 
 def batch(spark: SparkSession, start: int, n: int) -> Any:
     return spark.range(start, start + n).select(
-        F.col("id"), F.concat(F.lit("k"), (F.col("id") % 3).cast("string")).alias("kind"),
-        (F.col("id") * 1.5).alias("amount"))
+        F.col("id"),
+        F.concat(F.lit("k"), (F.col("id") % 3).cast("string")).alias("kind"),
+        (F.col("id") * 1.5).alias("amount"),
+    )
 
 
 def sink_for(catalog: Any, **kw: Any) -> Any:
@@ -40,13 +42,20 @@ def test_small_batches_inline_and_replays_are_skipped(spark: SparkSession, catal
     lake = pdl.connect(catalog.url)
     snaps = lake.snapshots()
     assert [s.changes_made for s in snaps[1:]] == [
-        'created_table:"main"."events",inlined_insert:1', "inlined_insert:1", "inlined_insert:1"]
-    assert [json.loads(s.commit_extra_info) for s in snaps[1:]] == [{"app_id": "app-1", "batch_id": b} for b in range(3)]
+        'created_table:"main"."events",inlined_insert:1',
+        "inlined_insert:1",
+        "inlined_insert:1",
+    ]
+    assert [json.loads(s.commit_extra_info) for s in snaps[1:]] == [
+        {"app_id": "app-1", "batch_id": b} for b in range(3)
+    ]
     assert sorted(lake.scan("main.events").column("id").to_pylist()) == list(range(30))
     con = open_duckdb(catalog)
     try:
         assert con.execute("SELECT count(*), sum(id) FROM lake.main.events").fetchone() == (30, sum(range(30)))
-        extra = con.execute("SELECT commit_extra_info FROM lake.snapshots() ORDER BY snapshot_id DESC LIMIT 1").fetchone()[0]
+        extra = con.execute(
+            "SELECT commit_extra_info FROM lake.snapshots() ORDER BY snapshot_id DESC LIMIT 1"
+        ).fetchone()[0]
         assert json.loads(extra) == {"app_id": "app-1", "batch_id": 2}
     finally:
         con.close()
@@ -82,7 +91,9 @@ def test_flush_threshold_keeps_history(spark: SparkSession, catalog: Any) -> Non
     try:
         for s in range(1, 5):
             assert con.execute(f"SELECT count(*) FROM lake.main.events AT (VERSION => {s})").fetchone()[0] == s * 10
-        feed = con.execute("SELECT count(*), count(DISTINCT rowid) FROM ducklake_table_changes('lake', 'main', 'events', 1, 4)").fetchone()
+        feed = con.execute(
+            "SELECT count(*), count(DISTINCT rowid) FROM ducklake_table_changes('lake', 'main', 'events', 1, 4)"
+        ).fetchone()
         assert feed == (40, 40)
     finally:
         con.close()
@@ -95,10 +106,10 @@ def test_schema_changes(spark: SparkSession, sqlite_catalog: Any) -> None:
     sink = sink_for(catalog)
     sink(batch(spark, 0, 5), 0)
     wider = batch(spark, 5, 5).withColumn("country", F.lit("NL"))
-    with pytest.raises(SchemaMismatchError, match="column 'country' is not in table main.events.*merge_schema=True"):
+    with pytest.raises(SchemaMismatchError, match=r"column 'country' is not in table main\.events.*merge_schema=True"):
         sink(wider, 1)
     bad = batch(spark, 5, 5).withColumn("amount", F.lit("x"))
-    with pytest.raises(SchemaMismatchError, match="column 'amount'.*float64.*varchar"):
+    with pytest.raises(SchemaMismatchError, match=r"column 'amount'.*float64.*varchar"):
         sink(bad, 1)
     lake = pdl.connect(catalog.url)
     assert len(lake.snapshots()) == 2
@@ -126,9 +137,15 @@ def test_streaming_query_restarts_from_checkpoint(spark: SparkSession, catalog: 
         os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))  # the file source orders by modification time
 
     def run_once(sink: Any) -> None:
-        query = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
-                 .writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
-                 .trigger(availableNow=True).start())
+        query = (
+            spark.readStream.schema(SCHEMA)
+            .option("maxFilesPerTrigger", 1)
+            .json(str(source))
+            .writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
         query.awaitTermination(120)
         assert query.exception() is None
 
@@ -163,17 +180,28 @@ def test_writestream_format_ducklake(spark: SparkSession, catalog: Any, tmp_path
         os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
 
     def run() -> None:
-        query = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
-                 .writeStream.format("ducklake").option("catalog", catalog.url).option("dataPath", catalog.data_path)
-                 .option("data_inlining_row_limit", "100").option("checkpointLocation", str(tmp_path / "ck"))
-                 .trigger(availableNow=True).start("main.ws"))
+        query = (
+            spark.readStream.schema(SCHEMA)
+            .option("maxFilesPerTrigger", 1)
+            .json(str(source))
+            .writeStream.format("ducklake")
+            .option("catalog", catalog.url)
+            .option("dataPath", catalog.data_path)
+            .option("data_inlining_row_limit", "100")
+            .option("checkpointLocation", str(tmp_path / "ck"))
+            .trigger(availableNow=True)
+            .start("main.ws")
+        )
         query.awaitTermination(120)
         assert query.exception() is None
 
     run()
     lake = pdl.connect(catalog.url)
     assert [s.changes_made for s in lake.snapshots()[1:]] == [
-        'created_table:"main"."ws",inlined_insert:1', "inserted_into_table:1", "inlined_insert:1"]
+        'created_table:"main"."ws",inlined_insert:1',
+        "inserted_into_table:1",
+        "inlined_insert:1",
+    ]
     newest = max(int(p.name) for p in (tmp_path / "ck" / "commits").iterdir() if p.name.isdigit())
     os.remove(tmp_path / "ck" / "commits" / str(newest))
     os.remove(tmp_path / "ck" / "commits" / f".{newest}.crc")

@@ -81,7 +81,9 @@ def _row(i: int) -> dict[str, Any]:
         "d38": None
         if null
         else decimal.Decimal(["9999999999999999999999999999.9999999999", "-0.0000000001", "1.5"][i % 3]),
-        "dt": None if null else [dt.date(2024, 2, 29), dt.date(1, 1, 1), dt.date(9999, 12, 31), dt.date(1969, 12, 31)][i % 4],
+        "dt": None
+        if null
+        else [dt.date(2024, 2, 29), dt.date(1, 1, 1), dt.date(9999, 12, 31), dt.date(1969, 12, 31)][i % 4],
         "tm": None if null else [dt.time(23, 59, 59, 999999), dt.time(0, 0), dt.time(12, 30, 1, 5)][i % 3],
         "ts": None if null else dt.datetime(2024, 1, 1, 10, 0, 0, 123456) + dt.timedelta(hours=i),
         "tstz": None if null else dt.datetime(2024, 1, 1, 8, 0, 0, 500000, tzinfo=UTC) + dt.timedelta(minutes=i),

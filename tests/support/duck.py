@@ -46,4 +46,12 @@ def open_duckdb(
     return con
 
 
-__all__ = ["EXTENSIONS", "attach_sql", "connect_duckdb", "extension_path", "open_duckdb", "sql_identifier", "sql_string"]
+__all__ = [
+    "EXTENSIONS",
+    "attach_sql",
+    "connect_duckdb",
+    "extension_path",
+    "open_duckdb",
+    "sql_identifier",
+    "sql_string",
+]

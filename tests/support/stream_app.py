@@ -22,15 +22,24 @@ def main(argv: list[str]) -> int:
     from pyspark_ducklake import ducklake_sink
 
     spark = (
-        SparkSession.builder.master("local[2]").appName("ducklake-recovery")
-        .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC").getOrCreate()
+        SparkSession.builder.master("local[2]")
+        .appName("ducklake-recovery")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
     )
-    sink = ducklake_sink("main.events", catalog=catalog, data_path=data_path, data_inlining_row_limit=inline_limit,
-                         flush_rows=flush_rows)
+    sink = ducklake_sink(
+        "main.events", catalog=catalog, data_path=data_path, data_inlining_row_limit=inline_limit, flush_rows=flush_rows
+    )
     query = (
-        spark.readStream.schema("id BIGINT, kind STRING, amount DOUBLE").option("maxFilesPerTrigger", 1).json(source)
-        .writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+        spark.readStream.schema("id BIGINT, kind STRING, amount DOUBLE")
+        .option("maxFilesPerTrigger", 1)
+        .json(source)
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
     )
     query.awaitTermination()
     spark.stop()

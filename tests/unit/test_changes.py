@@ -32,7 +32,10 @@ def test_render_order_matches_reference() -> None:
     c.inserted_into.update({5, 2})
     c.created_tables.append(("main", "t"))
     c.altered_tables.add(2)
-    assert c.render() == 'created_table:"main"."t",inserted_into_table:2,inserted_into_table:5,altered_table:2,inlined_insert:3'
+    assert (
+        c.render()
+        == 'created_table:"main"."t",inserted_into_table:2,inserted_into_table:5,altered_table:2,inlined_insert:3'
+    )
 
 
 def test_parse_alias_and_unknown_keys() -> None:

@@ -45,9 +45,13 @@ def imported_modules(path: pathlib.Path) -> set[str]:
 def test_dependencies_point_one_way() -> None:
     for path in (PACKAGE / "catalog").glob("*.py"):
         mods = imported_modules(path)
-        assert not any(m.startswith("pyspark_ducklake.table") or m.startswith("pyspark_ducklake.batch")
-                       or m.startswith("pyspark_ducklake.streaming") or m.split(".")[0] == "pyspark" for m in mods), path
+        assert not any(
+            m.startswith(("pyspark_ducklake.table", "pyspark_ducklake.batch", "pyspark_ducklake.streaming"))
+            or m.split(".")[0] == "pyspark"
+            for m in mods
+        ), path
     for path in (PACKAGE / "io").glob("*.py"):
         mods = imported_modules(path)
-        assert not any(m.startswith("pyspark_ducklake.catalog") or m.split(".")[0] in ("pyspark", "sqlalchemy")
-                       for m in mods), path
+        assert not any(
+            m.startswith("pyspark_ducklake.catalog") or m.split(".")[0] in ("pyspark", "sqlalchemy") for m in mods
+        ), path

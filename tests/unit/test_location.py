@@ -44,7 +44,14 @@ def test_bad_locations_name_the_value(bad: str) -> None:
 
 @pytest.mark.parametrize(
     ("name", "expected"),
-    [("t", "t/"), ("..", "_./"), ("../../etc", "_._.._etc/"), ("a b'c\"; drop", "a_b_c___drop/"), ("", "_/"), (".x", "_x/")],
+    [
+        ("t", "t/"),
+        ("..", "_./"),
+        ("../../etc", "_._.._etc/"),
+        ("a b'c\"; drop", "a_b_c___drop/"),
+        ("", "_/"),
+        (".x", "_x/"),
+    ],
 )
 def test_path_component_stays_inside(name: str, expected: str) -> None:
     assert path_component(name) == expected

@@ -8,7 +8,7 @@ from pyspark_ducklake.exceptions import InvalidOptionError, LakeNotConfiguredErr
 from pyspark_ducklake.options import LakeConfig
 
 
-def conf(values: dict[str, str]):  # noqa: ANN201
+def conf(values: dict[str, str]):
     return values.get
 
 
@@ -37,5 +37,7 @@ def test_unparseable_values_name_key_and_value(key: str, value: str) -> None:
 
 
 def test_retry_options_parse() -> None:
-    c = LakeConfig.resolve({"catalog": "c", "MAX_RETRY_COUNT": "3", "retry_wait_ms": "7", "retry_backoff": "2"}, None, {})
+    c = LakeConfig.resolve(
+        {"catalog": "c", "MAX_RETRY_COUNT": "3", "retry_wait_ms": "7", "retry_backoff": "2"}, None, {}
+    )
     assert (c.retry.max_retry_count, c.retry.retry_wait_ms, c.retry.retry_backoff) == (3, 7, 2.0)
