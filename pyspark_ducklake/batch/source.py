@@ -48,13 +48,30 @@ class DuckLakeDataSource(DataSource):
             )
         return path
 
+    def _change_feed(self) -> bool:
+        """Whether this read is of the change feed: ``readChangeFeed=true``, or any change-feed start option."""
+        from pyspark_ducklake.options import _get, option_as_bool
+
+        options = dict(self.options)
+        starts = ("startingSnapshot", "startingVersion", "startingTimestamp")
+        return option_as_bool(options, "readChangeFeed", False) or any(_get(options, k) is not None for k in starts)
+
     def schema(self) -> StructType:
         from pyspark_ducklake.batch.reader import read_schema
 
+        if self._change_feed():
+            from pyspark_ducklake.batch.change_feed import change_feed_schema
+
+            return change_feed_schema(self.config, self.identifier, dict(self.options))
         return read_schema(self.config, self.identifier, dict(self.options))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         from pyspark_ducklake.batch.reader import DuckLakeBatchReader, PruningBatchReader
+
+        if self._change_feed():
+            from pyspark_ducklake.batch.change_feed import ChangeFeedBatchReader
+
+            return ChangeFeedBatchReader(self.config, self.identifier, dict(self.options), schema)
 
         pushdown = self.spark_conf.get(FILTER_PUSHDOWN_CONF, "false").lower() == "true"
         cls = PruningBatchReader if pushdown else DuckLakeBatchReader
@@ -72,6 +89,18 @@ class DuckLakeDataSource(DataSource):
         if overwrite:
             raise InvalidOptionError("streaming writes to DuckLake append; use outputMode('append')")
         return DuckLakeStreamWriter(self.config, self.identifier, dict(self.options), schema)
+
+
+    def streamReader(self, schema: StructType) -> Any:  # noqa: N802 - Spark's name
+        from pyspark_ducklake.exceptions import InvalidOptionError
+        from pyspark_ducklake.streaming.source import DuckLakeChangeFeedReader
+
+        if "_change_type" not in schema.fieldNames():
+            raise InvalidOptionError(
+                "readStream.format('ducklake') reads the table's change feed: set option startingSnapshot "
+                "('latest', 'earliest' or a snapshot id) or readChangeFeed=true"
+            )
+        return DuckLakeChangeFeedReader(self.config, self.identifier, dict(self.options), schema)
 
 
 def register(spark: Any) -> type[DuckLakeDataSource]:

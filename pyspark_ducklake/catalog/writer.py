@@ -330,8 +330,14 @@ def add_delete_file(
     *,
     relative_path: str,
     previous_delete_file_id: int | None,
+    begin_snapshot: int | None = None,
+    logical: bool = True,
 ) -> int:
-    """Register a delete file (all deleted positions of the data file), ending the previous one."""
+    """Register a delete file (all deleted positions of the data file), ending the previous one.
+
+    ``begin_snapshot`` earlier than this snapshot is for delete files carrying per-row snapshot ids (a flush);
+    ``logical=False`` records no ``deleted_from_table`` change (a flush deletes nothing).
+    """
     if previous_delete_file_id is not None:
         ctx.conn.execute(
             update(T.ducklake_delete_file)
@@ -343,7 +349,7 @@ def add_delete_file(
         insert(T.ducklake_delete_file).values(
             delete_file_id=delete_file_id,
             table_id=table.table_id,
-            begin_snapshot=ctx.snapshot_id,
+            begin_snapshot=ctx.snapshot_id if begin_snapshot is None else begin_snapshot,
             end_snapshot=None,
             data_file_id=data_file_id,
             path=relative_path,
@@ -356,7 +362,8 @@ def add_delete_file(
             partial_max=None,
         )
     )
-    ctx.changes.deleted_from.add(table.table_id)
+    if logical:
+        ctx.changes.deleted_from.add(table.table_id)
     return delete_file_id
 
 

@@ -105,15 +105,20 @@ def rename_column(ctx: CommitContext, table: TableEntry, old: str, new: str) -> 
     column = _find(schema, old, table)
     if schema.by_name(new) is not None:
         raise SchemaMismatchError(f"column {new!r} already exists in {table.schema.schema_name}.{table.table_name}")
+    _replace_column_row(ctx, table, column, column_name=new)
+    finish_alter(ctx, table)
+
+
+def _replace_column_row(ctx: CommitContext, table: TableEntry, column: Column, **changes: Any) -> None:
+    """End the column's live row and start a copy with ``changes`` (same column id), as an ALTER does."""
     c = T.ducklake_column
     row = ctx.conn.execute(
         select(c).where(c.c.table_id == table.table_id, c.c.column_id == column.column_id, c.c.end_snapshot.is_(None))
     ).one()
     _end_single(ctx, table.table_id, column.column_id)
     values = dict(row._mapping)
-    values.update(begin_snapshot=ctx.snapshot_id, end_snapshot=None, column_name=new)
+    values.update(begin_snapshot=ctx.snapshot_id, end_snapshot=None, **changes)
     ctx.conn.execute(insert(c).values(**values))
-    finish_alter(ctx, table)
 
 
 def _end_single(ctx: CommitContext, table_id: int, column_id: int) -> None:
@@ -142,12 +147,5 @@ def set_column_type(ctx: CommitContext, table: TableEntry, name: str, new_type: 
         raise SchemaMismatchError(
             f"column {name!r}: cannot change type {column.type} to {new_type}; only lossless promotions are allowed"
         )
-    c = T.ducklake_column
-    row = ctx.conn.execute(
-        select(c).where(c.c.table_id == table.table_id, c.c.column_id == column.column_id, c.c.end_snapshot.is_(None))
-    ).one()
-    _end_single(ctx, table.table_id, column.column_id)
-    values = dict(row._mapping)
-    values.update(begin_snapshot=ctx.snapshot_id, end_snapshot=None, column_type=new_type)
-    ctx.conn.execute(insert(c).values(**values))
+    _replace_column_row(ctx, table, column, column_type=new_type)
     finish_alter(ctx, table)

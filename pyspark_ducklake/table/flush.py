@@ -133,23 +133,15 @@ def _write_flush_files(
     dname = new_delete_file_name()
     ctx.attempt_files.append(table_dir + dname)
     dwritten = write_table(deletes, table_dir + dname, storage_options=ctx.storage_options)
-    delete_file_id = ctx.allocate_file_id()
-    ctx.conn.execute(
-        T.ducklake_delete_file.insert().values(
-            delete_file_id=delete_file_id,
-            table_id=table.table_id,
-            begin_snapshot=min(s for _, s in ended),
-            end_snapshot=None,
-            data_file_id=file_id,
-            path=dname,
-            path_is_relative=True,
-            format="parquet",
-            delete_count=len(ended),
-            file_size_bytes=dwritten.file_size_bytes,
-            footer_size=dwritten.footer_size,
-            encryption_key=None,
-            partial_max=None,
-        )
+    W.add_delete_file(
+        ctx,
+        table,
+        file_id,
+        dwritten,
+        relative_path=dname,
+        previous_delete_file_id=None,
+        begin_snapshot=min(s for _, s in ended),
+        logical=False,
     )
 
 

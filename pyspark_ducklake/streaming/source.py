@@ -1,0 +1,268 @@
+"""``spark.readStream.format("ducklake")``: the change feed of a table as a stream, micro-batch by micro-batch.
+
+Offsets are snapshot ids. A micro-batch (start, end] emits every change committed in snapshots start+1..end:
+inserts, deletes and update pre/post images, as DuckDB's ``ducklake_table_changes`` reports them. The stream's
+columns are the table's columns when the query starts; columns added later are ignored, and a column dropped,
+renamed or retyped under a running query stops it with a typed error asking for a restart (which resumes from the
+checkpoint with the new columns, with no gap).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxFiles,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+
+from pyspark_ducklake.batch.spark_types import arrow_schema_for_spark, spark_schema, to_spark_batch
+from pyspark_ducklake.catalog import reader as R
+from pyspark_ducklake.catalog.types import TableSchema
+from pyspark_ducklake.exceptions import (
+    DuckLakeError,
+    InvalidOptionError,
+    NoSuchSnapshotError,
+)
+from pyspark_ducklake.lake import Lake, parse_identifier
+from pyspark_ducklake.options import LakeConfig, _get, option_as_bool, option_as_int
+from pyspark_ducklake.streaming.offsets import SnapshotOffset
+from pyspark_ducklake.table.conform import default_array
+
+log = logging.getLogger("pyspark_ducklake.source")
+
+CHANGE_COLUMNS = [
+    StructField("_change_type", StringType(), True),
+    StructField("_snapshot_id", LongType(), True),
+    StructField("_rowid", LongType(), True),
+    StructField("_commit_timestamp", TimestampType(), True),
+]
+BATCH_ROWS = 65_536
+
+
+class SchemaChangedError(DuckLakeError):
+    """The table's columns changed incompatibly under a running change-feed stream."""
+
+
+class DataLossError(DuckLakeError):
+    """Snapshots the stream still needs were expired or cleaned up."""
+
+
+@dataclass(frozen=True)
+class FeedOptions:
+    starting: str | None
+    starting_timestamp: str | None
+    max_snapshots: int | None
+    max_rows: int | None
+    fail_on_data_loss: bool
+
+    @classmethod
+    def parse(cls, options: dict[str, str]) -> FeedOptions:
+        return cls(
+            _get(options, "startingSnapshot") or _get(options, "startingVersion"),
+            _get(options, "startingTimestamp"),
+            option_as_int(options, "maxSnapshotsPerTrigger", None, minimum=1),
+            option_as_int(options, "maxRowsPerTrigger", None, minimum=1),
+            option_as_bool(options, "failOnDataLoss", True),
+        )
+
+
+def feed_schema(table_schema: TableSchema) -> StructType:
+    return spark_schema(table_schema, list(CHANGE_COLUMNS))
+
+
+def resolve_start(lake: Lake, options: FeedOptions) -> int:
+    """The first snapshot whose changes the stream emits."""
+    if options.starting is not None and options.starting_timestamp is not None:
+        raise InvalidOptionError("options startingSnapshot and startingTimestamp both pick a start; give only one")
+    with lake.engine.connect() as conn:
+        latest = R.latest_snapshot(conn).snapshot_id
+        if options.starting_timestamp is not None:
+            try:
+                when = dt.datetime.fromisoformat(options.starting_timestamp)
+            except ValueError as e:
+                raise InvalidOptionError(
+                    f"could not parse option startingTimestamp as an ISO timestamp: {options.starting_timestamp!r}"
+                ) from e
+            return R.snapshot_at_time(conn, when).snapshot_id + 1
+        value = (options.starting or "latest").strip().lower()
+        if value == "latest":
+            return latest + 1
+        if value == "earliest":
+            return 0
+        try:
+            start = int(value)
+        except ValueError as e:
+            raise InvalidOptionError(
+                f"could not parse option startingSnapshot {options.starting!r}: use a snapshot id, 'earliest' or 'latest'"
+            ) from e
+        if start < 0:
+            raise InvalidOptionError(f"option startingSnapshot must be >= 0, got {start}")
+        return start
+
+
+@dataclass(frozen=True)
+class ChangeRange(InputPartition):
+    first: int
+    last: int
+
+
+class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The change-feed stream reader (see the module docstring)."""
+
+    def __init__(self, config: LakeConfig, identifier: str, options: dict[str, str], schema: StructType) -> None:
+        self.config = config
+        self.identifier = identifier
+        self.schema_name, self.table_name = parse_identifier(identifier)
+        self.options = FeedOptions.parse(options)
+        self.spark_schema = schema
+        self._available_now: int | None = None
+        lake = self._lake()
+        try:
+            self.stream_schema = lake.table(identifier).table_schema
+            self._start = resolve_start(lake, self.options)
+        finally:
+            lake.close()
+
+    def _lake(self) -> Lake:
+        return Lake(self.config.catalog, self.config.data_path, retry=self.config.retry)
+
+    # --- offsets ------------------------------------------------------------------------------------------------
+    def initialOffset(self) -> dict[str, int]:  # noqa: N802 - Spark's name
+        return SnapshotOffset(self._start - 1).to_dict()
+
+    def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802
+        if self.options.max_snapshots is not None:
+            return ReadMaxFiles(self.options.max_snapshots)
+        if self.options.max_rows is not None:
+            return ReadMaxRows(self.options.max_rows)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802
+        lake = self._lake()
+        try:
+            self._available_now = lake.current_snapshot_id()
+        finally:
+            lake.close()
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, int]:  # noqa: N802
+        begin = SnapshotOffset.from_dict(start).snapshot_id
+        lake = self._lake()
+        try:
+            latest = lake.current_snapshot_id()
+            if self._available_now is not None:
+                latest = min(latest, self._available_now)
+            if latest <= begin:
+                return SnapshotOffset(begin).to_dict()
+            begin = self._check_data_loss(lake, begin)
+            if isinstance(limit, ReadMaxFiles):
+                return SnapshotOffset(min(latest, begin + max(1, limit.max_files))).to_dict()
+            if isinstance(limit, ReadMaxRows):
+                return SnapshotOffset(self._limit_rows(lake, begin, latest, limit.max_rows)).to_dict()
+            return SnapshotOffset(latest).to_dict()
+        finally:
+            lake.close()
+
+    def _limit_rows(self, lake: Lake, begin: int, latest: int, max_rows: int) -> int:
+        """The last snapshot to read so that about ``max_rows`` change rows are read (whole snapshots, at least one)."""
+        from pyspark_ducklake.table.changes import change_counts
+
+        counts = change_counts(lake.engine, self.schema_name, self.table_name, begin + 1, latest)
+        total = 0
+        end = begin
+        for snapshot in range(begin + 1, latest + 1):
+            total += counts.get(snapshot, 0)
+            if end > begin and total > max_rows:
+                break
+            end = snapshot
+        return end
+
+    def _check_data_loss(self, lake: Lake, begin: int) -> int:
+        """Raise (or, with failOnDataLoss=false, skip ahead) when snapshots after ``begin`` were expired."""
+        with lake.engine.connect() as conn:
+            try:
+                R.snapshot_by_id(conn, begin + 1)
+                return begin
+            except NoSuchSnapshotError:
+                pass
+            later = [s.snapshot_id for s in R.snapshot_changes_after(conn, begin)]
+        if not later:
+            return begin
+        first = min(later)
+        message = (
+            f"change feed of {self.identifier} needs snapshots {begin + 1}..{first - 1}, which were expired or "
+            "cleaned up"
+        )
+        if self.options.fail_on_data_loss:
+            raise DataLossError(message + "; restart from a later snapshot, or set failOnDataLoss=false to skip them")
+        log.warning("%s; skipping to snapshot %d (failOnDataLoss=false)", message, first)
+        return first - 1
+
+    # --- reading ------------------------------------------------------------------------------------------------
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        first = SnapshotOffset.from_dict(start).snapshot_id + 1
+        last = SnapshotOffset.from_dict(end).snapshot_id
+        if last < first:
+            return []
+        return [ChangeRange(first, last)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, ChangeRange)
+        lake = self._lake()
+        try:
+            changes = read_changes(lake, self.schema_name, self.table_name, partition.first, partition.last,
+                                   self.stream_schema)
+        finally:
+            lake.close()
+        target = arrow_schema_for_spark(self.spark_schema)
+        for batch in changes.to_batches(max_chunksize=BATCH_ROWS):
+            yield to_spark_batch(pa.Table.from_batches([batch], schema=changes.schema), target)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        SnapshotOffset.from_dict(end)  # validates the checkpoint's offset; nothing to release
+
+
+def read_changes(lake: Lake, schema_name: str, table_name: str, first: int, last: int, stream: TableSchema) -> pa.Table:
+    """Changes in snapshots first..last, in the stream's columns (matched by column id), plus the change columns.
+
+    Raises:
+        SchemaChangedError: a stream column was dropped or retyped since the stream started.
+    """
+    from pyspark_ducklake.table.changes import table_changes
+
+    raw = table_changes(lake.engine, lake.data_path, schema_name, table_name, first, last,
+                        storage_options=lake.storage_options)
+    with lake.engine.connect() as conn:
+        entry = R.table_by_name(conn, schema_name, table_name, last)
+        at_end = R.table_schema(conn, entry.table_id, last)
+        current = R.table_schema(conn, entry.table_id, R.latest_snapshot(conn).snapshot_id)
+    end_by_id = at_end.by_id()
+    current_by_id = current.by_id()
+    arrays = []
+    for column in stream.columns:
+        now = current_by_id.get(column.column_id)
+        if now is None or now.shape()[2:] != column.shape()[2:]:
+            raise SchemaChangedError(
+                f"column {column.name!r} of {schema_name}.{table_name} was dropped or changed type while the change "
+                "feed was running; restart the query to continue from its checkpoint with the new columns"
+            )
+        then = end_by_id.get(column.column_id)
+        if then is None:
+            arrays.append(default_array(column, raw.num_rows))  # added after these snapshots
+        else:
+            arrays.append(raw.column(then.name).combine_chunks())
+    names = stream.names()
+    for extra in ("_change_type", "_snapshot_id", "_rowid", "_commit_timestamp"):
+        arrays.append(raw.column(extra).combine_chunks())
+        names.append(extra)
+    return pa.Table.from_arrays(arrays, names=names)
