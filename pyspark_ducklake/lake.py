@@ -442,6 +442,21 @@ class Lake:
         result = self._commit(apply, base=max((t.snapshot_id for t in targets), default=None))
         return result.snapshot_id
 
+    def table_changes(
+        self, identifier: str | Sequence[str], start: int | dt.datetime, end: int | dt.datetime | None = None
+    ) -> pa.Table:
+        """The change feed of snapshots ``start..end`` (inclusive; ``end`` defaults to the latest), as DuckDB's
+        ``ducklake_table_changes`` returns it: the table's columns at ``end``, then ``_change_type`` (``insert``,
+        ``delete``, ``update_preimage``, ``update_postimage``), ``_snapshot_id``, ``_rowid``, ``_commit_timestamp``.
+        """
+        from pyspark_ducklake.table.changes import table_changes
+
+        schema_name, table_name = parse_identifier(identifier)
+        stop = self.current_snapshot_id() if end is None else end
+        return table_changes(
+            self.engine, self.data_path, schema_name, table_name, start, stop, storage_options=self.storage_options
+        )
+
     def orphan_files(self, *, older_than: dt.timedelta = dt.timedelta(hours=1)) -> list[str]:
         """Files under the data path that no snapshot references (left by crashed writers), older than the age."""
         from pyspark_ducklake.table.maintenance import find_orphans

@@ -12,13 +12,22 @@ from pyspark_ducklake.batch.spark_types import arrow_schema_for_spark, to_spark_
 from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.lake import Lake, parse_identifier
 from pyspark_ducklake.options import LakeConfig, _get
-from pyspark_ducklake.streaming.source import BATCH_ROWS, ChangeRange, FeedOptions, feed_schema, read_changes, resolve_start
+from pyspark_ducklake.streaming.source import (
+    BATCH_ROWS,
+    ChangeRange,
+    FeedOptions,
+    feed_schema,
+    read_changes,
+    resolve_start,
+)
 
 
 def _bounds(lake: Lake, options: dict[str, str]) -> tuple[int, int]:
     feed = FeedOptions.parse(options)
     if feed.starting is None and feed.starting_timestamp is None:
-        raise InvalidOptionError("readChangeFeed needs option startingSnapshot (an id or 'earliest') or startingTimestamp")
+        raise InvalidOptionError(
+            "readChangeFeed needs option startingSnapshot (an id or 'earliest') or startingTimestamp"
+        )
     start = resolve_start(lake, feed)
     raw_end = _get(options, "endingSnapshot") or _get(options, "endingVersion")
     if raw_end is None:

@@ -90,8 +90,7 @@ class DuckLakeDataSource(DataSource):
             raise InvalidOptionError("streaming writes to DuckLake append; use outputMode('append')")
         return DuckLakeStreamWriter(self.config, self.identifier, dict(self.options), schema)
 
-
-    def streamReader(self, schema: StructType) -> Any:  # noqa: N802 - Spark's name
+    def streamReader(self, schema: StructType) -> Any:
         from pyspark_ducklake.exceptions import InvalidOptionError
         from pyspark_ducklake.streaming.source import DuckLakeChangeFeedReader
 

@@ -104,7 +104,8 @@ def resolve_start(lake: Lake, options: FeedOptions) -> int:
             start = int(value)
         except ValueError as e:
             raise InvalidOptionError(
-                f"could not parse option startingSnapshot {options.starting!r}: use a snapshot id, 'earliest' or 'latest'"
+                f"could not parse option startingSnapshot {options.starting!r}: "
+                "use a snapshot id, 'earliest' or 'latest'"
             ) from e
         if start < 0:
             raise InvalidOptionError(f"option startingSnapshot must be >= 0, got {start}")
@@ -138,24 +139,24 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
         return Lake(self.config.catalog, self.config.data_path, retry=self.config.retry)
 
     # --- offsets ------------------------------------------------------------------------------------------------
-    def initialOffset(self) -> dict[str, int]:  # noqa: N802 - Spark's name
+    def initialOffset(self) -> dict[str, int]:
         return SnapshotOffset(self._start - 1).to_dict()
 
-    def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802
+    def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_snapshots is not None:
             return ReadMaxFiles(self.options.max_snapshots)
         if self.options.max_rows is not None:
             return ReadMaxRows(self.options.max_rows)
         return ReadAllAvailable()
 
-    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802
+    def prepareForTriggerAvailableNow(self) -> None:
         lake = self._lake()
         try:
             self._available_now = lake.current_snapshot_id()
         finally:
             lake.close()
 
-    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, int]:  # noqa: N802
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, int]:
         begin = SnapshotOffset.from_dict(start).snapshot_id
         lake = self._lake()
         try:
@@ -166,26 +167,41 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
                 return SnapshotOffset(begin).to_dict()
             begin = self._check_data_loss(lake, begin)
             if isinstance(limit, ReadMaxFiles):
-                return SnapshotOffset(min(latest, begin + max(1, limit.max_files))).to_dict()
-            if isinstance(limit, ReadMaxRows):
+                changed = self._changed(lake, begin, latest)
+                if len(changed) > limit.max_files:
+                    return SnapshotOffset(changed[max(1, limit.max_files) - 1]).to_dict()
+            elif isinstance(limit, ReadMaxRows):
                 return SnapshotOffset(self._limit_rows(lake, begin, latest, limit.max_rows)).to_dict()
             return SnapshotOffset(latest).to_dict()
         finally:
             lake.close()
 
-    def _limit_rows(self, lake: Lake, begin: int, latest: int, max_rows: int) -> int:
-        """The last snapshot to read so that about ``max_rows`` change rows are read (whole snapshots, at least one)."""
-        from pyspark_ducklake.table.changes import change_counts
+    def _changed(self, lake: Lake, begin: int, latest: int) -> list[int]:
+        """Snapshots after ``begin`` that changed the table's rows (maintenance and other tables' commits left out)."""
+        from pyspark_ducklake.table.changes import changed_snapshots
 
-        counts = change_counts(lake.engine, self.schema_name, self.table_name, begin + 1, latest)
+        with lake.engine.connect() as conn:
+            entry = R.table_by_name(conn, self.schema_name, self.table_name, latest)
+        return changed_snapshots(lake.engine, entry, begin + 1, latest)
+
+    def _limit_rows(self, lake: Lake, begin: int, latest: int, max_rows: int) -> int:
+        """The last snapshot to read so that about ``max_rows`` rows come out (whole snapshots, at least one)."""
+        from pyspark_ducklake.table.changes import count_changes
+
         total = 0
-        end = begin
-        for snapshot in range(begin + 1, latest + 1):
-            total += counts.get(snapshot, 0)
-            if end > begin and total > max_rows:
-                break
-            end = snapshot
-        return end
+        for snapshot in self._changed(lake, begin, latest):
+            total += count_changes(
+                lake.engine,
+                lake.data_path,
+                self.schema_name,
+                self.table_name,
+                snapshot,
+                snapshot,
+                storage_options=lake.storage_options,
+            )
+            if total >= max_rows:
+                return snapshot  # soft: the snapshot that reaches the limit is read whole
+        return latest
 
     def _check_data_loss(self, lake: Lake, begin: int) -> int:
         """Raise (or, with failOnDataLoss=false, skip ahead) when snapshots after ``begin`` were expired."""
@@ -210,18 +226,25 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
 
     # --- reading ------------------------------------------------------------------------------------------------
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        first = SnapshotOffset.from_dict(start).snapshot_id + 1
+        begin = SnapshotOffset.from_dict(start).snapshot_id
         last = SnapshotOffset.from_dict(end).snapshot_id
-        if last < first:
+        if last <= begin:
             return []
-        return [ChangeRange(first, last)]
+        lake = self._lake()
+        try:
+            # latestOffset already failed (or, with failOnDataLoss=false, warned) for expired snapshots: skip them.
+            begin = self._check_data_loss(lake, begin)
+        finally:
+            lake.close()
+        return [ChangeRange(begin + 1, last)] if last > begin else []
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, ChangeRange)
         lake = self._lake()
         try:
-            changes = read_changes(lake, self.schema_name, self.table_name, partition.first, partition.last,
-                                   self.stream_schema)
+            changes = read_changes(
+                lake, self.schema_name, self.table_name, partition.first, partition.last, self.stream_schema
+            )
         finally:
             lake.close()
         target = arrow_schema_for_spark(self.spark_schema)
@@ -240,8 +263,9 @@ def read_changes(lake: Lake, schema_name: str, table_name: str, first: int, last
     """
     from pyspark_ducklake.table.changes import table_changes
 
-    raw = table_changes(lake.engine, lake.data_path, schema_name, table_name, first, last,
-                        storage_options=lake.storage_options)
+    raw = table_changes(
+        lake.engine, lake.data_path, schema_name, table_name, first, last, storage_options=lake.storage_options
+    )
     with lake.engine.connect() as conn:
         entry = R.table_by_name(conn, schema_name, table_name, last)
         at_end = R.table_schema(conn, entry.table_id, last)

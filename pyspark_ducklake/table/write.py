@@ -81,6 +81,8 @@ def _cast(arr: pa.Array, column: Column, target: pa.DataType, table_name: str) -
             except UnsupportedTypeError as e:
                 raise SchemaMismatchError(str(e)) from e
             same_family = incoming == column.type or can_promote(incoming, column.type)
+            # Integers narrow when every value fits (checked by the safe cast below), as DuckDB's INSERT casts.
+            same_family = same_family or (_is_int(incoming) and _is_int(column.type))
             if not same_family and not (incoming.startswith("timestamp") and column.type.startswith("timestamp")):
                 raise SchemaMismatchError(
                     f"column {column.name!r} of {table_name} has type {column.type}, "
@@ -110,6 +112,10 @@ class PendingFile:
     relative_path: str
     written: WrittenFile
     partition_values: tuple[str | None, ...] = ()
+
+
+def _is_int(type_name: str) -> bool:
+    return type_name in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 
 
 def write_data_files(

@@ -84,6 +84,15 @@ def test_lossless_widening_is_accepted(lake: pdl.Lake) -> None:
     assert lake.scan("main.t").column("id").type == pa.int64()
 
 
+def test_integers_narrow_only_when_they_fit(tmp_path: Path) -> None:
+    lake = pdl.connect(f"sqlite:///{tmp_path}/c.sqlite", str(tmp_path / "data"))
+    lake.create_table("main.small", pa.schema([("v", pa.int16())]))
+    lake.append("main.small", pa.table({"v": [1, -5, 32767]}))  # int64 data that fits
+    with pytest.raises(SchemaMismatchError, match="'v'"):
+        lake.append("main.small", pa.table({"v": [40000]}))
+    assert sorted(lake.scan("main.small").column(0).to_pylist()) == [-5, 1, 32767]
+
+
 def test_unsupported_types_name_the_column(lake: pdl.Lake) -> None:
     with pytest.raises(UnsupportedTypeError, match="'dur'"):
         lake.create_table("main.bad", pa.schema([("ok", pa.int32()), ("dur", pa.duration("s"))]))

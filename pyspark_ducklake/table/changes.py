@@ -1,0 +1,627 @@
+"""The change feed of a table between two snapshots, as DuckDB's ``ducklake_table_changes`` defines it.
+
+Over the inclusive range ``[start, end]``:
+
+* an **insert** is a row version that began in the range: rows of Parquet files (per row through
+  ``_ducklake_internal_snapshot_id`` in flushed and merged files) and rows of the inlined-data tables;
+* a **delete** is a row version that ended in the range: a position first deleted in the range by any delete
+  file of its data file (plain files delete at their ``begin_snapshot``, flush/rewrite files carry per-row
+  snapshot ids), a ``ducklake_inlined_delete_<tid>`` row, an inlined row's ``end_snapshot``, or a data file ended
+  by a logical change (an overwrite);
+* a delete and an insert of the same ``rowid`` in the same snapshot is an update: ``update_preimage`` and
+  ``update_postimage``.
+
+Maintenance changes nothing logically. Files written by ``merge_adjacent`` and flushes keep each row's snapshot
+id; files ended or written by ``rewrite_delete``, ``merge_adjacent``, ``compacted_table`` or ``inline_flush``
+snapshots (told apart by ``changes_made``) are neither deletes nor inserts. Deleted rows carry the values of the
+version that was deleted; all rows are read in the end snapshot's schema (by column id).
+
+Where DuckDB 1.5.5 reports something else, it is a bug on its side, and this module does not copy it:
+
+* a plain delete file on a data file with ``_ducklake_internal_snapshot_id`` (flushed or merged) is reported at
+  each row's *insert* snapshot;
+* several delete-file rows for one data file (a writer that ends the previous delete file, as this library does)
+  report the earlier deletions again at every later delete file's snapshot;
+* a data file ended by an overwrite loses its full-file delete when it also had inlined deletes in the range,
+  and reports already (inline-)deleted rows again otherwise;
+* ``ducklake_rewrite_data_files`` shows up as an update of every surviving row.
+
+The plan (:func:`plan_changes`) reads the catalog only; each :class:`FileChangeTask` reads its own files, so the
+tasks could run on executors. Only :func:`finish_changes` (update pairing) needs all rows together.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from sqlalchemy import Connection, Engine, and_, select
+
+from pyspark_ducklake.catalog import reader
+from pyspark_ducklake.catalog import tables as T
+from pyspark_ducklake.catalog.changes import ChangeSet
+from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
+from pyspark_ducklake.catalog.types import TableSchema, arrow_field
+from pyspark_ducklake.exceptions import InvalidOptionError, NoSuchSnapshotError
+from pyspark_ducklake.io.parquet import field_id, read_schema, read_table
+from pyspark_ducklake.table.scan import (
+    FILE_POSITION,
+    ROW_ID_FIELD_ID,
+    ROWID,
+    SNAPSHOT_ID,
+    SNAPSHOT_ID_FIELD_ID,
+    FileTask,
+    execute_file_task,
+    read_inlined_rows,
+)
+
+CHANGE_TYPE = "_change_type"
+CHANGE_SNAPSHOT = "_snapshot_id"
+CHANGE_ROWID = "_rowid"
+COMMIT_TIMESTAMP = "_commit_timestamp"
+CHANGE_COLUMNS = (CHANGE_TYPE, CHANGE_SNAPSHOT, CHANGE_ROWID, COMMIT_TIMESTAMP)
+
+INSERT = "insert"
+DELETE = "delete"
+UPDATE_PREIMAGE = "update_preimage"
+UPDATE_POSTIMAGE = "update_postimage"
+
+_ALL_ROWS = 2**62  # a snapshot id newer than any: read every row version of a file
+_COMPACTED = re.compile(r"(?:^|,)compacted_table:(\d+)")
+
+SnapshotRef = int | dt.datetime
+
+
+# --- snapshots and their changes ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SnapshotChanges:
+    """What one snapshot did to one table, as far as the change feed cares."""
+
+    known: bool  # False when the snapshot has no ``ducklake_snapshot_changes`` row
+    data: bool  # rows inserted or deleted (inlined or not)
+    inserted: bool  # rows inserted (a maintenance snapshot that also inserts still creates insert files)
+    maintenance: bool  # flush, merge, rewrite or compaction of this table
+
+    @property
+    def logical(self) -> bool:
+        """Whether the snapshot can change the table's rows (unknown snapshots are assumed to)."""
+        return not self.known or (self.data and not self.maintenance)
+
+
+def classify(changes_made: str | None, table_id: int, *, known: bool = True) -> SnapshotChanges:
+    """Classify a ``changes_made`` string for ``table_id``."""
+    if not known:
+        return SnapshotChanges(False, True, True, False)
+    cs = ChangeSet.parse(changes_made)
+    inserted = table_id in cs.inserted_into or table_id in cs.inlined_insert
+    data = inserted or table_id in cs.deleted_from or table_id in cs.inlined_delete
+    compacted = any(int(m) == table_id for m in _COMPACTED.findall(changes_made or ""))
+    maintenance = compacted or table_id in (cs.inline_flush | cs.merge_adjacent | cs.rewrite_delete)
+    return SnapshotChanges(True, data, inserted, maintenance)
+
+
+def _snapshot_changes(conn: Connection, table_id: int, start: int, end: int) -> dict[int, SnapshotChanges]:
+    """Every snapshot in ``[start, end]`` with what it did to the table."""
+    s, c = T.ducklake_snapshot, T.ducklake_snapshot_changes
+    rows = conn.execute(
+        select(s.c.snapshot_id, c.c.snapshot_id.label("changes_id"), c.c.changes_made)
+        .select_from(s.outerjoin(c, s.c.snapshot_id == c.c.snapshot_id))
+        .where(s.c.snapshot_id >= start, s.c.snapshot_id <= end)
+    )
+    return {int(r.snapshot_id): classify(r.changes_made, table_id, known=r.changes_id is not None) for r in rows}
+
+
+def _snapshot_id(conn: Connection, ref: SnapshotRef, *, lower: bool, what: str) -> int:
+    """A snapshot id for an id (which must exist) or a time (``lower``: first at or after; else last at or before).
+
+    Raises:
+        InvalidOptionError: not an int or datetime, or a negative id.
+        NoSuchSnapshotError: the snapshot does not exist.
+    """
+    if isinstance(ref, bool) or not isinstance(ref, (int, np.integer, dt.datetime)):
+        raise InvalidOptionError(f"{what} snapshot must be a snapshot id (int) or a datetime, got {ref!r}")
+    if isinstance(ref, dt.datetime):
+        if not lower:
+            return reader.snapshot_at_time(conn, ref).snapshot_id
+        when = ref if ref.tzinfo is not None else ref.replace(tzinfo=dt.timezone.utc)
+        # Compared in Python: SQLite stores the time as text in more than one spelling.
+        for snap in reader.snapshots(conn):
+            t = snap.snapshot.snapshot_time
+            if t is not None and t >= when:
+                return snap.snapshot_id
+        raise NoSuchSnapshotError(f"no snapshot at or after {when.isoformat()}")
+    if int(ref) < 0:
+        raise InvalidOptionError(f"{what} snapshot must be >= 0, got {ref}")
+    return reader.snapshot_by_id(conn, int(ref)).snapshot_id
+
+
+def resolve_range(conn: Connection, start: SnapshotRef, end: SnapshotRef) -> tuple[int, int]:
+    """The snapshot ids of a change-feed range; with times, the snapshots committed within them.
+
+    The result may have ``start > end`` when two times enclose no snapshot (an empty feed).
+
+    Raises:
+        InvalidOptionError: ``start`` is after ``end``, or a bound is not an id or a time.
+        NoSuchSnapshotError: a bound names no snapshot (never existed or expired).
+    """
+    if (
+        isinstance(start, (int, np.integer))
+        and isinstance(end, (int, np.integer))
+        and not isinstance(start, bool)
+        and not isinstance(end, bool)
+        and start > end
+    ):
+        raise InvalidOptionError(f"change feed start snapshot {start} is after its end snapshot {end}")
+    if isinstance(start, dt.datetime) and isinstance(end, dt.datetime):
+        a = start if start.tzinfo else start.replace(tzinfo=dt.timezone.utc)
+        b = end if end.tzinfo else end.replace(tzinfo=dt.timezone.utc)
+        if a > b:
+            raise InvalidOptionError(f"change feed start {start.isoformat()} is after its end {end.isoformat()}")
+    try:
+        first = _snapshot_id(conn, start, lower=True, what="start")
+        last = _snapshot_id(conn, end, lower=False, what="end")
+    except NoSuchSnapshotError as e:
+        raise NoSuchSnapshotError(f"change feed {_show(start)}..{_show(end)}: {e}") from e
+    return first, last
+
+
+def _show(ref: SnapshotRef) -> str:
+    return ref.isoformat() if isinstance(ref, dt.datetime) else str(ref)
+
+
+# --- the plan ----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeleteFileRef:
+    """A delete file of a data file: plain files delete at ``begin_snapshot``; others carry per-row snapshots."""
+
+    path: str
+    begin_snapshot: int
+
+
+@dataclass(frozen=True)
+class FileChangeTask:
+    """One data file's part of the feed: its row versions begun in the range and the rows it lost in the range."""
+
+    file: DataFileEntry  # ``delete_file`` is always None; ``delete_files`` below hold the history
+    start: int
+    end: int
+    inserts: bool  # whether the file may hold row versions that began in the range
+    delete_files: tuple[DeleteFileRef, ...] = ()  # every delete file of the data file begun at or before ``end``
+    inlined_deletes: tuple[tuple[int, int], ...] = ()  # (position, snapshot) at or before ``end``
+    ended_at: int | None = None  # the whole file was deleted at this snapshot (inside the range)
+
+
+@dataclass
+class ChangePlan:
+    """Everything the feed of ``table`` over ``[start, end]`` reads; the rows come from executing it."""
+
+    table: TableEntry
+    schema: TableSchema
+    start: int
+    end: int
+    files: list[FileChangeTask] = field(default_factory=list)
+    inlined: pa.Table | None = None  # inlined row versions begun or ended in the range (+ end_snapshot)
+    commit_times: dict[int, dt.datetime] = field(default_factory=dict)
+
+
+def plan_changes(conn: Connection, table: TableEntry, start: int, end: int, data_path: str) -> ChangePlan:
+    """The files and inlined rows holding the changes of ``table`` over the resolved range ``[start, end]``."""
+    schema = reader.table_schema(conn, table.table_id, end)
+    plan = ChangePlan(table, schema, start, end)
+    if start > end:
+        return plan
+    changes = _snapshot_changes(conn, table.table_id, start, end)
+    plan.commit_times = _commit_times(conn, start, end)
+    base = reader.table_path(table, data_path)
+    d, x = T.ducklake_data_file, T.ducklake_delete_file
+    delete_files: dict[int, list[DeleteFileRef]] = {}
+    live_delete_in_range: set[int] = set()
+    for r in conn.execute(
+        select(x).where(x.c.table_id == table.table_id, x.c.begin_snapshot <= end).order_by(x.c.begin_snapshot)
+    ):
+        ref = DeleteFileRef(reader.resolve(base, r.path, r.path_is_relative), int(r.begin_snapshot))
+        delete_files.setdefault(int(r.data_file_id), []).append(ref)
+        # An ended delete file was replaced before its end: it holds no deletion at or after that end.
+        if r.end_snapshot is None or int(r.end_snapshot) > start:
+            live_delete_in_range.add(int(r.data_file_id))
+    inlined_deletes = _inlined_file_deletes(conn, table.table_id, end)
+    for r in conn.execute(
+        select(d).where(d.c.table_id == table.table_id, d.c.begin_snapshot <= end).order_by(d.c.data_file_id)
+    ):
+        task = _file_task(r, base, start, end, changes, delete_files, live_delete_in_range, inlined_deletes)
+        if task is not None:
+            plan.files.append(task)
+    plan.inlined = _inlined_versions(conn, table.table_id, schema, start, end)
+    return plan
+
+
+def _file_task(
+    r: Any,
+    base: str,
+    start: int,
+    end: int,
+    changes: dict[int, SnapshotChanges],
+    delete_files: dict[int, list[DeleteFileRef]],
+    live_delete_in_range: set[int],
+    inlined_deletes: dict[int, list[tuple[int, int]]],
+) -> FileChangeTask | None:
+    file_id, begin = int(r.data_file_id), int(r.begin_snapshot)
+    inserts = begin >= start or (r.partial_max is not None and int(r.partial_max) >= start)
+    created = changes.get(begin)
+    if begin >= start and created is not None and created.maintenance and not created.inserted:
+        inserts = False  # rewritten rows: their versions began (and are reported) in the files they came from
+    ended_at = None
+    if r.end_snapshot is not None and start <= int(r.end_snapshot) <= end:
+        ended = changes.get(int(r.end_snapshot))
+        if ended is None or not ended.maintenance:
+            ended_at = int(r.end_snapshot)
+    inlined = inlined_deletes.get(file_id, [])
+    has_deletes = ended_at is not None or file_id in live_delete_in_range or any(s >= start for _, s in inlined)
+    if not inserts and not has_deletes:
+        return None
+    entry = DataFileEntry(
+        file_id,
+        reader.resolve(base, r.path, r.path_is_relative),
+        int(r.record_count or 0),
+        r.file_size_bytes,
+        r.footer_size,
+        r.row_id_start,
+        begin,
+        r.partial_max,
+        r.mapping_id,
+        None,
+        r.partition_id,
+    )
+    return FileChangeTask(
+        entry,
+        start,
+        end,
+        inserts,
+        tuple(delete_files.get(file_id, ())) if has_deletes else (),
+        tuple(inlined) if has_deletes else (),
+        ended_at,
+    )
+
+
+def _inlined_file_deletes(conn: Connection, table_id: int, end: int) -> dict[int, list[tuple[int, int]]]:
+    """``{data_file_id: [(position, snapshot)]}`` from ``ducklake_inlined_delete_<tid>``, up to ``end``."""
+    if not reader.has_table(conn, T.inlined_delete_table_name(table_id)):
+        return {}
+    t = T.inlined_delete_table(table_id)
+    out: dict[int, list[tuple[int, int]]] = {}
+    for r in conn.execute(select(t).where(t.c.begin_snapshot <= end)):
+        out.setdefault(int(r.file_id), []).append((int(r.row_id), int(r.begin_snapshot)))
+    return out
+
+
+def _inlined_versions(conn: Connection, table_id: int, schema: TableSchema, start: int, end: int) -> pa.Table | None:
+    rows = read_inlined_rows(conn, table_id, schema, end, include_ended=True)
+    if rows.num_rows == 0 or "end_snapshot" not in rows.column_names:
+        return None
+    ends = rows.column("end_snapshot")
+    begun = pc.greater_equal(rows.column(SNAPSHOT_ID), start)
+    ended = pc.and_(pc.greater_equal(ends, start), pc.less_equal(ends, end))
+    keep = pc.or_(begun, pc.fill_null(ended, False))
+    rows = rows.filter(keep)
+    return rows if rows.num_rows else None
+
+
+def _commit_times(conn: Connection, start: int, end: int) -> dict[int, dt.datetime]:
+    s = T.ducklake_snapshot
+    rows = conn.execute(
+        select(s.c.snapshot_id, s.c.snapshot_time).where(and_(s.c.snapshot_id >= start, s.c.snapshot_id <= end))
+    )
+    return {int(r.snapshot_id): r.snapshot_time for r in rows if r.snapshot_time is not None}
+
+
+# --- executing a file task ---------------------------------------------------------------------------------------
+
+
+def deleted_positions(
+    task: FileChangeTask, *, storage_options: dict[str, Any] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(positions, snapshots)`` of the file's rows first deleted inside the task's range, by position.
+
+    Each position's deletion is its earliest snapshot over every delete file (plain ones at their
+    ``begin_snapshot``, others per row) and inlined delete; so cumulative delete files count each row once.
+    """
+    pos_parts: list[np.ndarray] = []
+    snap_parts: list[np.ndarray] = []
+    for ref in task.delete_files:
+        raw = read_table(ref.path, storage_options=storage_options)
+        names = raw.column_names
+        pos = (raw.column("pos") if "pos" in names else raw.column(1)).to_numpy().astype(np.int64)
+        snap_col = _column_by_id_or_name(raw, SNAPSHOT_ID_FIELD_ID, "_ducklake_internal_snapshot_id")
+        snaps = snap_col.to_numpy().astype(np.int64) if snap_col is not None else np.full(len(pos), ref.begin_snapshot)
+        pos_parts.append(pos)
+        snap_parts.append(snaps.astype(np.int64))
+    if task.inlined_deletes:
+        arr = np.array(task.inlined_deletes, dtype=np.int64).reshape(-1, 2)
+        pos_parts.append(arr[:, 0])
+        snap_parts.append(arr[:, 1])
+    positions = np.concatenate(pos_parts) if pos_parts else np.empty(0, np.int64)
+    snapshots = np.concatenate(snap_parts) if snap_parts else np.empty(0, np.int64)
+    if len(positions):
+        order = np.lexsort((snapshots, positions))
+        positions, snapshots = positions[order], snapshots[order]
+        first = np.ones(len(positions), dtype=bool)
+        first[1:] = positions[1:] != positions[:-1]
+        positions, snapshots = positions[first], snapshots[first]
+    if task.ended_at is not None:
+        # Rows not deleted before the file's end were deleted by it.
+        earlier = snapshots < task.ended_at
+        alive = np.ones(task.file.record_count, dtype=bool)
+        alive[positions[earlier & (positions < len(alive))]] = False
+        rest = np.flatnonzero(alive)
+        positions = np.concatenate([positions[earlier], rest])
+        snapshots = np.concatenate([snapshots[earlier], np.full(len(rest), task.ended_at, dtype=np.int64)])
+    in_range = (snapshots >= task.start) & (snapshots <= task.end)
+    return positions[in_range], snapshots[in_range]
+
+
+def _column_by_id_or_name(raw: pa.Table, fid: int, name: str) -> pa.ChunkedArray | None:
+    for i, f in enumerate(raw.schema):
+        if field_id(f) == fid:
+            return raw.column(i)
+    return raw.column(name) if name in raw.column_names else None
+
+
+def execute_change_task(
+    task: FileChangeTask, schema: TableSchema, *, storage_options: dict[str, Any] | None = None
+) -> pa.Table | None:
+    """The file's inserts and deletes in ``schema`` with ``_change_type``, ``_snapshot_id`` and ``_rowid``.
+
+    Returns None when the file has no change in the range (then the data file itself is not read).
+    """
+    positions, snapshots = deleted_positions(task, storage_options=storage_options)
+    if not task.inserts and len(positions) == 0:
+        return None
+    data = execute_file_task(
+        FileTask(task.file, _ALL_ROWS), schema, storage_options=storage_options, with_positions=True
+    )
+    return _file_changes(task, data, positions, snapshots, list(schema.names()))
+
+
+def count_task_changes(task: FileChangeTask, *, storage_options: dict[str, Any] | None = None) -> pa.Table | None:
+    """Like :func:`execute_change_task` but without the table's columns (only the internal columns are read)."""
+    positions, snapshots = deleted_positions(task, storage_options=storage_options)
+    if not task.inserts and len(positions) == 0:
+        return None
+    data = _read_versions(task.file, storage_options)
+    return _file_changes(task, data, positions, snapshots, [])
+
+
+def _read_versions(f: DataFileEntry, storage_options: dict[str, Any] | None) -> pa.Table:
+    """``rowid`` and ``snapshot_id`` of every row version of a data file, and its position."""
+    schema = read_schema(f.path, storage_options=storage_options)
+    by_id = {field_id(x): x.name for x in schema}
+    wanted = [by_id[i] for i in (ROW_ID_FIELD_ID, SNAPSHOT_ID_FIELD_ID) if i in by_id]
+    n = f.record_count
+    if wanted:
+        raw = read_table(f.path, columns=wanted, storage_options=storage_options)
+        n = raw.num_rows
+    if ROW_ID_FIELD_ID in by_id:
+        row_ids = raw.column(by_id[ROW_ID_FIELD_ID]).combine_chunks().cast(pa.int64())
+    else:
+        start = f.row_id_start or 0
+        row_ids = pa.array(np.arange(start, start + n, dtype=np.int64))
+    if SNAPSHOT_ID_FIELD_ID in by_id:
+        snaps = raw.column(by_id[SNAPSHOT_ID_FIELD_ID]).combine_chunks().cast(pa.int64())
+    else:
+        snaps = pa.array(np.full(n, f.begin_snapshot, dtype=np.int64))
+    return pa.table({ROWID: row_ids, SNAPSHOT_ID: snaps, FILE_POSITION: pa.array(np.arange(n, dtype=np.int64))})
+
+
+def _file_changes(
+    task: FileChangeTask, data: pa.Table, positions: np.ndarray, snapshots: np.ndarray, columns: list[str]
+) -> pa.Table | None:
+    parts = []
+    if task.inserts:
+        snaps = data.column(SNAPSHOT_ID)
+        inserted = data.filter(pc.and_(pc.greater_equal(snaps, task.start), pc.less_equal(snaps, task.end)))
+        if inserted.num_rows:
+            parts.append(_tag(inserted, columns, INSERT, inserted.column(SNAPSHOT_ID)))
+    if len(positions):
+        n = data.num_rows
+        inside = positions < n  # a delete file pointing past the end: nothing to report for those
+        deleted = data.take(pa.array(positions[inside]))
+        parts.append(_tag(deleted, columns, DELETE, pa.array(snapshots[inside], pa.int64())))
+    if not parts:
+        return None
+    return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+
+def _tag(data: pa.Table, columns: list[str], kind: str, snapshots: pa.Array | pa.ChunkedArray) -> pa.Table:
+    out = data.select(columns)
+    out = out.append_column(CHANGE_TYPE, pa.array([kind] * data.num_rows, pa.string()))
+    if isinstance(snapshots, pa.Array):
+        snapshots = pa.chunked_array([snapshots])
+    out = out.append_column(CHANGE_SNAPSHOT, snapshots.cast(pa.int64()))
+    return out.append_column(CHANGE_ROWID, data.column(ROWID).cast(pa.int64()))
+
+
+def inlined_changes(plan: ChangePlan, columns: list[str] | None = None) -> pa.Table | None:
+    """The inserts and deletes of the plan's inlined row versions."""
+    rows = plan.inlined
+    if rows is None:
+        return None
+    names = list(plan.schema.names()) if columns is None else columns
+    parts = []
+    begun = rows.filter(pc.greater_equal(rows.column(SNAPSHOT_ID), plan.start))
+    if begun.num_rows:
+        parts.append(_tag(begun, names, INSERT, begun.column(SNAPSHOT_ID)))
+    ends = rows.column("end_snapshot")
+    ended = rows.filter(pc.fill_null(pc.and_(pc.greater_equal(ends, plan.start), pc.less_equal(ends, plan.end)), False))
+    if ended.num_rows:
+        parts.append(_tag(ended, names, DELETE, ended.column("end_snapshot")))
+    if not parts:
+        return None
+    return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+
+# --- putting the rows together -----------------------------------------------------------------------------------
+
+
+def feed_schema(schema: TableSchema) -> pa.Schema:
+    """The feed's columns: the table's (end snapshot), then the change columns."""
+    return pa.schema(
+        [arrow_field(c) for c in schema.columns]
+        + [
+            pa.field(CHANGE_TYPE, pa.string()),
+            pa.field(CHANGE_SNAPSHOT, pa.int64()),
+            pa.field(CHANGE_ROWID, pa.int64()),
+            pa.field(COMMIT_TIMESTAMP, pa.timestamp("us", tz="UTC")),
+        ]
+    )
+
+
+def finish_changes(parts: Sequence[pa.Table | None], plan: ChangePlan, *, columns: bool = True) -> pa.Table:
+    """One version per (kind, snapshot, rowid); pairs of a delete and an insert become an update; ordered by
+    snapshot, rowid and pre-before-post; with each snapshot's commit time."""
+    target = feed_schema(plan.schema if columns else TableSchema(()))
+    without_time = pa.schema(list(target)[:-1])
+    present = [p for p in parts if p is not None and p.num_rows]
+    if not present:
+        return target.empty_table()
+    rows = pa.concat_tables([p.cast(without_time) if p.schema != without_time else p for p in present])
+    kind = rows.column(CHANGE_TYPE).to_numpy(zero_copy_only=False)
+    is_insert = (kind == INSERT).astype(np.int64)
+    snaps = rows.column(CHANGE_SNAPSHOT).to_numpy()
+    rowids = rows.column(CHANGE_ROWID).to_numpy()
+    order = np.lexsort((is_insert, rowids, snaps))
+    snaps, rowids, is_insert = snaps[order], rowids[order], is_insert[order]
+    # The same row version recorded twice (a rewritten file still in the catalog, say) is one change.
+    unique = np.ones(len(order), dtype=bool)
+    unique[1:] = (snaps[1:] != snaps[:-1]) | (rowids[1:] != rowids[:-1]) | (is_insert[1:] != is_insert[:-1])
+    order, snaps, rowids, is_insert = order[unique], snaps[unique], rowids[unique], is_insert[unique]
+    same_next = np.zeros(len(order), dtype=bool)
+    same_next[:-1] = (snaps[1:] == snaps[:-1]) & (rowids[1:] == rowids[:-1])
+    same_prev = np.zeros(len(order), dtype=bool)
+    same_prev[1:] = same_next[:-1]
+    kinds = np.where(is_insert == 1, INSERT, DELETE).astype(object)
+    kinds[same_next] = UPDATE_PREIMAGE  # sorted: the delete comes first
+    kinds[same_prev] = UPDATE_POSTIMAGE
+    out = rows.take(pa.array(order)).set_column(
+        rows.schema.get_field_index(CHANGE_TYPE), CHANGE_TYPE, pa.array(kinds.tolist(), pa.string())
+    )
+    times = [plan.commit_times.get(int(s)) for s in snaps]
+    return out.append_column(COMMIT_TIMESTAMP, pa.array(times, pa.timestamp("us", tz="UTC"))).cast(target)
+
+
+# --- public entry points -----------------------------------------------------------------------------------------
+
+
+def _plan(
+    engine: Engine, data_path: str, schema_name: str, table_name: str, start: SnapshotRef, end: SnapshotRef
+) -> ChangePlan:
+    with engine.connect() as conn:
+        first, last = resolve_range(conn, start, end)  # first > last: two times with no snapshot between them
+        table = reader.table_by_name(conn, schema_name, table_name, last)
+        return plan_changes(conn, table, first, last, data_path)
+
+
+def table_changes(
+    engine: Engine,
+    data_path: str,
+    schema_name: str,
+    table_name: str,
+    start_snapshot: SnapshotRef,
+    end_snapshot: SnapshotRef,
+    *,
+    storage_options: dict[str, Any] | None = None,
+) -> pa.Table:
+    """The changes of ``schema_name.table_name`` over ``[start_snapshot, end_snapshot]`` (both inclusive).
+
+    Columns: the table's columns at the end snapshot, then ``_change_type`` (``insert``, ``delete``,
+    ``update_preimage``, ``update_postimage``), ``_snapshot_id``, ``_rowid`` and ``_commit_timestamp``; ordered by
+    snapshot and rowid. Bounds are snapshot ids, or datetimes (the first snapshot at or after ``start``, the last
+    at or before ``end``).
+
+    Raises:
+        InvalidOptionError: ``start_snapshot`` is after ``end_snapshot`` (or a bound is not an id or time).
+        NoSuchSnapshotError: a bound names no snapshot (never existed or expired).
+        NoSuchSchemaError, NoSuchTableError: the table does not exist at the end snapshot.
+        DataFileError: a data or delete file cannot be read.
+    """
+    plan = _plan(engine, data_path, schema_name, table_name, start_snapshot, end_snapshot)
+    parts = [execute_change_task(t, plan.schema, storage_options=storage_options) for t in plan.files]
+    parts.append(inlined_changes(plan))
+    return finish_changes(parts, plan)
+
+
+def count_changes(
+    engine: Engine,
+    data_path: str,
+    schema_name: str,
+    table_name: str,
+    start_snapshot: SnapshotRef,
+    end_snapshot: SnapshotRef,
+    *,
+    storage_options: dict[str, Any] | None = None,
+) -> int:
+    """How many rows :func:`table_changes` returns, reading only delete files and internal row columns.
+
+    Raises: as :func:`table_changes`.
+    """
+    plan = _plan(engine, data_path, schema_name, table_name, start_snapshot, end_snapshot)
+    parts = [count_task_changes(t, storage_options=storage_options) for t in plan.files]
+    parts.append(inlined_changes(plan, columns=[]))
+    return finish_changes(parts, plan, columns=False).num_rows
+
+
+def changed_snapshots(engine: Engine, table: TableEntry | int, start: int, end: int) -> list[int]:
+    """Snapshots in ``[start, end]`` that changed the table's rows, from ``changes_made`` alone (no file reads).
+
+    Maintenance (flush, merge, rewrite, compaction), schema changes and other tables' commits are left out; a
+    snapshot without a ``ducklake_snapshot_changes`` row is kept (it may have changed anything). Snapshots that
+    do not exist (expired, or ``end`` beyond the latest) are simply absent, and ``start > end`` gives ``[]``.
+
+    Raises:
+        InvalidOptionError: a negative bound.
+    """
+    if start < 0 or end < 0:
+        raise InvalidOptionError(f"snapshot ids must be >= 0, got {start}..{end}")
+    if start > end:
+        return []
+    table_id = table.table_id if isinstance(table, TableEntry) else int(table)
+    with engine.connect() as conn:
+        changes = _snapshot_changes(conn, table_id, start, end)
+    return sorted(s for s, c in changes.items() if c.logical)
+
+
+__all__ = [
+    "CHANGE_COLUMNS",
+    "CHANGE_ROWID",
+    "CHANGE_SNAPSHOT",
+    "CHANGE_TYPE",
+    "COMMIT_TIMESTAMP",
+    "DELETE",
+    "INSERT",
+    "UPDATE_POSTIMAGE",
+    "UPDATE_PREIMAGE",
+    "ChangePlan",
+    "DeleteFileRef",
+    "FileChangeTask",
+    "SnapshotChanges",
+    "changed_snapshots",
+    "classify",
+    "count_changes",
+    "deleted_positions",
+    "execute_change_task",
+    "feed_schema",
+    "finish_changes",
+    "inlined_changes",
+    "plan_changes",
+    "resolve_range",
+    "table_changes",
+]
