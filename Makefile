@@ -13,7 +13,7 @@ define run_pytest
 	exit $$rc
 endef
 
-.PHONY: help install demo demo-python test test-unit test-conformance test-integration lint format pg-start pg-stop clean
+.PHONY: help install demo demo-python kafka-start kafka-stop kafka-demo test-kafka test test-unit test-conformance test-integration lint format pg-start pg-stop clean
 
 help: ## List the targets
 	@echo "usage: make <target>"
@@ -51,13 +51,27 @@ format: install ## Apply ruff's fixes and formatting
 	$(PYTHON) -m ruff check --fix . || true
 	$(PYTHON) -m ruff format .
 
+kafka-start: ## Start the local Kafka broker (jars from Maven Central into .cache/kafka/); prints its bootstrap
+	@bash scripts/kafka.sh start
+
+kafka-stop: ## Stop the local Kafka broker
+	@bash scripts/kafka.sh stop
+
+kafka-demo: install ## Kafka -> Spark -> DuckLake exactly once (examples/kafka_to_lake.py, docs/kafka.md)
+	@bash scripts/kafka.sh start >/dev/null
+	$(PYTHON) examples/kafka_to_lake.py
+
+test-kafka: install ## Run the Kafka end-to-end tests (a real broker, Spark's Kafka source)
+	@$(call run_pytest,-m kafka tests)
+
 pg-start: ## Start the test PostgreSQL (127.0.0.1, port from DUCKLAKE_PG_PORT, default 54329)
 	@bash scripts/postgres.sh start
 
 pg-stop: ## Stop the test PostgreSQL
 	@bash scripts/postgres.sh stop
 
-clean: ## Stop the test PostgreSQL and remove caches and build output (keeps .venv)
+clean: ## Stop the test PostgreSQL and Kafka and remove caches and build output (keeps .venv)
 	@bash scripts/postgres.sh stop
+	@bash scripts/kafka.sh stop
 	rm -rf .cache .pytest_cache .mypy_cache .ruff_cache build dist *.egg-info
 	find . -path ./.venv -prune -o -type d -name __pycache__ -exec rm -rf {} +
