@@ -11,15 +11,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pyspark_ducklake.exceptions import DataFileError
+from pyspark_ducklake.exceptions import DataFileError, UnsupportedTypeError
+from pyspark_ducklake.io import thrift_compact as tc
 from pyspark_ducklake.io.fileio import ensure_parent, filesystem
 
 FIELD_ID_KEY = b"PARQUET:field_id"
 DEFAULT_COMPRESSION = "snappy"
 ROW_GROUP_SIZE = 122_880  # DuckDB's default row group size
+
+INTERVAL = pa.month_day_nano_interval()
+PARQUET_INTERVAL = pa.binary(12)  # FIXED_LEN_BYTE_ARRAY(12): months, days, millis as little-endian uint32
+CONVERTED_TYPE_INTERVAL = 21  # Parquet's ConvertedType.INTERVAL
+_FLBA = 7  # Parquet's Type.FIXED_LEN_BYTE_ARRAY
+_MAX_U32 = 0xFFFFFFFF
 
 
 @dataclass(frozen=True)
@@ -116,29 +124,43 @@ def write_table(
 
     ``stats(field_id, leaf_values)`` gives each leaf's ``(min, max, contains_nan)``; the file's own metadata gives
     sizes and counts. The file is complete before this returns; a failed upload raises and leaves no catalog trace.
+
+    Top-level INTERVAL columns are written as DuckDB writes them (pyarrow cannot): ``FIXED_LEN_BYTE_ARRAY(12)``
+    with converted type INTERVAL and no statistics; sub-millisecond precision is truncated as DuckDB truncates it.
+    Negative intervals (DuckDB refuses them), millisecond parts beyond 32 bits and nested intervals raise
+    :class:`UnsupportedTypeError` before anything is written.
     """
+    intervals = _interval_columns(table)
     ensure_parent(path, storage_options)
     fs, p = filesystem(path, storage_options)
-    with fs.open(p, "wb") as out:
-        writer = pq.ParquetWriter(
-            out,
-            table.schema,
-            compression=compression,
-            use_compliant_nested_type=True,
-            store_schema=False,
-            write_statistics=True,
-        )
-        writer.write_table(table, row_group_size=ROW_GROUP_SIZE)
-        writer.close()
-        metadata = writer.metadata if hasattr(writer, "metadata") else None
-    size = int(fs.size(p))
-    with fs.open(p, "rb") as f:
-        f.seek(size - 8)
-        tail = f.read(8)
-    footer_size = struct.unpack("<I", tail[:4])[0]
-    if metadata is None:
+    if intervals:
+        data = _interval_file_bytes(table, intervals, compression)
+        with fs.open(p, "wb") as out:
+            out.write(data)
+        size = len(data)
+        footer_size = struct.unpack("<I", data[-8:-4])[0]
+        metadata = pq.ParquetFile(pa.BufferReader(data)).metadata
+    else:
+        with fs.open(p, "wb") as out:
+            writer = pq.ParquetWriter(
+                out,
+                table.schema,
+                compression=compression,
+                use_compliant_nested_type=True,
+                store_schema=False,
+                write_statistics=True,
+            )
+            writer.write_table(table, row_group_size=ROW_GROUP_SIZE)
+            writer.close()
+            metadata = writer.metadata if hasattr(writer, "metadata") else None
+        size = int(fs.size(p))
         with fs.open(p, "rb") as f:
-            metadata = pq.ParquetFile(f).metadata
+            f.seek(size - 8)
+            tail = f.read(8)
+        footer_size = struct.unpack("<I", tail[:4])[0]
+        if metadata is None:
+            with fs.open(p, "rb") as f:
+                metadata = pq.ParquetFile(f).metadata
     leaves = leaf_fields(table.schema)
     arrays = leaf_arrays(table)
     described = []
@@ -153,9 +175,176 @@ def write_table(
             if chunk.statistics is not None and chunk.statistics.has_null_count:
                 null_count += chunk.statistics.null_count
         fid = field_id(lf)
-        lo, hi, nan = stats(fid, arr) if stats is not None and fid is not None else (None, None, None)
+        if lf.type == INTERVAL:
+            # no statistics in the file (DuckDB writes none for INTERVAL): count nulls here, no min/max
+            null_count = arr.null_count
+            lo, hi, nan = None, None, None
+        else:
+            lo, hi, nan = stats(fid, arr) if stats is not None and fid is not None else (None, None, None)
         described.append(LeafStats(fid if fid is not None else -1, size_bytes, value_count, null_count, lo, hi, nan))
     return WrittenFile(path, table.num_rows, size, footer_size, tuple(described))
+
+
+# --- INTERVAL ---------------------------------------------------------------------------------------------------
+
+
+def _has_interval(t: pa.DataType) -> bool:
+    if t == INTERVAL:
+        return True
+    if isinstance(t, pa.BaseExtensionType):
+        return _has_interval(t.storage_type)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return _has_interval(t.value_type)
+    if pa.types.is_map(t):
+        return _has_interval(t.key_type) or _has_interval(t.item_type)
+    if pa.types.is_struct(t):
+        return any(_has_interval(t.field(i).type) for i in range(t.num_fields))
+    return False
+
+
+def _interval_columns(table: pa.Table) -> list[str]:
+    """Names of the top-level INTERVAL columns; an INTERVAL nested in a list, struct or map is refused."""
+    out = []
+    for f in table.schema:
+        if f.type == INTERVAL:
+            out.append(f.name)
+        elif _has_interval(f.type):
+            raise UnsupportedTypeError(
+                f"column {f.name!r} ({f.type}) has an INTERVAL inside a list, struct or map, which cannot be "
+                "written to Parquet here (only top-level INTERVAL columns can); keep such appends within "
+                "data_inlining_row_limit rows"
+            )
+    return out
+
+
+_MDN = np.dtype([("months", "<i4"), ("days", "<i4"), ("nanos", "<i8")])
+
+
+def interval_to_parquet(name: str, values: pa.Array | pa.ChunkedArray) -> pa.FixedSizeBinaryArray:
+    """month_day_nano intervals as Parquet INTERVAL values (months, days, millis as little-endian uint32).
+
+    Sub-millisecond nanoseconds are truncated, as DuckDB does when it writes INTERVAL to Parquet. Negative parts
+    (which DuckDB refuses: "Parquet files do not support negative intervals") and millisecond parts beyond
+    2**32 - 1 (which DuckDB would silently wrap) raise :class:`UnsupportedTypeError` naming the column.
+    """
+    arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    n = len(arr)
+    valid = np.ones(n, dtype=bool) if arr.null_count == 0 else arr.is_valid().to_numpy(zero_copy_only=False)
+    buf = arr.buffers()[1]
+    raw = np.frombuffer(buf, dtype=_MDN, count=n + arr.offset)[arr.offset :] if buf is not None else np.zeros(n, _MDN)
+    months = np.where(valid, raw["months"], 0).astype(np.int64)
+    days = np.where(valid, raw["days"], 0).astype(np.int64)
+    nanos = np.where(valid, raw["nanos"], 0)
+    negative = (months < 0) | (days < 0) | (nanos < 0)
+    if negative.any():
+        i = int(np.argmax(negative))
+        raise UnsupportedTypeError(
+            f"column {name!r}: Parquet files do not support negative intervals (row {i}: {arr[i].as_py()}); "
+            "DuckDB refuses them too"
+        )
+    millis = nanos // 1_000_000
+    too_big = millis > _MAX_U32
+    if too_big.any():
+        i = int(np.argmax(too_big))
+        raise UnsupportedTypeError(
+            f"column {name!r}: interval time part of {int(nanos[i])} ns (row {i}) does not fit Parquet's 32-bit "
+            "milliseconds; express long durations in days or months"
+        )
+    out = np.empty((n, 3), dtype="<u4")
+    out[:, 0] = months
+    out[:, 1] = days
+    out[:, 2] = millis
+    validity = None if arr.null_count == 0 else pa.array(valid, pa.bool_()).buffers()[1]
+    return pa.FixedSizeBinaryArray.from_buffers(
+        PARQUET_INTERVAL, n, [validity, pa.py_buffer(out.tobytes())], null_count=arr.null_count
+    )
+
+
+def _leaf_paths(schema: pa.Schema) -> list[str]:
+    """Dotted Parquet column paths of ``schema``'s leaves, as pyarrow's writer names them."""
+    sink = pa.BufferOutputStream()
+    w = pq.ParquetWriter(sink, schema, use_compliant_nested_type=True, store_schema=False)
+    w.close()
+    s = pq.ParquetFile(pa.BufferReader(sink.getvalue())).schema
+    return [s.column(i).path for i in range(len(s))]
+
+
+def _interval_file_bytes(table: pa.Table, intervals: list[str], compression: str) -> bytes:
+    """The whole Parquet file for a table with top-level INTERVAL columns, footer annotated as DuckDB's."""
+    wanted = set(intervals)
+    columns = []
+    fields = []
+    for f, col in zip(table.schema, table.columns, strict=True):
+        if f.name in wanted:
+            columns.append(interval_to_parquet(f.name, col))
+            fields.append(pa.field(f.name, PARQUET_INTERVAL, f.nullable, f.metadata))
+        else:
+            columns.append(col)
+            fields.append(f)
+    converted = pa.Table.from_arrays(columns, schema=pa.schema(fields, table.schema.metadata))
+    with_stats = [p for p in _leaf_paths(converted.schema) if p not in wanted]
+    sink = pa.BufferOutputStream()
+    writer = pq.ParquetWriter(
+        sink,
+        converted.schema,
+        compression=compression,
+        use_compliant_nested_type=True,
+        store_schema=False,
+        write_statistics=with_stats or False,
+    )
+    writer.write_table(converted, row_group_size=ROW_GROUP_SIZE)
+    writer.close()
+    return mark_interval_columns(sink.getvalue().to_pybytes(), wanted)
+
+
+def mark_interval_columns(data: bytes, names: set[str]) -> bytes:
+    """Rewrite a Parquet file's footer so the top-level FLBA(12) columns ``names`` carry converted type INTERVAL.
+
+    Data pages do not move (the footer follows them); every other footer field is re-encoded byte for byte.
+    """
+    if len(data) < 12 or data[-4:] != b"PAR1" or data[:4] != b"PAR1":
+        raise DataFileError("not a plain (unencrypted) Parquet file")
+    footer_len = struct.unpack("<I", data[-8:-4])[0]
+    start = len(data) - 8 - footer_len
+    meta, end = tc.decode_struct(data, start)
+    if end != len(data) - 8:
+        raise DataFileError("Parquet footer does not end where its length says")
+    schema_field = meta.get(2)
+    if schema_field is None or not isinstance(schema_field.value, tc.ListValue):
+        raise DataFileError("Parquet footer has no schema")
+    elements: list[tc.Struct] = schema_field.value.items
+
+    def children(el: tc.Struct) -> int:
+        f = el.get(5)
+        return int(f.value) if f is not None else 0
+
+    def subtree(i: int) -> int:
+        count = 1
+        j = i + 1
+        for _ in range(children(elements[i])):
+            k = subtree(j)
+            j += k
+            count += k
+        return count
+
+    found: set[str] = set()
+    i = 1
+    for _ in range(children(elements[0])):
+        el = elements[i]
+        name_f = el.get(4)
+        name = bytes(name_f.value).decode() if name_f is not None else None
+        if name in names:
+            type_f, len_f = el.get(1), el.get(2)
+            if type_f is None or type_f.value != _FLBA or len_f is None or len_f.value != 12:
+                raise DataFileError(f"column {name!r} is not FIXED_LEN_BYTE_ARRAY(12) in the written file")
+            el.set(6, tc.I32, CONVERTED_TYPE_INTERVAL)
+            found.add(name)
+        i += subtree(i)
+    missing = names - found
+    if missing:
+        raise DataFileError(f"columns {sorted(missing)} not found in the written file's schema")
+    footer = tc.encode_struct(meta)
+    return data[:start] + footer + struct.pack("<I", len(footer)) + b"PAR1"
 
 
 def read_table(

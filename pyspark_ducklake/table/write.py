@@ -143,11 +143,8 @@ def write_data_file(
     data: pa.Table, table_dir: str, schema: TableSchema, *, storage_options: dict[str, Any] | None = None
 ) -> tuple[str, WrittenFile]:
     """Write one data file into the table's folder; returns (file name, description with rendered stats)."""
-    if any(f.type == pa.month_day_nano_interval() for f in data.schema):
-        raise UnsupportedTypeError(
-            "INTERVAL columns cannot be written to Parquet by pyarrow; keep such appends within "
-            "data_inlining_row_limit rows or store the interval as a struct"
-        )
+    # INTERVAL columns are written by io.parquet (FLBA(12) + converted type INTERVAL, as DuckDB writes them); it
+    # raises UnsupportedTypeError for negative or nested intervals before anything is written.
     name = new_data_file_name()
     return name, write_table(data, table_dir + name, storage_options=storage_options, stats=stats_function(schema))
 
