@@ -12,9 +12,11 @@ Over the inclusive range ``[start, end]``:
   ``update_postimage``.
 
 Maintenance changes nothing logically. Files written by ``merge_adjacent`` and flushes keep each row's snapshot
-id; files ended or written by ``rewrite_delete``, ``merge_adjacent``, ``compacted_table`` or ``inline_flush``
-snapshots (told apart by ``changes_made``) are neither deletes nor inserts. Deleted rows carry the values of the
-version that was deleted; all rows are read in the end snapshot's schema (by column id).
+id. Files ended at a ``rewrite_delete``, ``merge_adjacent``, ``compacted_table`` or ``inline_flush`` snapshot (told
+apart by ``changes_made``) are no deletes, and rows tagged with such a snapshot (a rewrite's output, and files
+later merged from it) are no inserts: their versions began in the files they were rewritten from. The same row
+version found twice counts once. Deleted rows carry the values of the version that was deleted; all rows are
+read in the end snapshot's schema (by column id).
 
 Where DuckDB 1.5.5 reports something else, it is a bug on its side, and this module does not copy it:
 
@@ -24,7 +26,9 @@ Where DuckDB 1.5.5 reports something else, it is a bug on its side, and this mod
   report the earlier deletions again at every later delete file's snapshot;
 * a data file ended by an overwrite loses its full-file delete when it also had inlined deletes in the range,
   and reports already (inline-)deleted rows again otherwise;
-* ``ducklake_rewrite_data_files`` shows up as an update of every surviving row.
+* ``ducklake_rewrite_data_files`` shows up as an update of every surviving row;
+* a data file holding two versions of one row (an inlined row updated, then flushed) reports both deletions at
+  one snapshot when both are in the range (DuckDB maps deleted rows to snapshots by rowid).
 
 The plan (:func:`plan_changes`) reads the catalog only; each :class:`FileChangeTask` reads its own files, so the
 tasks could run on executors. Only :func:`finish_changes` (update pairing) needs all rows together.
@@ -199,6 +203,9 @@ class FileChangeTask:
     delete_files: tuple[DeleteFileRef, ...] = ()  # every delete file of the data file begun at or before ``end``
     inlined_deletes: tuple[tuple[int, int], ...] = ()  # (position, snapshot) at or before ``end``
     ended_at: int | None = None  # the whole file was deleted at this snapshot (inside the range)
+    # Rows tagged with these snapshots were rewritten there, not inserted: a rewrite's files begin at it, and
+    # files merged from those carry it as the rows' snapshot id.
+    rewrite_snapshots: tuple[int, ...] = ()
 
 
 @dataclass
@@ -225,7 +232,7 @@ def plan_changes(conn: Connection, table: TableEntry, start: int, end: int, data
     base = reader.table_path(table, data_path)
     d, x = T.ducklake_data_file, T.ducklake_delete_file
     delete_files: dict[int, list[DeleteFileRef]] = {}
-    live_delete_in_range: set[int] = set()
+    deletes_may_be_in_range: set[int] = set()
     for r in conn.execute(
         select(x).where(x.c.table_id == table.table_id, x.c.begin_snapshot <= end).order_by(x.c.begin_snapshot)
     ):
@@ -233,12 +240,13 @@ def plan_changes(conn: Connection, table: TableEntry, start: int, end: int, data
         delete_files.setdefault(int(r.data_file_id), []).append(ref)
         # An ended delete file was replaced before its end: it holds no deletion at or after that end.
         if r.end_snapshot is None or int(r.end_snapshot) > start:
-            live_delete_in_range.add(int(r.data_file_id))
+            deletes_may_be_in_range.add(int(r.data_file_id))
     inlined_deletes = _inlined_file_deletes(conn, table.table_id, end)
+    rewrites = tuple(sorted(s for s, c in changes.items() if c.maintenance and not c.inserted))
     for r in conn.execute(
         select(d).where(d.c.table_id == table.table_id, d.c.begin_snapshot <= end).order_by(d.c.data_file_id)
     ):
-        task = _file_task(r, base, start, end, changes, delete_files, live_delete_in_range, inlined_deletes)
+        task = _file_task(r, base, start, end, changes, delete_files, deletes_may_be_in_range, inlined_deletes, rewrites)
         if task is not None:
             plan.files.append(task)
     plan.inlined = _inlined_versions(conn, table.table_id, schema, start, end)
@@ -252,21 +260,21 @@ def _file_task(
     end: int,
     changes: dict[int, SnapshotChanges],
     delete_files: dict[int, list[DeleteFileRef]],
-    live_delete_in_range: set[int],
+    deletes_may_be_in_range: set[int],
     inlined_deletes: dict[int, list[tuple[int, int]]],
+    rewrite_snapshots: tuple[int, ...],
 ) -> FileChangeTask | None:
     file_id, begin = int(r.data_file_id), int(r.begin_snapshot)
     inserts = begin >= start or (r.partial_max is not None and int(r.partial_max) >= start)
-    created = changes.get(begin)
-    if begin >= start and created is not None and created.maintenance and not created.inserted:
-        inserts = False  # rewritten rows: their versions began (and are reported) in the files they came from
+    if begin in rewrite_snapshots and r.partial_max is None:
+        inserts = False  # every row was rewritten there (see FileChangeTask.rewrite_snapshots)
     ended_at = None
     if r.end_snapshot is not None and start <= int(r.end_snapshot) <= end:
         ended = changes.get(int(r.end_snapshot))
         if ended is None or not ended.maintenance:
             ended_at = int(r.end_snapshot)
     inlined = inlined_deletes.get(file_id, [])
-    has_deletes = ended_at is not None or file_id in live_delete_in_range or any(s >= start for _, s in inlined)
+    has_deletes = ended_at is not None or file_id in deletes_may_be_in_range or any(s >= start for _, s in inlined)
     if not inserts and not has_deletes:
         return None
     entry = DataFileEntry(
@@ -290,6 +298,7 @@ def _file_task(
         tuple(delete_files.get(file_id, ())) if has_deletes else (),
         tuple(inlined) if has_deletes else (),
         ended_at,
+        rewrite_snapshots,
     )
 
 
@@ -428,7 +437,10 @@ def _file_changes(
     parts = []
     if task.inserts:
         snaps = data.column(SNAPSHOT_ID)
-        inserted = data.filter(pc.and_(pc.greater_equal(snaps, task.start), pc.less_equal(snaps, task.end)))
+        began = pc.and_(pc.greater_equal(snaps, task.start), pc.less_equal(snaps, task.end))
+        if task.rewrite_snapshots:
+            began = pc.and_(began, pc.invert(pc.is_in(snaps, pa.array(task.rewrite_snapshots, pa.int64()))))
+        inserted = data.filter(began)
         if inserted.num_rows:
             parts.append(_tag(inserted, columns, INSERT, inserted.column(SNAPSHOT_ID)))
     if len(positions):
