@@ -246,7 +246,9 @@ def plan_changes(conn: Connection, table: TableEntry, start: int, end: int, data
     for r in conn.execute(
         select(d).where(d.c.table_id == table.table_id, d.c.begin_snapshot <= end).order_by(d.c.data_file_id)
     ):
-        task = _file_task(r, base, start, end, changes, delete_files, deletes_may_be_in_range, inlined_deletes, rewrites)
+        task = _file_task(
+            r, base, start, end, changes, delete_files, deletes_may_be_in_range, inlined_deletes, rewrites
+        )
         if task is not None:
             plan.files.append(task)
     plan.inlined = _inlined_versions(conn, table.table_id, schema, start, end)

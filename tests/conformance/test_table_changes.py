@@ -15,6 +15,7 @@ ADD COLUMN from both sides, appends, deletes and overwrites from ours.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import random
 from collections import Counter
 from collections.abc import Iterator
@@ -108,9 +109,17 @@ class History:
             names = read_schema(task.file.path).names
             embedded = "_ducklake_internal_snapshot_id" in names
             moved = "_ducklake_internal_row_id" in names and not embedded and task.file.row_id_start is not None
-            files.append(LiveFile(task.file.data_file_id, [i for i in ids if i in self.model], embedded, moved,
-                                  rows[task.file.data_file_id], task.file.delete_file is not None,
-                                  bool(task.inlined_deleted_positions)))
+            files.append(
+                LiveFile(
+                    task.file.data_file_id,
+                    [i for i in ids if i in self.model],
+                    embedded,
+                    moved,
+                    rows[task.file.data_file_id],
+                    task.file.delete_file is not None,
+                    bool(task.inlined_deleted_positions),
+                )
+            )
         return [i for i in inlined if i in self.model], files
 
     def new_rows(self, n: int) -> list[int]:
@@ -130,7 +139,9 @@ class History:
     # --- operations (each updates the model) -------------------------------------------------------------------
     def duck_insert(self, big: bool) -> None:
         ids = self.new_rows(self.rng.randint(LIMIT + 1, LIMIT + 15) if big else self.rng.randint(1, LIMIT))
-        self.sql(f"INSERT INTO lake.main.t (id, v, n) SELECT i, 'd' || i, (i % 7)::INTEGER FROM range({ids[0]}, {ids[-1] + 1}) r(i)")
+        self.sql(
+            f"INSERT INTO lake.main.t (id, v, n) SELECT i, 'd' || i, (i % 7)::INTEGER FROM range({ids[0]}, {ids[-1] + 1}) r(i)"
+        )
         self.model.update({i: (f"d{i}", i % 7) for i in ids})
 
     def duck_delete(self, ids: list[int]) -> None:
@@ -156,7 +167,9 @@ class History:
         inlined, files = self.state()
         # Updating an inlined row keeps both versions inline; flushed into one file, DuckDB then reports both
         # deletions at one snapshot (it maps deleted rows to snapshots by rowid).
-        self.duck_update(self.pick([i for f in files for i in f.ids] + ([] if self.clean else inlined), 1, LIMIT), False)
+        self.duck_update(
+            self.pick([i for f in files for i in f.ids] + ([] if self.clean else inlined), 1, LIMIT), False
+        )
 
     def _big_target(self) -> LiveFile | None:
         _, files = self.state()
@@ -196,8 +209,13 @@ class History:
 
     def lib_rows(self, n: int) -> pa.Table:
         ids = self.new_rows(n)
-        return pa.table({"id": pa.array(ids, pa.int64()), "v": [f"p{i}" for i in ids],
-                         "n": pa.array([i % 5 for i in ids], pa.int32())})
+        return pa.table(
+            {
+                "id": pa.array(ids, pa.int64()),
+                "v": [f"p{i}" for i in ids],
+                "n": pa.array([i % 5 for i in ids], pa.int32()),
+            }
+        )
 
     def lib_append(self, big: bool) -> None:
         rows = self.lib_rows(self.rng.randint(LIMIT + 1, LIMIT + 15) if big else self.rng.randint(1, LIMIT))
@@ -266,7 +284,11 @@ class History:
 
     # --- feeds -----------------------------------------------------------------------------------------------
     def duck_feed(self, start: int, end: int) -> Counter[tuple[Any, ...]]:
-        t = self.duck().execute(f"SELECT * FROM ducklake_table_changes('lake', 'main', 't', {start}, {end})").to_arrow_table()
+        t = (
+            self.duck()
+            .execute(f"SELECT * FROM ducklake_table_changes('lake', 'main', 't', {start}, {end})")
+            .to_arrow_table()
+        )
         return Counter(tuple(canonical(v) for v in r.values()) for r in t.to_pylist())
 
     def our_feed(self, start: int, end: int, columns: tuple[str, ...] | None = None) -> Counter[tuple[Any, ...]]:
@@ -274,6 +296,7 @@ class History:
         cols = [c for c in t.column_names if c not in CHANGE_COLUMNS] if columns is None else list(columns)
         t = t.select(["_snapshot_id", "_rowid", "_change_type", *cols])
         return Counter(tuple(canonical(v) for v in r.values()) for r in t.to_pylist())
+
 
 def _diff(a: Counter[Any], b: Counter[Any]) -> str:
     return f"ours only: {sorted((a - b).elements(), key=repr)[:6]}\nduckdb only: {sorted((b - a).elements(), key=repr)[:6]}"
@@ -324,7 +347,9 @@ def test_feed_equals_duckdb(duck: Any, catalog: Any, seed: int) -> None:
         full = table_changes(h.lake.engine, h.lake.data_path, "main", "t", 1, last)
         changed = changed_snapshots(h.lake.engine, 1, 1, last)
         assert set(full.column("_snapshot_id").to_pylist()) <= set(changed)
-        made = h.duck().execute("SELECT snapshot_id, changes_made FROM __ducklake_metadata_lake.ducklake_snapshot_changes")
+        made = h.duck().execute(
+            "SELECT snapshot_id, changes_made FROM __ducklake_metadata_lake.ducklake_snapshot_changes"
+        )
         maintenance = {s for s, c in made.fetchall() if "inline_flush" in c or "merge_adjacent" in c}
         assert not set(changed) & maintenance
         for start, end in [(1, last), sorted(rng.sample(snaps, 2))]:
@@ -344,7 +369,7 @@ def test_feed_equals_model(duck: Any, catalog: Any, seed: int) -> None:
         snaps = sorted(h.states)
         per_snapshot: dict[int, Counter[tuple[Any, ...]]] = {}
         rowids: dict[int, int] = {}
-        for before, s in zip(snaps, snaps[1:]):
+        for before, s in itertools.pairwise(snaps):
             old_rows, new_rows = h.states[before], h.states[s]
             expected: Counter[tuple[Any, ...]] = Counter()
             for i in old_rows.keys() | new_rows.keys():
@@ -358,10 +383,16 @@ def test_feed_equals_model(duck: Any, catalog: Any, seed: int) -> None:
                 else:
                     expected[(s, "insert", i, *new)] += 1
             feed = table_changes(h.lake.engine, h.lake.data_path, "main", "t", s, s)
-            ours = Counter(zip(feed.column("_snapshot_id").to_pylist(), feed.column("_change_type").to_pylist(),
-                               *[feed.column(c).to_pylist() for c in BASE]))
+            ours = Counter(
+                zip(
+                    feed.column("_snapshot_id").to_pylist(),
+                    feed.column("_change_type").to_pylist(),
+                    *[feed.column(c).to_pylist() for c in BASE],
+                    strict=False,
+                )
+            )
             assert ours == expected, f"snapshot {s} after {h.log}\n{_diff(ours, expected)}"
-            for i, r in zip(feed.column("id").to_pylist(), feed.column("_rowid").to_pylist()):
+            for i, r in zip(feed.column("id").to_pylist(), feed.column("_rowid").to_pylist(), strict=False):
                 assert rowids.setdefault(i, r) == r, f"id {i} has rowids {rowids[i]} and {r}"
             per_snapshot[s] = h.our_feed(s, s, BASE)
         rng = random.Random(seed)
@@ -440,7 +471,12 @@ def test_flush_only_range_is_empty_for_duckdb_too(duck: Any, catalog: Any) -> No
         con.execute("DELETE FROM lake.main.t WHERE id IN (3, 100)")  # an inlined delete and an ended inlined row
         con.execute("CALL ducklake_flush_inlined_data('lake')")
         flush = con.execute("SELECT max(snapshot_id) FROM lake.snapshots()").fetchone()[0]
-        assert con.execute(f"SELECT count(*) FROM ducklake_table_changes('lake', 'main', 't', {flush}, {flush})").fetchone()[0] == 0
+        assert (
+            con.execute(
+                f"SELECT count(*) FROM ducklake_table_changes('lake', 'main', 't', {flush}, {flush})"
+            ).fetchone()[0]
+            == 0
+        )
     finally:
         con.execute("DETACH lake")
     lake = pdl.connect(catalog.url)

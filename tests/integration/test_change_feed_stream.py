@@ -124,7 +124,7 @@ def test_change_feed_into_another_table(spark: SparkSession, sqlite_catalog: Any
     assert got == feed
     # Replaying the inserts and deletes of B reproduces A's rows.
     live: dict[int, tuple[Any, ...]] = {}
-    for snap, rowid, kind, id_, s in sorted(got, key=lambda r: (r[0], r[2] != "delete" and r[2] != "update_preimage")):
+    for _snap, rowid, kind, id_, s in sorted(got, key=lambda r: (r[0], r[2] != "delete" and r[2] != "update_preimage")):
         if kind in ("delete", "update_preimage"):
             live.pop(rowid, None)
         else:
@@ -189,7 +189,7 @@ def test_expired_history_is_data_loss(spark: SparkSession, sqlite_catalog: Any, 
         )
         try:
             q.awaitTermination(120)
-        except Exception:  # noqa: BLE001 - the failure is read back from q.exception()
+        except Exception:
             pass
         return q
 
