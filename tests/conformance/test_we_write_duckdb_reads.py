@@ -62,12 +62,14 @@ def test_broad_history_reads_identically(catalog: Any) -> None:
             got = [r[0] for r in con.execute(f"SELECT {col} FROM lake.main.broad ORDER BY {col} NULLS LAST").fetchall()]
             mine = list(lake.scan("main.broad", columns=[col]).column(0).to_pylist())
             assert got == sorted(mine, key=lambda v: (v is None, v)), f"ORDER BY {col}"
-        # DuckDB keeps writing into our table: inlined insert, Parquet insert, delete, update, flush.
+        # DuckDB keeps writing into our table: inlined insert, Parquet insert, delete, update, flush, merge.
         con.execute("INSERT INTO lake.main.broad (id, s, i32) VALUES (1000, 'duck''s', 7), (1001, NULL, 8)")
         con.execute("INSERT INTO lake.main.broad (id, s) SELECT 2000 + i, 'bulk' || i FROM range(50) t(i)")
         con.execute("DELETE FROM lake.main.broad WHERE id IN (4, 200, 2001)")
         con.execute("UPDATE lake.main.broad SET s = 'updated' WHERE id IN (5, 201, 1000)")
         con.execute("CALL ducklake_flush_inlined_data('lake')")
+        con.execute("INSERT INTO lake.main.broad (id, s) SELECT 3000 + i, 'more' || i FROM range(40) t(i)")
+        con.execute("CALL ducklake_merge_adjacent_files('lake')")
         duck_now = duck_rows(con, "SELECT * FROM lake.main.broad")
         history = {
             s: duck_rows(con, f"SELECT * FROM lake.main.broad AT (VERSION => {s})")
@@ -80,6 +82,29 @@ def test_broad_history_reads_identically(catalog: Any) -> None:
     for s, rows in history.items():
         assert ours(lake, "main.broad", s) == rows, f"we disagree with DuckDB's history at snapshot {s}"
     lake.close()
+
+
+def test_duckdb_merges_our_files(catalog: Any) -> None:
+    lake = pdl.connect(catalog.url, catalog.data_path, data_inlining_row_limit=0)
+    lake.create_table("main.m", BROAD_SCHEMA)
+    snaps = [lake.append("main.m", broad_rows(i * 30, 30)) for i in range(4)]
+    before = {s: ours(lake, "main.m", s) for s in snaps}
+    con = open_duckdb(catalog)
+    try:
+        con.execute("CALL ducklake_merge_adjacent_files('lake')")
+        assert duck_rows(con, "SELECT * FROM lake.main.m") == before[snaps[-1]]
+    finally:
+        con.close()
+    assert "merge_adjacent" in (lake.snapshots()[-1].changes_made or "")
+    for s, rows in before.items():  # time travel through the merged file (partial_max, internal snapshot ids)
+        assert ours(lake, "main.m", s) == rows
+    lake.append("main.m", broad_rows(500, 20))
+    lake.delete("main.m", [("id", "<", 10)])  # a delete file on DuckDB's merged file
+    con = open_duckdb(catalog)
+    try:
+        assert duck_rows(con, "SELECT * FROM lake.main.m") == ours(lake, "main.m")
+    finally:
+        con.close()
 
 
 def test_overwrite_and_schema_evolution(catalog: Any) -> None:
