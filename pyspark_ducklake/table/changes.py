@@ -5,9 +5,10 @@ Over the inclusive range ``[start, end]``:
 * an **insert** is a row version that began in the range: rows of Parquet files (per row through
   ``_ducklake_internal_snapshot_id`` in flushed and merged files) and rows of the inlined-data tables;
 * a **delete** is a row version that ended in the range: a position first deleted in the range by any delete
-  file of its data file (plain files delete at their ``begin_snapshot``, flush/rewrite files carry per-row
-  snapshot ids), a ``ducklake_inlined_delete_<tid>`` row, an inlined row's ``end_snapshot``, or a data file ended
-  by a logical change (an overwrite);
+  file of its data file (a plain file deletes at its ``begin_snapshot``; files DuckDB writes when it adds to an
+  existing delete file or flushes carry per-row ``_ducklake_internal_snapshot_id``), a
+  ``ducklake_inlined_delete_<tid>`` row, an inlined row's ``end_snapshot``, or a data file ended by a logical
+  change (an overwrite);
 * a delete and an insert of the same ``rowid`` in the same snapshot is an update: ``update_preimage`` and
   ``update_postimage``.
 
@@ -597,8 +598,10 @@ def changed_snapshots(engine: Engine, table: TableEntry | int, start: int, end: 
     """Snapshots in ``[start, end]`` that changed the table's rows, from ``changes_made`` alone (no file reads).
 
     Maintenance (flush, merge, rewrite, compaction), schema changes and other tables' commits are left out; a
-    snapshot without a ``ducklake_snapshot_changes`` row is kept (it may have changed anything). Snapshots that
-    do not exist (expired, or ``end`` beyond the latest) are simply absent, and ``start > end`` gives ``[]``.
+    snapshot without a ``ducklake_snapshot_changes`` row is kept (it may have changed anything). The list may
+    hold a snapshot whose feed is empty: DuckDB records a flush of inlined deletes alone (no inlined rows) as
+    plain ``deleted_from_table``. Snapshots that do not exist (expired, or ``end`` beyond the latest) are simply
+    absent, and ``start > end`` gives ``[]``.
 
     Raises:
         InvalidOptionError: a negative bound.

@@ -7,9 +7,14 @@ ADD COLUMN from both sides, appends, deletes and overwrites from ours.
 * ``test_feed_equals_duckdb``: the feed equals DuckDB's row for row on random ranges. The generator keeps out of
   the situations where DuckDB 1.5.5 itself reports wrong rows (see the module doc of ``table/changes.py``): a
   plain delete file on a flushed or merged file, a second delete-file row for one data file, an overwrite of a
-  file with inlined deletes, ``ducklake_rewrite_data_files``.
-* ``test_feed_equals_time_travel``: with those situations allowed, each snapshot's feed equals the difference of
-  DuckDB's time travel before and after it, and a range's feed is the union of its snapshots' feeds.
+  file with inlined deletes, an inlined row updated (two versions of it flushed into one file), and
+  ``ducklake_rewrite_data_files``.
+* ``test_feed_equals_model``: with those situations allowed, each snapshot's feed is what the operation did to
+  the rows (kept by the test, since DuckDB's own time travel goes wrong too once its flush merges into delete
+  files this library ended), and a range's feed is the union of its snapshots' feeds.
+
+Both generators also keep out of two DuckDB bugs that are not about the change feed: merge_adjacent_files drops
+the row ids of a big UPDATE's file (the rows get new rowids), and rewrite_data_files fails after an ADD COLUMN.
 """
 
 from __future__ import annotations
@@ -336,7 +341,7 @@ def test_feed_equals_duckdb(duck: Any, catalog: Any, seed: int) -> None:
         last = snaps[-1]
         rng = random.Random(seed)
         ranges = {(1, last), (last, last), (snaps[len(snaps) // 2], last)}
-        while len(ranges) < 12:
+        while len(ranges) < 10:
             a, b = sorted(rng.sample(snaps, 2))
             ranges.add((a, b))
         for start, end in sorted(ranges):
@@ -361,10 +366,11 @@ def test_feed_equals_duckdb(duck: Any, catalog: Any, seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", [5])
-def test_feed_equals_model(duck: Any, catalog: Any, seed: int) -> None:
+def test_feed_equals_model(duck: Any, sqlite_catalog: Any, seed: int) -> None:
     """Also where DuckDB's own feed is wrong, each snapshot's feed is what the operation did to the rows, and a
     range's feed is the union of its snapshots' feeds."""
-    h = _build(duck, catalog, seed, clean=False, ops=16)
+    # One backend: the semantics do not depend on it (test_feed_equals_duckdb covers both catalogs).
+    h = _build(duck, sqlite_catalog, seed, clean=False, ops=16)
     try:
         snaps = sorted(h.states)
         per_snapshot: dict[int, Counter[tuple[Any, ...]]] = {}
@@ -484,3 +490,42 @@ def test_flush_only_range_is_empty_for_duckdb_too(duck: Any, catalog: Any) -> No
     assert flush not in changed_snapshots(lake.engine, 1, 0, flush)
     assert count_changes(lake.engine, lake.data_path, "main", "t", 2, flush) == 20 + 2 + 2
     lake.close()
+
+
+def test_every_type_through_the_feed(duck: Any, catalog: Any) -> None:
+    """All column types, nested ones included, as inserts, deletes and updates, inlined and in Parquet, across
+    ADD/RENAME/retype/DROP COLUMN, a flush and a merge: equal to DuckDB's feed."""
+    from tests.conformance.test_duckdb_writes_we_read import BROAD_DDL, broad_insert
+
+    con = duck
+    con.execute(attach_sql(catalog, "lake", 10))
+    try:
+        for sql in [
+            BROAD_DDL,
+            broad_insert(0, 5),  # inlined
+            broad_insert(5, 60),  # Parquet
+            "DELETE FROM lake.main.t WHERE id IN (1, 10, 11)",  # an inlined row, inlined deletes of Parquet rows
+            "DELETE FROM lake.main.t WHERE id BETWEEN 30 AND 45",  # a delete file
+            "UPDATE lake.main.t SET s = 'updated', i32 = -1 WHERE id IN (2, 20)",
+            "ALTER TABLE lake.main.t ADD COLUMN extra VARCHAR DEFAULT 'dflt'",
+            "INSERT INTO lake.main.t (id, extra) VALUES (500, 'new'), (501, NULL)",
+            "ALTER TABLE lake.main.t RENAME COLUMN s TO label",
+            "ALTER TABLE lake.main.t ALTER COLUMN i32 TYPE BIGINT",
+            "ALTER TABLE lake.main.t DROP COLUMN u16",
+            "CALL ducklake_flush_inlined_data('lake')",
+            "DELETE FROM lake.main.t WHERE id IN (3, 500, 50)",
+        ]:
+            con.execute(sql)
+        last = con.execute("SELECT max(snapshot_id) FROM lake.snapshots()").fetchone()[0]
+        lake = pdl.connect(catalog.url)
+        for start, end in [(1, last), (2, 6), (4, 8), (7, last), (last - 1, last)]:
+            t = con.execute(f"SELECT * FROM ducklake_table_changes('lake', 'main', 't', {start}, {end})")
+            theirs = Counter(tuple(canonical(v) for v in r.values()) for r in t.to_arrow_table().to_pylist())
+            feed = table_changes(lake.engine, lake.data_path, "main", "t", start, end)
+            cols = [c for c in feed.column_names if c not in CHANGE_COLUMNS]
+            feed = feed.select(["_snapshot_id", "_rowid", "_change_type", *cols])
+            ours = Counter(tuple(canonical(v) for v in r.values()) for r in feed.to_pylist())
+            assert ours == theirs, f"[{start}, {end}]\n{_diff(ours, theirs)}"
+        lake.close()
+    finally:
+        con.execute("DETACH lake")
