@@ -388,38 +388,34 @@ class Lake:
         expr = filter if isinstance(filter, pc.Expression) else filters_to_expression(filter)
         with self.engine.connect() as conn:
             plan = plan_scan(conn, table.entry, table.snapshot_id, self.data_path)
-        from pyspark_ducklake.table.scan import FILE_POSITION, execute_file_task, read_delete_positions
+        from pyspark_ducklake.table.scan import FILE_POSITION, execute_file_task
 
-        written: list[tuple[int, int | None, str, Any]] = []
-        table_dir = self._table_dir(table)
+        targets: list[tuple[Any, list[int]]] = []
         for task in plan.files:
             rows = execute_file_task(task, plan.schema, storage_options=self.storage_options, with_positions=True)
             matched = rows.filter(expr)
             if matched.num_rows == 0:
                 continue
-            f = task.file
-            positions = matched.column(FILE_POSITION).to_pylist()
-            if f.delete_file is not None:
-                positions += read_delete_positions(f.delete_file.path, table.snapshot_id, self.storage_options).tolist()
             # Positions already in ducklake_inlined_delete_<tid> stay there: DuckDB unions both and counts each once.
-            positions = sorted(set(positions) - set(task.inlined_deleted_positions))
-            name, w = write_delete_file(f.path, positions, table_dir, storage_options=self.storage_options)
-            written.append((f.data_file_id, f.delete_file.delete_file_id if f.delete_file else None, name, w))
+            fresh = sorted(set(matched.column(FILE_POSITION).to_pylist()) - set(task.inlined_deleted_positions))
+            if fresh:
+                targets.append((task.file, fresh))
         inlined_ids: list[int] = []
         if plan.inlined is not None and plan.inlined.data.num_rows:
             inlined_ids = plan.inlined.data.filter(expr).column(ROWID).to_pylist()
-        if not written and not inlined_ids:
+        if not targets and not inlined_ids:
             return table.snapshot_id
+        table_dir = self._table_dir(table)
 
         def apply(ctx: CommitContext) -> None:
-            for data_file_id, prev, name, w in written:
-                W.add_delete_file(ctx, table.entry, data_file_id, w, relative_path=name, previous_delete_file_id=prev)
+            for data_file, fresh in targets:
+                write_deletes(ctx, table.entry, data_file, fresh, table_dir)
             if inlined_ids:
                 for tname, _ in reader.inlined_tables(ctx.conn, table.table_id):
                     if reader.has_table(ctx.conn, tname):
                         W.end_inlined_rows(ctx, table.table_id, tname, inlined_ids)
 
-        result = self._commit(apply, base=table.snapshot_id, files=[w.path for *_, w in written])
+        result = self._commit(apply, base=table.snapshot_id)
         assert result.snapshot_id is not None
         return result.snapshot_id
 
@@ -544,6 +540,40 @@ class Lake:
             filters=filter,
             storage_options=self.storage_options,
         )
+
+
+def write_deletes(ctx: CommitContext, entry: TableEntry, data_file: Any, fresh: list[int], table_dir: str) -> None:
+    """Delete ``fresh`` positions of a data file in this commit, as DuckDB 1.5.5 does.
+
+    The first delete of a file is a plain delete file. A later one writes a single file holding every deleted
+    position with the snapshot that deleted it (``_ducklake_internal_snapshot_id``), starting at the oldest of them,
+    and removes the previous delete file's row (scheduling its file for deletion): so exactly one delete file is
+    visible at any snapshot, and DuckDB's own later deletes and time travel stay right.
+    """
+    from pyspark_ducklake.table.scan import read_delete_entries
+
+    previous = data_file.delete_file
+    if previous is None:
+        name, written = write_delete_file(data_file.path, fresh, table_dir, storage_options=ctx.storage_options)
+        ctx.attempt_files.append(written.path)
+        W.add_delete_file(ctx, entry, data_file.data_file_id, written, relative_path=name, previous_delete_file_id=None)
+        return
+    positions, snapshots = read_delete_entries(previous.path, previous.begin_snapshot, ctx.storage_options)
+    merged = dict(zip(positions, snapshots, strict=True))
+    for pos in fresh:
+        merged.setdefault(pos, ctx.snapshot_id)
+    ordered = sorted(merged)
+    name, written = write_delete_file(
+        data_file.path,
+        ordered,
+        table_dir,
+        storage_options=ctx.storage_options,
+        snapshot_ids=[merged[p] for p in ordered],
+    )
+    ctx.attempt_files.append(written.path)
+    W.replace_delete_file(
+        ctx, entry, previous, data_file.data_file_id, written, relative_path=name, begin_snapshot=min(merged.values())
+    )
 
 
 def _filter_columns(filter: Any) -> list[str]:

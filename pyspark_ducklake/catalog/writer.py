@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute
-from sqlalchemy import BigInteger, MetaData, Table, and_, insert, select, update
+from sqlalchemy import BigInteger, MetaData, Table, and_, delete, insert, select, update
 from sqlalchemy import Column as SAColumn
 from sqlalchemy.schema import CreateTable
 
@@ -23,7 +23,7 @@ from pyspark_ducklake.catalog.inlined_codec import encode_values, inlined_sql_ty
 from pyspark_ducklake.catalog.partitioning import record_partition_values
 from pyspark_ducklake.catalog.paths import path_component
 from pyspark_ducklake.catalog.stats_values import array_min_max, widen
-from pyspark_ducklake.catalog.transaction import CommitContext
+from pyspark_ducklake.catalog.transaction import CommitContext, now_utc
 from pyspark_ducklake.catalog.types import Column, TableSchema
 from pyspark_ducklake.exceptions import SchemaAlreadyExistsError, TableAlreadyExistsError
 from pyspark_ducklake.io.parquet import WrittenFile, leaf_arrays
@@ -365,6 +365,45 @@ def add_delete_file(
     if logical:
         ctx.changes.deleted_from.add(table.table_id)
     return delete_file_id
+
+
+def replace_delete_file(
+    ctx: CommitContext,
+    table: TableEntry,
+    previous: Any,
+    data_file_id: int,
+    written: WrittenFile,
+    *,
+    relative_path: str,
+    begin_snapshot: int,
+) -> int:
+    """Swap a data file's delete file for one that carries per-row snapshot ids (DuckDB 1.5.5's way).
+
+    The old row is removed, not ended (the new file covers its history), and its file is scheduled for deletion.
+    """
+    d = T.ducklake_delete_file
+    row = ctx.conn.execute(
+        select(d.c.path, d.c.path_is_relative).where(d.c.delete_file_id == previous.delete_file_id)
+    ).one()
+    ctx.conn.execute(delete(d).where(d.c.delete_file_id == previous.delete_file_id))
+    relative_to_data = previous.path[len(ctx.data_path) :] if previous.path.startswith(ctx.data_path) else previous.path
+    ctx.conn.execute(
+        insert(T.ducklake_files_scheduled_for_deletion).values(
+            data_file_id=previous.delete_file_id,
+            path=relative_to_data if row.path_is_relative is not False else row.path,
+            path_is_relative=row.path_is_relative is not False,
+            schedule_start=ctx.base.snapshot_time or now_utc(),
+        )
+    )
+    return add_delete_file(
+        ctx,
+        table,
+        data_file_id,
+        written,
+        relative_path=relative_path,
+        previous_delete_file_id=None,
+        begin_snapshot=begin_snapshot,
+    )
 
 
 def end_data_file(ctx: CommitContext, table: TableEntry, data_file_id: int, delete_file_id: int | None) -> None:

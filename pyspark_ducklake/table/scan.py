@@ -221,6 +221,17 @@ def read_delete_positions(path: str, snapshot_id: int, storage_options: dict[str
     return np.asarray(pos, dtype=np.int64)
 
 
+def read_delete_entries(
+    path: str, begin_snapshot: int, storage_options: dict[str, Any] | None = None
+) -> tuple[list[int], list[int]]:
+    """Every position of a delete file with the snapshot that deleted it (the file's own begin without per-row ids)."""
+    raw = read_table(path, storage_options=storage_options)
+    positions = (raw.column("pos") if "pos" in raw.column_names else raw.column(1)).to_pylist()
+    if "_ducklake_internal_snapshot_id" in raw.column_names:
+        return positions, raw.column("_ducklake_internal_snapshot_id").to_pylist()
+    return positions, [begin_snapshot] * len(positions)
+
+
 def execute_plan(
     plan: ScanPlan,
     *,

@@ -19,6 +19,7 @@ from pyspark_ducklake.table.partition_values import PartitionKey, partition_dir,
 
 DELETE_FILE_PATH_ID = 2147483646
 DELETE_POS_ID = 2147483645
+INTERNAL_SNAPSHOT_ID_FIELD_ID = 2147483539
 
 
 def new_data_file_name() -> str:
@@ -150,19 +151,34 @@ def write_data_file(
 
 
 def write_delete_file(
-    data_file_path: str, positions: list[int], table_dir: str, *, storage_options: dict[str, Any] | None = None
+    data_file_path: str,
+    positions: list[int],
+    table_dir: str,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    snapshot_ids: list[int] | None = None,
 ) -> tuple[str, WrittenFile]:
-    """A DuckLake delete file: ``file_path`` and ``pos`` with the reference's reserved field ids."""
-    schema = pa.schema(
-        [
-            pa.field("file_path", pa.string(), metadata={b"PARQUET:field_id": str(DELETE_FILE_PATH_ID).encode()}),
-            pa.field("pos", pa.int64(), metadata={b"PARQUET:field_id": str(DELETE_POS_ID).encode()}),
-        ]
-    )
-    positions = sorted(set(positions))
-    table = pa.Table.from_arrays(
-        [pa.array([data_file_path] * len(positions), pa.string()), pa.array(positions, pa.int64())], schema=schema
-    )
+    """A DuckLake delete file: ``file_path`` and ``pos`` with the reference's reserved field ids, plus
+    ``_ducklake_internal_snapshot_id`` per position when ``snapshot_ids`` is given."""
+    fields = [
+        pa.field("file_path", pa.string(), metadata={b"PARQUET:field_id": str(DELETE_FILE_PATH_ID).encode()}),
+        pa.field("pos", pa.int64(), metadata={b"PARQUET:field_id": str(DELETE_POS_ID).encode()}),
+    ]
+    arrays = [pa.array([data_file_path] * len(positions), pa.string()), pa.array(positions, pa.int64())]
+    if snapshot_ids is not None:
+        fields.append(
+            pa.field(
+                "_ducklake_internal_snapshot_id",
+                pa.int64(),
+                metadata={b"PARQUET:field_id": str(INTERNAL_SNAPSHOT_ID_FIELD_ID).encode()},
+            )
+        )
+        arrays.append(pa.array(snapshot_ids, pa.int64()))
+    else:
+        positions = sorted(set(positions))
+        arrays[0] = pa.array([data_file_path] * len(positions), pa.string())
+        arrays[1] = pa.array(positions, pa.int64())
+    table = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
     name = new_delete_file_name()
     return name, write_table(table, table_dir + name, storage_options=storage_options)
 
