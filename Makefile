@@ -13,7 +13,7 @@ define run_pytest
 	exit $$rc
 endef
 
-.PHONY: help install demo demo-python kafka-start kafka-stop kafka-demo test-kafka test test-unit test-conformance test-integration lint format pg-start pg-stop clean
+.PHONY: help install bench-batch demo demo-python kafka-start kafka-stop kafka-demo test-kafka test test-unit test-conformance test-integration lint format pg-start pg-stop clean
 
 help: ## List the targets
 	@echo "usage: make <target>"
@@ -63,6 +63,9 @@ kafka-demo: install ## Kafka -> Spark -> DuckLake exactly once (examples/kafka_t
 
 test-kafka: install ## Run the Kafka end-to-end tests (a real broker, Spark's Kafka source)
 	@$(call run_pytest,-m kafka tests)
+
+bench-batch: install ## Spark batch write/read vs plain Parquet, 5M rows, SQLite and PostgreSQL (bench/README.md)
+	$(PYTHON) bench/batch_bench.py --rows 5000000 --repeat 3 --backends sqlite,postgres --out bench/results/batch.json
 
 pg-start: ## Start the test PostgreSQL (127.0.0.1, port from DUCKLAKE_PG_PORT, default 54329)
 	@bash scripts/postgres.sh start

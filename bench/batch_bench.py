@@ -1,0 +1,691 @@
+"""Spark batch write and read: DuckLake (SQLite and PostgreSQL catalogs) against Spark's own Parquet, same data.
+
+One DataFrame of mixed types is generated deterministically from ``spark.range``, cached and materialised before any
+timing, so generation is not measured. Each repetition then times, in wall-clock seconds on the driver:
+
+- ``write``: ``df.write.mode("overwrite").parquet(dir)`` against
+  ``df.write.format("ducklake").mode("overwrite").save("main.bench")`` on each catalog backend;
+- ``read``: ``spark.read.parquet(dir)`` against ``spark.read.format("ducklake").load("main.bench")``, each drained
+  into Spark's ``noop`` sink, which pulls every column of every row through the scan (a plain ``count()`` would let
+  Parquet answer from its footers).
+
+The median of the repetitions is reported with rows/s and the ratio ``parquet_seconds / ducklake_seconds`` (1.0 = as
+fast as plain Parquet; the project's target is >= 0.8). After the last repetition the result is checked: row counts
+and an order-independent hash of all columns agree between the source, the Parquet copy and the DuckLake table, and
+DuckDB's ``ducklake`` extension counts the same rows (so a benchmark can never "win" by writing nothing).
+
+The machine may be shared: the CPU used by processes outside this benchmark is sampled from ``/proc`` during every
+measurement, each measurement waits for the machine to go idle first, and one during which other processes took more
+than ``--max-contention`` of the CPU is redone (up to ``--max-tries`` times); the JSON keeps every attempt.
+
+    python bench/batch_bench.py --rows 5000000 --repeat 3 --backends sqlite,postgres --out bench/results/batch.json
+    python bench/batch_bench.py --rows 200000 --repeat 1            # smoke check, about a minute
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import functools
+import json
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TABLE = "main.bench"
+TARGET_RATIO = 0.8
+BACKENDS = ("sqlite", "postgres")
+
+
+# --- catalogs -------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Catalog:
+    backend: str
+    url: str
+    data_path: str
+    cleanup: Callable[[], None] = field(default=lambda: None)
+
+
+def sqlite_catalog(work: Path) -> Catalog:
+    folder = work / "lake-sqlite"
+    (folder / "data").mkdir(parents=True)
+    return Catalog("sqlite", f"sqlite:///{folder / 'lake.sqlite'}", f"{folder / 'data'}/")
+
+
+def postgres_catalog(work: Path) -> Catalog:
+    """A fresh database on the project's test PostgreSQL (``scripts/postgres.sh``), dropped by ``cleanup``."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    script = REPO_ROOT / "scripts" / "postgres.sh"
+    subprocess.run(["bash", str(script), "start"], check=True, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    admin_url = subprocess.run(["bash", str(script), "url"], check=True, capture_output=True, text=True).stdout.strip()
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    name = f"ducklake_bench_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+
+    def drop() -> None:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+    folder = work / "lake-postgres"
+    (folder / "data").mkdir(parents=True)
+    url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    return Catalog("postgres", url, f"{folder / 'data'}/", drop)
+
+
+# --- Spark ----------------------------------------------------------------------------------------------------------
+
+
+def start_spark(args: argparse.Namespace, work: Path) -> Any:
+    # Workers must run this interpreter (pyarrow, pyspark_ducklake); set before the JVM starts.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master(args.master)
+        .appName("pyspark-ducklake-batch-bench")
+        .config("spark.driver.memory", args.driver_memory)
+        .config("spark.sql.shuffle.partitions", str(args.partitions))
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.warehouse.dir", str(work / "warehouse"))
+        .config("spark.local.dir", str(work / "spark-local"))
+    )
+    for kv in args.conf:
+        key, _, value = kv.partition("=")
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    import pyspark_ducklake
+
+    pyspark_ducklake.register(spark)
+    return spark
+
+
+def source_frame(spark: Any, rows: int, partitions: int, with_array: bool) -> Any:
+    """Deterministic mixed types: ints, double, decimal, short and long strings, timestamp, date, boolean, array."""
+    from pyspark.sql import functions as F
+
+    idc = F.col("id")
+    cols = [
+        idc.alias("id"),
+        ((idc * 7919) % 1_000_003).cast("int").alias("i32"),
+        F.xxhash64(idc).alias("h64"),
+        F.when(idc % 17 == 0, None).otherwise((F.xxhash64(idc, F.lit(1)) % 1_000_000_000) / 7.0).alias("dbl"),
+        ((idc * 104_729) % 100_000_000_000).cast("decimal(18,0)").cast("decimal(18,3)").alias("amount"),
+        F.concat(F.lit("cat-"), (idc % 50).cast("string")).alias("category"),
+        F.when(idc % 13 == 0, None)
+        .otherwise(F.expr("substr(repeat(sha2(cast(id as string), 256), 2), 1, cast(id % 97 as int))"))
+        .alias("text"),
+        F.timestamp_micros(F.lit(1_600_000_000_000_000) + idc * 1_234_567).alias("ts"),
+        F.date_add(F.lit(dt.date(2000, 1, 1)), (idc % 10_000).cast("int")).alias("day"),
+        (idc % 3 == 0).alias("flag"),
+    ]
+    if with_array:
+        cols.append(
+            F.expr(
+                "slice(array(cast(id % 100 as int), cast(id % 7 as int), cast(id % 11 as int)), 1, cast(id % 4 as int))"
+            ).alias("tags")
+        )
+    return spark.range(0, rows, 1, partitions).select(*cols)
+
+
+def table_hash(df: Any) -> tuple[int, int]:
+    """(row count, XOR of a 64-bit hash of every row): order-independent, covers every column."""
+    from pyspark.sql import functions as F
+
+    row = df.agg(F.count(F.lit(1)).alias("n"), F.bit_xor(F.xxhash64(*df.columns)).alias("h")).first()
+    return int(row["n"]), int(row["h"] or 0)
+
+
+# --- timing ---------------------------------------------------------------------------------------------------------
+
+
+class ForeignLoad:
+    """CPU used by processes outside this benchmark's process tree, sampled from /proc in a background thread.
+
+    The machine may be shared (other test runs start their own Spark); a measurement taken while something else
+    burns CPU is not comparable, so each one records the foreign CPU share and contended ones are redone.
+    PostgreSQL server processes are not counted as foreign: they serve this benchmark's own catalog too.
+    """
+
+    def __init__(self, interval: float = 0.25) -> None:
+        self.interval = interval
+        self.cpu_seconds = 0.0
+        self.own_cpu_seconds = 0.0  # CPU of this benchmark's process tree: driver, JVM, Python workers
+        self.by_process: dict[str, float] = {}
+        self._last: dict[int, float] | None = None
+        self._tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        self._lock = threading.Lock()
+        self._sample_lock = threading.Lock()
+        self._stop = threading.Event()
+        self.available = os.path.isdir("/proc/self")
+        if self.available:
+            self._sample()
+            threading.Thread(target=self._run, daemon=True, name="foreign-load").start()
+
+    def _processes(self) -> dict[int, tuple[int, str, float]]:
+        """pid -> (ppid, command name, user + system CPU seconds)."""
+        out = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    raw = f.read()
+            except OSError:
+                continue
+            comm = raw[raw.index("(") + 1 : raw.rindex(")")]
+            rest = raw[raw.rindex(")") + 2 :].split()
+            out[int(entry)] = (int(rest[1]), comm, (int(rest[11]) + int(rest[12])) / self._tick)
+        return out
+
+    def _sample(self) -> None:
+        with self._sample_lock:
+            self._sample_locked()
+
+    def _sample_locked(self) -> None:
+        procs = self._processes()
+        children: dict[int, list[int]] = {}
+        for pid, (ppid, *_) in procs.items():
+            children.setdefault(ppid, []).append(pid)
+        ours, todo = set(), [os.getpid()]
+        while todo:
+            pid = todo.pop()
+            ours.add(pid)
+            todo.extend(children.get(pid, ()))
+        cpu = {pid: c for pid, (_, _, c) in procs.items()}
+        with self._lock:
+            if self._last is not None:
+                for pid, c in cpu.items():
+                    # CPU since the last sample (all of it for a process started since); a process that exits
+                    # loses at most one interval.
+                    delta = c - self._last.get(pid, 0.0)
+                    if delta <= 0:
+                        continue
+                    ppid, comm, _ = procs[pid]
+                    if pid in ours:
+                        self.own_cpu_seconds += delta
+                    # Kernel threads (children of kthreadd, pid 2) mostly do this benchmark's own I/O, and the
+                    # PostgreSQL server also serves this benchmark's catalog: neither counts as foreign.
+                    elif pid != 2 and ppid != 2 and not comm.startswith("postgres"):
+                        self.cpu_seconds += delta
+                        key = f"{comm}:{pid}"
+                        self.by_process[key] = self.by_process.get(key, 0.0) + delta
+            self._last = cpu
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def now(self) -> float:
+        with self._lock:
+            return self.cpu_seconds
+
+    def own(self) -> float:
+        if self.available:
+            self._sample()
+        with self._lock:
+            return self.own_cpu_seconds
+
+    def top(self, since: dict[str, float], n: int = 3) -> dict[str, float]:
+        """The foreign processes that used the most CPU seconds since the ``by_process`` copy ``since``."""
+        with self._lock:
+            deltas = {k: v - since.get(k, 0.0) for k, v in self.by_process.items()}
+        return {k: round(v, 2) for k, v in sorted(deltas.items(), key=lambda kv: -kv[1])[:n] if v >= 0.05}
+
+    def snapshot(self) -> dict[str, float]:
+        with self._lock:
+            return dict(self.by_process)
+
+    def wait_quiet(self, max_wait: float, window: float = 3.0, threshold: float = 0.1) -> float:
+        """Wait until foreign processes used < ``threshold`` cores over ``window`` seconds; returns the wait."""
+        if not self.available:
+            return 0.0
+        t0 = time.perf_counter()
+        while True:
+            before = self.now()
+            time.sleep(window)
+            if (self.now() - before) / window < threshold or time.perf_counter() - t0 >= max_wait:
+                return time.perf_counter() - t0 - window
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+@dataclass
+class Measurement:
+    seconds: float
+    foreign_share: float  # foreign CPU seconds / (cores x wall seconds)
+    foreign_top: dict[str, float]  # "comm:pid" -> CPU seconds of the busiest foreign processes
+    cpu_seconds: float  # CPU used by this benchmark's own processes (JVM, Python workers, driver)
+
+
+def measure(load: ForeignLoad, fn: Callable[[], object]) -> Measurement:
+    cores = os.cpu_count() or 1
+    own0 = load.own()
+    f0, by0, t0 = load.now(), load.snapshot(), time.perf_counter()
+    fn()
+    elapsed = time.perf_counter() - t0
+    own1 = load.own()
+    return Measurement(elapsed, (load.now() - f0) / (cores * elapsed), load.top(by0), own1 - own0)
+
+
+def ducklake_writer(df: Any, catalog: Catalog, options: dict[str, str]) -> Any:
+    w = (
+        df.write.format("ducklake")
+        .mode("overwrite")
+        .option("catalog", catalog.url)
+        .option("dataPath", catalog.data_path)
+    )
+    for k, v in options.items():
+        w = w.option(k, v)
+    return w
+
+
+def ducklake_reader(spark: Any, catalog: Catalog) -> Any:
+    return spark.read.format("ducklake").option("catalog", catalog.url).option("dataPath", catalog.data_path)
+
+
+def write_ducklake(df: Any, catalog: Catalog, options: dict[str, str]) -> None:
+    ducklake_writer(df, catalog, options).save(TABLE)
+
+
+def read_ducklake(spark: Any, catalog: Catalog) -> None:
+    drain(ducklake_reader(spark, catalog).load(TABLE))
+
+
+def drain(df: Any) -> None:
+    """Pull every column of every row through the scan without writing anything."""
+    df.write.format("noop").mode("overwrite").save()
+
+
+def dir_size(path: Path) -> tuple[int, int]:
+    files = [p for p in path.rglob("*.parquet") if p.is_file()]
+    return len(files), sum(p.stat().st_size for p in files)
+
+
+def live_files(catalog: Catalog) -> tuple[int, int]:
+    """(files, bytes) of the table's current data files, from the catalog."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(catalog.url)
+    try:
+        with engine.connect() as conn:
+            n, size = conn.execute(
+                text(
+                    "SELECT count(*), coalesce(sum(f.file_size_bytes), 0) FROM ducklake_data_file f "
+                    "JOIN ducklake_table t ON t.table_id = f.table_id AND t.end_snapshot IS NULL "
+                    "WHERE f.end_snapshot IS NULL AND t.table_name = :name"
+                ),
+                {"name": TABLE.split(".")[1]},
+            ).one()
+        return int(n), int(size)
+    finally:
+        engine.dispose()
+
+
+def duckdb_check(catalog: Catalog) -> dict[str, Any]:
+    import pyspark_ducklake as pdl
+    from pyspark_ducklake.duckdb_attach import open_in_duckdb
+
+    lake = pdl.connect(catalog.url)
+    try:
+        con = open_in_duckdb(lake)
+        try:
+            n, ids, texts = con.execute(f"SELECT count(*), sum(id), count(text) FROM lake.{TABLE}").fetchone()
+        finally:
+            con.close()
+    finally:
+        lake.close()
+    return {"rows": int(n), "sum_id": int(ids), "non_null_text": int(texts)}
+
+
+# --- report ---------------------------------------------------------------------------------------------------------
+
+
+def machine_info(spark: Any) -> dict[str, Any]:
+    import pyarrow
+    import pyspark
+
+    try:
+        import duckdb
+
+        duckdb_version = duckdb.__version__
+    except ImportError:
+        duckdb_version = None
+    mem = None
+    try:
+        with open("/proc/meminfo") as f:
+            mem = round(int(f.readline().split()[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    cpu = None
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
+    except OSError:
+        pass
+    try:
+        commit = (
+            subprocess.run(
+                ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"],
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout.strip()
+            or None
+        )
+    except OSError:
+        commit = None
+    return {
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "cores": os.cpu_count(),
+        "cpu": cpu,
+        "memory_gib": mem,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "pyspark": pyspark.__version__,
+        "pyarrow": pyarrow.__version__,
+        "duckdb": duckdb_version,
+        "java": spark.sparkContext._jvm.java.lang.System.getProperty("java.version"),
+        "git_commit": commit,
+    }
+
+
+def summarize(
+    rows: int, times: dict[str, list[float]], cpu_times: dict[str, list[float]], backends: list[str]
+) -> list[dict[str, Any]]:
+    out = []
+    for op in ("write", "read"):
+        base = statistics.median(times[f"parquet.{op}"])
+        base_cpu = statistics.median(cpu_times[f"parquet.{op}"])
+        for b in backends:
+            ours = statistics.median(times[f"ducklake-{b}.{op}"])
+            ours_cpu = statistics.median(cpu_times[f"ducklake-{b}.{op}"])
+            ratio = base / ours
+            out.append(
+                {
+                    "backend": b,
+                    "operation": op,
+                    "parquet_seconds": round(base, 3),
+                    "ducklake_seconds": round(ours, 3),
+                    "parquet_rows_per_second": round(rows / base),
+                    "ducklake_rows_per_second": round(rows / ours),
+                    "ratio": round(ratio, 3),
+                    "meets_target": ratio >= TARGET_RATIO,
+                    "parquet_cpu_seconds": round(base_cpu, 2),
+                    "ducklake_cpu_seconds": round(ours_cpu, 2),
+                    "cpu_ratio": round(base_cpu / ours_cpu, 3) if ours_cpu else None,
+                }
+            )
+    return out
+
+
+def print_table(rows: int, summary: list[dict[str, Any]]) -> None:
+    head = (
+        f"{'backend':<9} {'op':<6} {'parquet s':>10} {'ducklake s':>11} {'parquet rows/s':>15} "
+        f"{'ducklake rows/s':>16} {'ratio':>6} {'target':>7} {'cpu-s pq':>9} {'cpu-s dl':>9} {'cpu ratio':>10}"
+    )
+    print(
+        f"\n{rows:,} rows; medians; ratio = parquet_seconds / ducklake_seconds (target >= {TARGET_RATIO}); "
+        "cpu-s = CPU seconds of the benchmark's own processes"
+    )
+    print(head)
+    print("-" * len(head))
+    for r in summary:
+        print(
+            f"{r['backend']:<9} {r['operation']:<6} {r['parquet_seconds']:>10.2f} {r['ducklake_seconds']:>11.2f} "
+            f"{r['parquet_rows_per_second']:>15,} {r['ducklake_rows_per_second']:>16,} {r['ratio']:>6.2f} "
+            f"{'ok' if r['meets_target'] else 'BELOW':>7} {r['parquet_cpu_seconds']:>9.1f} "
+            f"{r['ducklake_cpu_seconds']:>9.1f} {r['cpu_ratio'] or 0:>10.2f}"
+        )
+
+
+def parse_kv(items: list[str]) -> dict[str, str]:
+    out = {}
+    for kv in items:
+        k, sep, v = kv.partition("=")
+        if not sep:
+            raise SystemExit(f"expected key=value, got {kv!r}")
+        out[k] = v
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--rows", type=int, default=5_000_000, help="rows of the test DataFrame (default 5,000,000)")
+    p.add_argument("--repeat", type=int, default=3, help="timed repetitions; the median is reported (default 3)")
+    p.add_argument("--backends", default="sqlite,postgres", help="comma-separated catalog backends: sqlite,postgres")
+    p.add_argument("--partitions", type=int, default=8, help="partitions of the DataFrame = write tasks (default 8)")
+    p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    p.add_argument("--driver-memory", default="6g", help="spark.driver.memory (holds the cached DataFrame)")
+    p.add_argument("--no-array", action="store_true", help="leave out the array<int> column")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf (repeatable)")
+    p.add_argument(
+        "--ducklake-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra option for the DuckLake writer, e.g. targetFileRows=500000 (repeatable)",
+    )
+    p.add_argument("--workdir", default=None, help="scratch folder (default: a new temporary folder, removed after)")
+    p.add_argument("--keep", action="store_true", help="keep the scratch folder and the PostgreSQL database")
+    p.add_argument("--out", default=None, help="write the results as JSON to this file")
+    p.add_argument(
+        "--max-contention",
+        type=float,
+        default=0.1,
+        help="redo a measurement during which other processes used more than this share of the CPU (default 0.1)",
+    )
+    p.add_argument("--max-tries", type=int, default=4, help="tries per measurement when contended (default 4)")
+    p.add_argument(
+        "--quiet-wait",
+        type=float,
+        default=120.0,
+        help="before each measurement wait up to this many seconds for other processes to go idle",
+    )
+    args = p.parse_args(argv)
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    if not backends or any(b not in BACKENDS for b in backends):
+        p.error(f"--backends must be a comma-separated subset of {','.join(BACKENDS)}")
+    if args.repeat < 1 or args.rows < 1 or args.max_tries < 1:
+        p.error("--rows, --repeat and --max-tries must be >= 1")
+    writer_options = parse_kv(args.ducklake_option)
+    parse_kv(args.conf)
+
+    # `kill <pid>` still drops the PostgreSQL database and removes the scratch folder.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="ducklake-bench-")).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    catalogs: list[Catalog] = []
+    spark = None
+    load = ForeignLoad()
+    try:
+        for b in backends:
+            catalogs.append(sqlite_catalog(work) if b == "sqlite" else postgres_catalog(work))
+        t0 = time.perf_counter()
+        spark = start_spark(args, work)
+        print(f"spark up in {time.perf_counter() - t0:.1f} s; scratch {work}", flush=True)
+
+        t0 = time.perf_counter()
+        df = source_frame(spark, args.rows, args.partitions, not args.no_array).cache()
+        n = df.count()
+        assert n == args.rows, (n, args.rows)
+        print(
+            f"source: {n:,} rows x {len(df.columns)} columns cached in {time.perf_counter() - t0:.1f} s "
+            f"({df.rdd.getNumPartitions()} partitions)",
+            flush=True,
+        )
+        print("schema: " + ", ".join(f"{name} {t}" for name, t in df.dtypes), flush=True)
+
+        # Warm-up (not timed): JIT, Python workers, catalog creation.
+        warm_rows = max(20_000, min(args.rows // 10, 500_000))
+        small = source_frame(spark, warm_rows, 2, not args.no_array).cache()
+        small.count()
+        small.write.mode("overwrite").parquet(str(work / "warmup.parquet"))
+        drain(spark.read.parquet(str(work / "warmup.parquet")))
+        for c in catalogs:
+            ducklake_writer(small, c, writer_options).save("main.warmup")
+            drain(ducklake_reader(spark, c).load("main.warmup"))
+        small.unpersist()
+
+        parquet_dir = work / "parquet"
+        operations: list[tuple[str, Callable[[], object]]] = [
+            ("parquet.write", lambda: df.write.mode("overwrite").parquet(str(parquet_dir))),
+            ("parquet.read", lambda: drain(spark.read.parquet(str(parquet_dir)))),
+        ]
+        for c in catalogs:
+            operations.append((f"ducklake-{c.backend}.write", functools.partial(write_ducklake, df, c, writer_options)))
+            operations.append((f"ducklake-{c.backend}.read", functools.partial(read_ducklake, spark, c)))
+        # Interleaved: every repetition runs every operation once, in the same order. A measurement during which
+        # other processes took more than --max-contention of the CPU is redone (at most --max-tries times).
+        attempts: list[dict[str, Any]] = []
+        times: dict[str, list[float]] = {name: [] for name, _ in operations}
+        cpu_times: dict[str, list[float]] = {name: [] for name, _ in operations}
+        contended_used = 0
+        for rep in range(1, args.repeat + 1):
+            parts = []
+            for name, fn in operations:
+                tries: list[Measurement] = []
+                for _ in range(args.max_tries):
+                    waited = load.wait_quiet(args.quiet_wait)
+                    m = measure(load, fn)
+                    tries.append(m)
+                    attempts.append(
+                        {
+                            "repetition": rep,
+                            "operation": name,
+                            "seconds": round(m.seconds, 3),
+                            "cpu_seconds": round(m.cpu_seconds, 2),
+                            "foreign_cpu_share": round(m.foreign_share, 3),
+                            "foreign_top": m.foreign_top,
+                            "waited_for_quiet_seconds": round(max(waited, 0.0), 1),
+                            "contended": m.foreign_share > args.max_contention,
+                        }
+                    )
+                    if m.foreign_share <= args.max_contention:
+                        break
+                    print(
+                        f"  rep {rep} {name}: {m.seconds:.2f} s with {m.foreign_share:.0%} foreign CPU "
+                        f"{m.foreign_top}: redo",
+                        flush=True,
+                    )
+                best = min(tries, key=lambda t: t.foreign_share)
+                contended_used += best.foreign_share > args.max_contention
+                times[name].append(round(best.seconds, 3))
+                cpu_times[name].append(round(best.cpu_seconds, 2))
+                parts.append(
+                    f"{name} {best.seconds:.2f} s ({best.cpu_seconds:.1f} cpu-s)"
+                    + (" (CONTENDED)" if best.foreign_share > args.max_contention else "")
+                )
+            print(f"rep {rep}: " + " | ".join(parts), flush=True)
+        if contended_used:
+            print(
+                f"WARNING: {contended_used} measurement(s) in the medians ran while other processes used more than "
+                f"{args.max_contention:.0%} of the CPU",
+                flush=True,
+            )
+
+        # Correctness, once, outside the timings.
+        expected = table_hash(df)
+        verification: dict[str, Any] = {"source": {"rows": expected[0], "hash": expected[1]}}
+        got = table_hash(spark.read.parquet(str(parquet_dir)))
+        files, size = dir_size(parquet_dir)
+        verification["parquet"] = {"rows": got[0], "hash": got[1], "files": files, "bytes": size, "ok": got == expected}
+        sum_id = args.rows * (args.rows - 1) // 2
+        non_null_text = args.rows - (args.rows + 12) // 13
+        for c in catalogs:
+            got = table_hash(ducklake_reader(spark, c).load(TABLE))
+            duck = duckdb_check(c)
+            files, size = live_files(c)
+            ok = got == expected and duck == {"rows": args.rows, "sum_id": sum_id, "non_null_text": non_null_text}
+            verification[f"ducklake-{c.backend}"] = {
+                "rows": got[0],
+                "hash": got[1],
+                "duckdb": duck,
+                "files": files,
+                "bytes": size,
+                "ok": ok,
+            }
+        all_ok = all(v.get("ok", True) for v in verification.values())
+        print("verification: " + ("ok" if all_ok else "FAILED") + " " + json.dumps(verification), flush=True)
+
+        summary = summarize(args.rows, times, cpu_times, [c.backend for c in catalogs])
+        print_table(args.rows, summary)
+        result = {
+            "benchmark": "batch",
+            "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]) if argv is None else argv,
+            "config": {
+                "rows": args.rows,
+                "repeat": args.repeat,
+                "backends": [c.backend for c in catalogs],
+                "partitions": args.partitions,
+                "master": args.master,
+                "driver_memory": args.driver_memory,
+                "columns": dict(df.dtypes),
+                "spark_conf": parse_kv(args.conf),
+                "ducklake_options": writer_options,
+                "read_sink": "noop",
+                "target_ratio": TARGET_RATIO,
+                "max_contention": args.max_contention,
+            },
+            "machine": machine_info(spark),
+            "times_seconds": times,
+            "cpu_seconds": cpu_times,
+            "attempts": attempts,
+            "contended_measurements_in_medians": contended_used,
+            "summary": summary,
+            "verification": verification,
+            "verified": all_ok,
+        }
+        if args.out:
+            out = Path(args.out)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(result, indent=2) + "\n")
+            print(f"wrote {out}")
+        df.unpersist()
+        return 0 if all_ok else 1
+    finally:
+        load.close()
+        if spark is not None:
+            try:
+                spark.stop()
+            except Exception as e:  # the JVM may already be gone (interrupted run); clean up regardless
+                print(f"could not stop Spark: {e}", file=sys.stderr)
+        if not args.keep:
+            for c in catalogs:
+                try:
+                    c.cleanup()
+                except Exception as e:  # clean-up must not hide the benchmark's own error
+                    print(f"could not drop the {c.backend} catalog: {e}", file=sys.stderr)
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print(f"kept {work}" + "".join(f"; {c.backend} catalog {c.url}" for c in catalogs))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
