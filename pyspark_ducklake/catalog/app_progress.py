@@ -8,7 +8,8 @@ the same facts in ``commit_extra_info`` of ``snapshots()``.
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, Connection, Engine, MetaData, String, Table, insert, select, update
+from sqlalchemy import BigInteger, Column, Connection, Engine, MetaData, String, Table, insert, inspect, select, update
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.schema import CreateTable
 
 PROGRESS_TABLE = "pyspark_ducklake_app_progress"
@@ -25,8 +26,18 @@ app_progress = Table(
 
 
 def ensure_progress_table(engine: Engine) -> None:
-    with engine.connect().execution_options(ducklake_write=True) as conn, conn.begin():
-        conn.execute(CreateTable(app_progress, if_not_exists=True))
+    """Create the progress table unless it exists.
+
+    PostgreSQL's ``CREATE TABLE IF NOT EXISTS`` is not atomic against a concurrent creator (a second sink starting
+    at the same moment gets a unique violation on ``pg_type``), so a failure is fine when the table now exists.
+    """
+    try:
+        with engine.connect().execution_options(ducklake_write=True) as conn, conn.begin():
+            conn.execute(CreateTable(app_progress, if_not_exists=True))
+    except DBAPIError:
+        with engine.connect() as conn:
+            if not inspect(conn).has_table(PROGRESS_TABLE):
+                raise
 
 
 def last_batch(conn: Connection, app_id: str, table_id: int) -> tuple[int, int] | None:
