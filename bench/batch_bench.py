@@ -174,6 +174,7 @@ class ForeignLoad:
         self.interval = interval
         self.cpu_seconds = 0.0
         self.own_cpu_seconds = 0.0  # CPU of this benchmark's process tree: driver, JVM, Python workers
+        self.own_by_command: dict[str, float] = {}  # the same by command name ("java", "python", ...)
         self.by_process: dict[str, float] = {}
         self._last: dict[int, float] | None = None
         self._tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -227,6 +228,7 @@ class ForeignLoad:
                     ppid, comm, _ = procs[pid]
                     if pid in ours:
                         self.own_cpu_seconds += delta
+                        self.own_by_command[comm] = self.own_by_command.get(comm, 0.0) + delta
                     # Kernel threads (children of kthreadd, pid 2) mostly do this benchmark's own I/O, and the
                     # PostgreSQL server also serves this benchmark's catalog: neither counts as foreign.
                     elif pid != 2 and ppid != 2 and not comm.startswith("postgres"):
@@ -243,11 +245,11 @@ class ForeignLoad:
         with self._lock:
             return self.cpu_seconds
 
-    def own(self) -> float:
+    def own(self) -> tuple[float, dict[str, float]]:
         if self.available:
             self._sample()
         with self._lock:
-            return self.own_cpu_seconds
+            return self.own_cpu_seconds, dict(self.own_by_command)
 
     def top(self, since: dict[str, float], n: int = 3) -> dict[str, float]:
         """The foreign processes that used the most CPU seconds since the ``by_process`` copy ``since``."""
@@ -280,16 +282,24 @@ class Measurement:
     foreign_share: float  # foreign CPU seconds / (cores x wall seconds)
     foreign_top: dict[str, float]  # "comm:pid" -> CPU seconds of the busiest foreign processes
     cpu_seconds: float  # CPU used by this benchmark's own processes (JVM, Python workers, driver)
+    cpu_by_command: dict[str, float]  # the same split by command name: "java" (Spark), "python" (workers, driver)
 
 
 def measure(load: ForeignLoad, fn: Callable[[], object]) -> Measurement:
     cores = os.cpu_count() or 1
-    own0 = load.own()
+    own0, by_command0 = load.own()
     f0, by0, t0 = load.now(), load.snapshot(), time.perf_counter()
     fn()
     elapsed = time.perf_counter() - t0
-    own1 = load.own()
-    return Measurement(elapsed, (load.now() - f0) / (cores * elapsed), load.top(by0), own1 - own0)
+    own1, by_command1 = load.own()
+    split = {k: round(v - by_command0.get(k, 0.0), 2) for k, v in by_command1.items()}
+    return Measurement(
+        elapsed,
+        (load.now() - f0) / (cores * elapsed),
+        load.top(by0),
+        own1 - own0,
+        {k: v for k, v in split.items() if v >= 0.01},
+    )
 
 
 def ducklake_writer(df: Any, catalog: Catalog, options: dict[str, str]) -> Any:
@@ -581,6 +591,7 @@ def main(argv: list[str] | None = None) -> int:
                             "operation": name,
                             "seconds": round(m.seconds, 3),
                             "cpu_seconds": round(m.cpu_seconds, 2),
+                            "cpu_seconds_by_command": m.cpu_by_command,
                             "foreign_cpu_share": round(m.foreign_share, 3),
                             "foreign_top": m.foreign_top,
                             "waited_for_quiet_seconds": round(max(waited, 0.0), 1),
