@@ -6,6 +6,7 @@ the file's size, footer size and per-leaf statistics so the catalog can record t
 
 from __future__ import annotations
 
+import logging
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,9 +16,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pyspark_ducklake.exceptions import DataFileError, UnsupportedTypeError
+from pyspark_ducklake.exceptions import DataFileError, DuckLakeError, UnsupportedTypeError
 from pyspark_ducklake.io import thrift_compact as tc
 from pyspark_ducklake.io.fileio import ensure_parent, filesystem
+from pyspark_ducklake.io.storage import describe_error
+
+log = logging.getLogger(__name__)
 
 FIELD_ID_KEY = b"PARQUET:field_id"
 DEFAULT_COMPRESSION = "snappy"
@@ -131,36 +135,16 @@ def write_table(
     :class:`UnsupportedTypeError` before anything is written.
     """
     intervals = _interval_columns(table)
-    ensure_parent(path, storage_options)
-    fs, p = filesystem(path, storage_options)
-    if intervals:
-        data = _interval_file_bytes(table, intervals, compression)
-        with fs.open(p, "wb") as out:
-            out.write(data)
-        size = len(data)
-        footer_size = struct.unpack("<I", data[-8:-4])[0]
-        metadata = pq.ParquetFile(pa.BufferReader(data)).metadata
-    else:
-        with fs.open(p, "wb") as out:
-            writer = pq.ParquetWriter(
-                out,
-                table.schema,
-                compression=compression,
-                use_compliant_nested_type=True,
-                store_schema=False,
-                write_statistics=True,
-            )
-            writer.write_table(table, row_group_size=ROW_GROUP_SIZE)
-            writer.close()
-            metadata = writer.metadata if hasattr(writer, "metadata") else None
-        size = int(fs.size(p))
-        with fs.open(p, "rb") as f:
-            f.seek(size - 8)
-            tail = f.read(8)
-        footer_size = struct.unpack("<I", tail[:4])[0]
-        if metadata is None:
-            with fs.open(p, "rb") as f:
-                metadata = pq.ParquetFile(f).metadata
+    try:
+        size, footer_size, metadata = _write_file(table, path, intervals, compression, storage_options)
+    except DuckLakeError:
+        raise
+    except Exception as e:  # the store failed (unreachable, denied, full...): no half-written file may stay behind
+        _remove_partial(path, storage_options)
+        raise DataFileError(
+            f"could not write data file {path}: {describe_error(e, storage_options)}; check that the data path is "
+            "reachable and writable (endpoint, credentials, permissions) and retry: nothing was committed"
+        ) from e
     leaves = leaf_fields(table.schema)
     arrays = leaf_arrays(table)
     described = []
@@ -181,8 +165,79 @@ def write_table(
             lo, hi, nan = None, None, None
         else:
             lo, hi, nan = stats(fid, arr) if stats is not None and fid is not None else (None, None, None)
+        # DuckDB's value_count counts non-NULL values only (Parquet's num_values counts NULL slots too)
+        value_count = max(value_count - null_count, 0)
         described.append(LeafStats(fid if fid is not None else -1, size_bytes, value_count, null_count, lo, hi, nan))
     return WrittenFile(path, table.num_rows, size, footer_size, tuple(described))
+
+
+def _write_file(
+    table: pa.Table, path: str, intervals: list[str], compression: str, storage_options: dict[str, Any] | None
+) -> tuple[int, int, Any]:
+    """Write the file; its size, footer size and Parquet metadata."""
+    ensure_parent(path, storage_options)
+    fs, p = filesystem(path, storage_options)
+    if intervals:
+        data = _interval_file_bytes(table, intervals, compression)
+        with fs.open(p, "wb") as out:
+            out.write(data)
+        size = len(data)
+        footer_size = struct.unpack("<I", data[-8:-4])[0]
+        metadata = pq.ParquetFile(pa.BufferReader(data)).metadata
+    else:
+        with fs.open(p, "wb") as raw:
+            out = _TailKeeper(raw)
+            writer = pq.ParquetWriter(
+                out,
+                table.schema,
+                compression=compression,
+                use_compliant_nested_type=True,
+                store_schema=False,
+                write_statistics=True,
+            )
+            writer.write_table(table, row_group_size=ROW_GROUP_SIZE)
+            writer.close()
+            metadata = writer.writer.metadata
+        # Size and footer length from the bytes written: no round trips to the store after the upload.
+        size = out.written
+        footer_size = struct.unpack("<I", out.tail[:4])[0]
+    return size, footer_size, metadata
+
+
+class _TailKeeper:
+    """A write-only file that passes bytes on, counting them and keeping the last eight (footer length + magic)."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+        self.written = 0
+        self.tail = b""
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        self.raw.write(view)
+        self.written += view.nbytes
+        self.tail = (self.tail + bytes(view[-8:]))[-8:]
+        return view.nbytes
+
+    def tell(self) -> int:
+        return self.written
+
+    def flush(self) -> None:
+        self.raw.flush()
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _remove_partial(path: str, storage_options: dict[str, Any] | None) -> None:
+    """Best effort: a store that is down keeps the partial file, an orphan that maintenance removes later."""
+    try:
+        fs, p = filesystem(path, storage_options)
+        if fs.exists(p):
+            fs.rm_file(p)
+    except Exception as e:
+        log.warning("could not remove the partial file %s: %s", path, describe_error(e, storage_options))
 
 
 # --- INTERVAL ---------------------------------------------------------------------------------------------------

@@ -202,7 +202,7 @@ def test_write_table_with_interval(tmp_path: object) -> None:
     assert w.footer_size == struct.unpack("<I", data[-8:-4])[0]
     assert seen == [1]  # no stats call for the interval leaf
     by_id = {s.field_id: s for s in w.leaf_stats}
-    assert (by_id[2].min_value, by_id[2].max_value, by_id[2].null_count, by_id[2].value_count) == (None, None, 2, 3)
+    assert (by_id[2].min_value, by_id[2].max_value, by_id[2].null_count, by_id[2].value_count) == (None, None, 2, 1)
     assert (by_id[1].min_value, by_id[1].max_value) == (1, 3)
     pf = pq.ParquetFile(path)
     assert pf.schema.column(1).converted_type == "INTERVAL"
