@@ -5,6 +5,11 @@
     python -m pyspark_ducklake --catalog ... flush [TABLE]
     python -m pyspark_ducklake --catalog ... orphans [--older-than-hours 1] [--delete] (a dry run without --delete)
     python -m pyspark_ducklake --catalog ... changes TABLE START [END]
+    python -m pyspark_ducklake --catalog ... merge [TABLE] [--target-file-size 512MB] [--dry-run] [--json]
+    python -m pyspark_ducklake --catalog ... expire (--older-than TIME | --older-than-hours H | --versions 3,4)
+    python -m pyspark_ducklake --catalog ... cleanup (--older-than TIME | --older-than-hours H | --all)
+
+Maintenance commands take ``--dry-run`` (report, change nothing) and ``--json`` (the report as JSON on stdout).
 
 The catalog also comes from ``DUCKLAKE_CATALOG``.
 """
@@ -13,8 +18,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import sys
+from typing import Any
 
 from pyspark_ducklake.exceptions import DuckLakeError
 from pyspark_ducklake.lake import connect
@@ -30,9 +37,30 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("tables", help="list tables")
     flush = sub.add_parser("flush", help="write inlined rows to Parquet (one snapshot)")
     flush.add_argument("table", nargs="?")
-    orphans = sub.add_parser("orphans", help="files no snapshot references (dry run unless --delete)")
-    orphans.add_argument("--older-than-hours", type=float, default=1.0)
+    report = argparse.ArgumentParser(add_help=False)
+    report.add_argument("--dry-run", action="store_true", help="report what would be done, change nothing")
+    report.add_argument("--json", action="store_true", help="print the report as JSON")
+    orphans = sub.add_parser(
+        "orphans", parents=[report], help="delete Parquet files no snapshot references (dry run unless --delete)"
+    )
+    orphans.add_argument("--older-than-hours", type=float, default=1.0, help="safety age (default 1)")
     orphans.add_argument("--delete", action="store_true")
+    merge = sub.add_parser("merge", parents=[report], help="merge adjacent small files (one snapshot)")
+    merge.add_argument("table", nargs="?", help="one table (default: every table)")
+    merge.add_argument("--target-file-size", help="bytes or e.g. 512MB (default: catalog option, else 512MiB)")
+    merge.add_argument("--min-file-size")
+    merge.add_argument("--max-file-size")
+    merge.add_argument("--max-compacted-files", type=int)
+    expire = sub.add_parser("expire", parents=[report], help="expire snapshots (never the newest)")
+    which = expire.add_mutually_exclusive_group(required=True)
+    which.add_argument("--older-than", help="ISO time: expire snapshots committed before it")
+    which.add_argument("--older-than-hours", type=float, help="expire snapshots older than this many hours")
+    which.add_argument("--versions", type=_id_list, help="comma-separated snapshot ids")
+    cleanup = sub.add_parser("cleanup", parents=[report], help="delete files scheduled for deletion")
+    cutoff = cleanup.add_mutually_exclusive_group()
+    cutoff.add_argument("--older-than", help="ISO time: files scheduled before it (default: 2 days ago)")
+    cutoff.add_argument("--older-than-hours", type=float)
+    cutoff.add_argument("--all", action="store_true", help="every scheduled file")
     changes = sub.add_parser("changes", help="the change feed of a table between two snapshots")
     changes.add_argument("table")
     changes.add_argument("start", type=int)
@@ -53,11 +81,34 @@ def main(argv: list[str] | None = None) -> int:
             print("nothing to flush" if snapshot is None else f"flushed in snapshot {snapshot}")
         elif args.command == "orphans":
             age = dt.timedelta(hours=args.older_than_hours)
-            found = lake.delete_orphan_files(older_than=age, dry_run=not args.delete)
-            verb = "deleted" if args.delete else "would delete (dry run; pass --delete)"
-            print(f"{verb} {len(found)} orphan files")
-            for path in found:
-                print(f"  {path}")
+            found = lake.delete_orphan_files(older_than=age, dry_run=args.dry_run or not args.delete)
+            if args.json:
+                _print_report(found, True)
+            else:
+                verb = "deleted" if not found.dry_run else "would delete (dry run; pass --delete)"
+                print(f"{verb} {len(found)} orphan files")
+                for path in found:
+                    print(f"  {path}")
+        elif args.command == "merge":
+            merged = lake.merge_adjacent_files(
+                args.table,
+                target_file_size=args.target_file_size,
+                min_file_size=args.min_file_size,
+                max_file_size=args.max_file_size,
+                max_compacted_files=args.max_compacted_files,
+                dry_run=args.dry_run,
+            )
+            _print_report(
+                merged, args.json, [f"  {g.table}: {len(g.sources)} files -> {g.target or '?'}" for g in merged.groups]
+            )
+        elif args.command == "expire":
+            older = dt.timedelta(hours=args.older_than_hours) if args.older_than_hours is not None else args.older_than
+            expired = lake.expire_snapshots(older_than=older, versions=args.versions, dry_run=args.dry_run)
+            _print_report(expired, args.json, [f"  {p}" for p in expired.files_scheduled])
+        elif args.command == "cleanup":
+            older = dt.timedelta(hours=args.older_than_hours) if args.older_than_hours is not None else args.older_than
+            cleaned = lake.cleanup_old_files(older_than=older, cleanup_all=args.all, dry_run=args.dry_run)
+            _print_report(cleaned, args.json, [f"  {p}" for p in cleaned.files])
         elif args.command == "changes":
             table = lake.table_changes(args.table, args.start, args.end)
             for row in table.to_pylist():
@@ -66,6 +117,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0
+
+
+def _id_list(text: str) -> list[int]:
+    try:
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"expected comma-separated snapshot ids such as 3,4: {text!r}") from e
+
+
+def _print_report(report: Any, as_json: bool, details: list[str] | None = None) -> None:
+    if as_json:
+        print(json.dumps(report.to_dict(), indent=2, default=str))
+        return
+    print(report.summary())
+    for line in details or []:
+        print(line)
 
 
 if __name__ == "__main__":

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -46,6 +46,11 @@ from pyspark_ducklake.table.write import (
     write_data_files,
     write_delete_file,
 )
+
+if TYPE_CHECKING:
+    from pyspark_ducklake.table.compaction import CompactionReport, MergedFile, MergeGroup
+    from pyspark_ducklake.table.expire import CleanupReport, ExpireReport
+    from pyspark_ducklake.table.maintenance import OrphanReport
 
 log = logging.getLogger(__name__)
 
@@ -250,7 +255,7 @@ class Lake:
             if not f.name:
                 raise InvalidIdentifierError("column names must not be empty")
         if len(set(schema.names)) != len(schema.names):
-            raise InvalidIdentifierError(f"duplicate column names in {schema.names}")
+            raise InvalidIdentifierError(f"duplicate column names in {schema.names}; give every column its own name")
         columns = columns_from_arrow(schema)
         keys = parse_partition_keys(partition_by, TableSchema(columns)) if partition_by else []
         if exist_ok and f"{schema_name}.{table_name}" in self.tables():
@@ -465,14 +470,146 @@ class Lake:
 
     def delete_orphan_files(
         self, *, older_than: dt.timedelta = dt.timedelta(hours=1), dry_run: bool = False
-    ) -> list[str]:
-        """Delete :meth:`orphan_files` (or only list them with ``dry_run``); returns what was (or would be) deleted."""
+    ) -> OrphanReport:
+        """Delete :meth:`orphan_files` (or only list them with ``dry_run``), as ``ducklake_delete_orphaned_files``.
+
+        Returns:
+            An :class:`~pyspark_ducklake.table.maintenance.OrphanReport`; iterating it gives the files deleted (or
+            that would be), ``.bytes`` their size, ``.skipped_recent`` the unreferenced files younger than the age.
+        """
         from pyspark_ducklake.table.maintenance import delete_orphans
 
-        report = delete_orphans(
+        return delete_orphans(
             self.engine, self.data_path, older_than=older_than, dry_run=dry_run, storage_options=self.storage_options
         )
-        return list(report.orphans if dry_run else report.deleted)
+
+    def merge_adjacent_files(
+        self,
+        identifier: str | Sequence[str] | None = None,
+        *,
+        target_file_size: int | str | None = None,
+        min_file_size: int | str | None = None,
+        max_file_size: int | str | None = None,
+        max_compacted_files: int | None = None,
+        dry_run: bool = False,
+        rewrite: Callable[[list[MergeGroup]], list[MergedFile]] | None = None,
+    ) -> CompactionReport:
+        """Merge adjacent small Parquet files of one table (or of every table) in one snapshot, exactly as DuckDB's
+        ``ducklake_merge_adjacent_files``: time travel, row ids and the change feed read the same afterwards, and the
+        old files are scheduled for deletion (:meth:`cleanup_old_files` removes them). Files that ever had deletes
+        are skipped, as in DuckDB 1.5.5.
+
+        Args:
+            identifier: the table; None merges every table whose ``auto_compact`` option is not false.
+            target_file_size: bytes (or ``"512MB"``) a merged file aims for; default the catalog's
+                ``target_file_size`` option, else 512 MiB. Only files smaller than it are merged.
+            min_file_size, max_file_size: only merge files of at least / less than this size.
+            max_compacted_files: stop after considering this many files (DuckDB's ``max_compacted_files``).
+            dry_run: only report what would be merged.
+            rewrite: runs :func:`~pyspark_ducklake.table.compaction.rewrite_group` over the groups (e.g. as a Spark
+                job, :func:`pyspark_ducklake.batch.maintenance.merge_adjacent_files`); default: in this process.
+
+        Returns:
+            A :class:`~pyspark_ducklake.table.compaction.CompactionReport` (``files_processed``, ``files_created``,
+            bytes before and after, the new ``snapshot_id``).
+
+        Raises:
+            CommitConflictError: a concurrent delete, compaction or drop touched the table; nothing was committed and
+                the merged files were removed. Run it again.
+        """
+        from pyspark_ducklake.table import compaction as C
+
+        def size(value: int | str | None, name: str) -> int | None:
+            return None if value is None else C.parse_size(value, name=name)
+
+        options = C.MergeOptions(
+            target_file_size=size(target_file_size, "target_file_size"),
+            min_file_size=size(min_file_size, "min_file_size"),
+            max_file_size=size(max_file_size, "max_file_size"),
+            max_compacted_files=max_compacted_files,
+        )
+        with self.engine.connect() as conn:
+            base = reader.latest_snapshot(conn).snapshot_id
+            if identifier is None:
+                entries = reader.tables(conn, base)
+            else:
+                schema_name, table_name = parse_identifier(identifier)
+                entries = [reader.table_by_name(conn, schema_name, table_name, base)]
+            groups = [g for e in entries for g in C.plan_table(conn, e, base, self.data_path, options)]
+        if dry_run or not groups:
+            report = C.CompactionReport(dry_run=dry_run, groups=tuple(C.group_report(g) for g in groups))
+            report.log()
+            return report
+        merged: list[MergedFile] = []
+        if rewrite is not None:
+            merged = list(rewrite(groups))
+        else:
+            try:
+                for g in groups:
+                    merged.append(C.rewrite_group(g, self.storage_options))
+            except BaseException:
+                delete_files([m.written.path for m in merged], self.storage_options)
+                raise
+        tables = {e.table_id: e for e in entries}
+        pairs = list(zip(groups, merged, strict=True))
+        result = self._commit(
+            lambda ctx: C.apply_merge(ctx, tables, pairs), base=base, files=[m.written.path for m in merged]
+        )
+        report = C.CompactionReport(
+            dry_run=False, groups=tuple(C.group_report(g, m) for g, m in pairs), snapshot_id=result.snapshot_id
+        )
+        report.log()
+        return report
+
+    def expire_snapshots(
+        self,
+        *,
+        older_than: dt.datetime | dt.timedelta | str | None = None,
+        versions: Sequence[int] | None = None,
+        dry_run: bool = False,
+    ) -> ExpireReport:
+        """Expire snapshots, as DuckDB's ``ducklake_expire_snapshots``: those committed before ``older_than`` (a time,
+        or an age such as ``timedelta(days=7)``), or the ids in ``versions``. The newest snapshot is never expired.
+
+        The metadata only expired snapshots needed goes too: data and delete files no remaining snapshot sees are
+        scheduled for deletion (:meth:`cleanup_old_files` deletes them), dropped tables disappear. No snapshot is
+        written. Without either argument the catalog's ``expire_older_than`` option applies (else nothing happens).
+
+        Returns:
+            An :class:`~pyspark_ducklake.table.expire.ExpireReport` (``snapshots``, ``files_scheduled``,
+            ``bytes_scheduled``).
+
+        Raises:
+            InvalidOptionError: both criteria, or ``versions`` naming the current snapshot.
+        """
+        from pyspark_ducklake.table.expire import expire_snapshots
+
+        return expire_snapshots(self.engine, self.data_path, older_than=older_than, versions=versions, dry_run=dry_run)
+
+    def cleanup_old_files(
+        self,
+        *,
+        older_than: dt.datetime | dt.timedelta | str | None = None,
+        cleanup_all: bool = False,
+        dry_run: bool = False,
+    ) -> CleanupReport:
+        """Delete the files scheduled for deletion (by compaction, expiry, or rewritten delete files) before
+        ``older_than`` (a time or an age), or all of them with ``cleanup_all``, as DuckDB's
+        ``ducklake_cleanup_old_files``; default age: the catalog's ``delete_older_than`` option, else two days.
+
+        Returns:
+            A :class:`~pyspark_ducklake.table.expire.CleanupReport` (``files``, ``bytes``).
+        """
+        from pyspark_ducklake.table.expire import cleanup_old_files
+
+        return cleanup_old_files(
+            self.engine,
+            self.data_path,
+            older_than=older_than,
+            cleanup_all=cleanup_all,
+            dry_run=dry_run,
+            storage_options=self.storage_options,
+        )
 
     # --- schema evolution ------------------------------------------------------------------------------------
     def add_column(
@@ -648,6 +785,7 @@ def connect(
     max_retry_count: int | None = None,
     retry_wait_ms: int | None = None,
     retry_backoff: float | None = None,
+    reconnect_timeout: float | None = None,
     storage_options: dict[str, Any] | None = None,
     author: str | None = None,
 ) -> Lake:
@@ -661,6 +799,7 @@ def connect(
         max_retry_count=defaults.max_retry_count if max_retry_count is None else int(max_retry_count),
         retry_wait_ms=defaults.retry_wait_ms if retry_wait_ms is None else int(retry_wait_ms),
         retry_backoff=defaults.retry_backoff if retry_backoff is None else float(retry_backoff),
+        reconnect_timeout=defaults.reconnect_timeout if reconnect_timeout is None else float(reconnect_timeout),
     )
     return Lake(
         catalog,

@@ -74,7 +74,7 @@ def snapshot_at_time(conn: Connection, when: dt.datetime) -> Snapshot:
         if snap.snapshot_time is not None and snap.snapshot_time <= when:
             best = snap
     if best is None:
-        raise NoSuchSnapshotError(f"no snapshot at or before {when.isoformat()}")
+        raise NoSuchSnapshotError(f"no snapshot at or before {when.isoformat()}; list them with lake.snapshots()")
     return best
 
 
@@ -186,7 +186,9 @@ def build_schema(rows: Any) -> TableSchema:
             r.column_id,
             r.column_name,
             r.column_type,
-            r.nulls_allowed is not False,
+            # NOT NULL binds top-level columns only: DuckDB stores nulls_allowed=false for struct fields it adds or
+            # renames with ALTER, yet they hold NULLs.
+            r.nulls_allowed is not False or r.parent_column is not None,
             kids,
             r.initial_default,
             r.default_value,
@@ -330,7 +332,7 @@ def referenced_file_names(conn: Connection, names: list[str]) -> set[str]:
     return out
 
 
-def all_referenced_paths(conn: Connection, data_path: str) -> set[str]:
+def all_referenced_paths(conn: Connection, data_path: str, *, include_scheduled: bool = True) -> set[str]:
     """Absolute paths of every data and delete file any snapshot references, and files scheduled for deletion."""
     schemas_by_id = {
         r.schema_id: SchemaEntry(r.schema_id, r.schema_name, r.path or "", r.path_is_relative is not False)
@@ -347,7 +349,8 @@ def all_referenced_paths(conn: Connection, data_path: str) -> set[str]:
             entry = tables_by_id.get(r.table_id)
             base = table_path(entry, data_path) if entry is not None else data_path
             out.add(resolve(base, r.path, r.path_is_relative))
-    f = T.ducklake_files_scheduled_for_deletion
-    for r in conn.execute(select(f.c.path, f.c.path_is_relative)):
-        out.add(resolve(data_path, r.path, r.path_is_relative))
+    if include_scheduled:
+        f = T.ducklake_files_scheduled_for_deletion
+        for r in conn.execute(select(f.c.path, f.c.path_is_relative)):
+            out.add(resolve(data_path, r.path, r.path_is_relative))
     return out

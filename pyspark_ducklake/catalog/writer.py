@@ -6,12 +6,12 @@ statistics are accumulated and written once by :func:`write_table_stats`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute
-from sqlalchemy import BigInteger, MetaData, Table, and_, delete, insert, select, update
+from sqlalchemy import BigInteger, MetaData, Table, and_, bindparam, delete, insert, select, update
 from sqlalchemy import Column as SAColumn
 from sqlalchemy.schema import CreateTable
 
@@ -36,7 +36,7 @@ def create_schema(ctx: CommitContext, name: str) -> int:
     except Exception:
         pass
     else:
-        raise SchemaAlreadyExistsError(f"schema {name!r} already exists")
+        raise SchemaAlreadyExistsError(f"schema {name!r} already exists; pass exist_ok=True to use it")
     schema_id = ctx.allocate_catalog_id()
     ctx.bump_schema_version()
     ctx.conn.execute(
@@ -91,7 +91,9 @@ def create_table(ctx: CommitContext, schema: SchemaEntry, name: str, columns: tu
         )
     ).first()
     if exists is not None:
-        raise TableAlreadyExistsError(f"table {schema.schema_name}.{name} already exists")
+        raise TableAlreadyExistsError(
+            f"table {schema.schema_name}.{name} already exists; pass exist_ok=True to use it, or choose another name"
+        )
     table_id = ctx.allocate_catalog_id()
     sv = ctx.bump_schema_version()
     entry = TableEntry(table_id, uuid7(), schema, name, path_component(name), True, ctx.snapshot_id)
@@ -136,22 +138,70 @@ def create_inlined_table(ctx: CommitContext, table_id: int, schema_version: int,
     return name
 
 
+@dataclass(frozen=True)
+class ColumnStats:
+    """One ``ducklake_table_column_stats`` row (without ``extra_stats``, which commits leave alone)."""
+
+    contains_null: bool | None
+    contains_nan: bool | None
+    min_value: str | None
+    max_value: str | None
+
+
+@dataclass(frozen=True)
+class TableStats:
+    """A table's ``ducklake_table_stats`` row and its ``ducklake_table_column_stats`` rows by column id."""
+
+    record_count: int
+    next_row_id: int
+    file_size_bytes: int
+    columns: dict[int, ColumnStats]
+
+
 @dataclass
 class TableStatsDelta:
-    """What one commit adds to ``ducklake_table_stats`` and ``ducklake_table_column_stats``."""
+    """What one commit adds to ``ducklake_table_stats`` and ``ducklake_table_column_stats``.
+
+    ``base`` is the table's statistics before the commit (None when it has no ``ducklake_table_stats`` row yet);
+    ``base_columns`` is None until its column rows are read.
+    """
 
     record_count: int = 0
     file_size_bytes: int = 0
     next_row_id: int | None = None
     columns: dict[int, dict[str, Any]] = field(default_factory=dict)
+    base: TableStats | None = None
+    base_columns: dict[int, ColumnStats] | None = None
+
+
+def seed_table_stats(ctx: CommitContext, table_id: int, stats: TableStats) -> None:
+    """Declare the table's statistics rows known, so this attempt does not read them.
+
+    Only for a caller that wrote them itself (see :func:`written_table_stats`) and knows that no snapshot was
+    committed since: every writer changes them only in a commit that adds a snapshot.
+    """
+    ctx.scratch("table_stats_known", dict)[table_id] = stats
+
+
+def written_table_stats(ctx: CommitContext) -> dict[int, TableStats]:
+    """The statistics rows :func:`write_table_stats` left in this attempt, by table id."""
+    written: dict[int, TableStats] = ctx.scratch("table_stats_written", dict)
+    return written
 
 
 def _stats_delta(ctx: CommitContext, table_id: int) -> TableStatsDelta:
     deltas: dict[int, TableStatsDelta] = ctx.scratch("table_stats", dict)
     if table_id not in deltas:
-        row = reader.table_stats(ctx.conn, table_id)
-        delta = TableStatsDelta()
-        delta.next_row_id = int(row.next_row_id) if row is not None and row.next_row_id is not None else 0
+        known: TableStats | None = ctx.scratch("table_stats_known", dict).get(table_id)
+        if known is not None:
+            delta = TableStatsDelta(next_row_id=known.next_row_id, base=known, base_columns=known.columns)
+        else:
+            row = reader.table_stats(ctx.conn, table_id)
+            base = None
+            if row is not None:
+                next_row_id = int(row.next_row_id) if row.next_row_id is not None else 0
+                base = TableStats(int(row.record_count or 0), next_row_id, int(row.file_size_bytes or 0), {})
+            delta = TableStatsDelta(next_row_id=base.next_row_id if base else 0, base=base)
         deltas[table_id] = delta
     return deltas[table_id]
 
@@ -270,11 +320,14 @@ def latest_inlined_table(ctx: CommitContext, table: TableEntry, schema: TableSch
     return inlined_table(name, schema, ctx.backend)
 
 
-def inlined_insert(ctx: CommitContext, table: TableEntry, schema: TableSchema, data: pa.Table) -> int:
-    """Insert rows into the table's inlined-data table; returns the first row id."""
+def inlined_insert(
+    ctx: CommitContext, table: TableEntry, schema: TableSchema, data: pa.Table, *, target: Table | None = None
+) -> int:
+    """Insert rows into the table's inlined-data table (``target`` if the caller knows it); returns the first row id."""
     n = data.num_rows
     start = allocate_row_ids(ctx, table.table_id, n)
-    target = latest_inlined_table(ctx, table, schema)
+    if target is None:
+        target = latest_inlined_table(ctx, table, schema)
     encoded: dict[str, list[Any]] = {}
     for column in schema.columns:
         arr = data.column(column.name).combine_chunks() if column.name in data.column_names else pa.nulls(n)
@@ -423,18 +476,29 @@ def end_data_file(ctx: CommitContext, table: TableEntry, data_file_id: int, dele
 
 
 def write_table_stats(ctx: CommitContext) -> None:
-    """Write the accumulated table statistics (``finalize`` step of a commit)."""
+    """Write the accumulated table statistics (``finalize`` step of a commit).
+
+    Column rows are inserted for new columns and updated only where the commit widened them, each kind in one
+    ``executemany``.
+    """
     deltas: dict[int, TableStatsDelta] = ctx.scratch("table_stats", dict)
     ts, cs = T.ducklake_table_stats, T.ducklake_table_column_stats
     for table_id, delta in deltas.items():
-        row = reader.table_stats(ctx.conn, table_id)
-        if row is None:
+        base = delta.base
+        assert delta.next_row_id is not None
+        after = TableStats(
+            (base.record_count if base else 0) + delta.record_count,
+            delta.next_row_id,
+            (base.file_size_bytes if base else 0) + delta.file_size_bytes,
+            {},
+        )
+        if base is None:
             ctx.conn.execute(
                 insert(ts).values(
                     table_id=table_id,
-                    record_count=delta.record_count,
-                    next_row_id=delta.next_row_id,
-                    file_size_bytes=delta.file_size_bytes,
+                    record_count=after.record_count,
+                    next_row_id=after.next_row_id,
+                    file_size_bytes=after.file_size_bytes,
                 )
             )
         else:
@@ -442,13 +506,21 @@ def write_table_stats(ctx: CommitContext) -> None:
                 update(ts)
                 .where(ts.c.table_id == table_id)
                 .values(
-                    record_count=(row.record_count or 0) + delta.record_count,
-                    next_row_id=delta.next_row_id,
-                    file_size_bytes=(row.file_size_bytes or 0) + delta.file_size_bytes,
+                    record_count=after.record_count,
+                    next_row_id=after.next_row_id,
+                    file_size_bytes=after.file_size_bytes,
                 )
             )
-        existing = reader.table_column_stats(ctx.conn, table_id)
-        had_rows = row is not None and (row.record_count or 0) > 0
+        existing = delta.base_columns
+        if existing is None:
+            existing = {
+                cid: ColumnStats(r.contains_null, r.contains_nan, r.min_value, r.max_value)
+                for cid, r in reader.table_column_stats(ctx.conn, table_id).items()
+            }
+        had_rows = base is not None and base.record_count > 0
+        columns = dict(existing)
+        inserts: list[dict[str, Any]] = []
+        updates: list[dict[str, Any]] = []
         for column_id, e in delta.columns.items():
             old = existing.get(column_id)
             if old is None:
@@ -456,26 +528,86 @@ def write_table_stats(ctx: CommitContext) -> None:
                     # A column added after rows existed: those rows hold its default, which these stats would
                     # not cover (DuckDB answers count(col) from contains_null). Leave it unknown, as DuckDB does.
                     continue
-                ctx.conn.execute(
-                    insert(cs).values(
-                        table_id=table_id,
-                        column_id=column_id,
-                        contains_null=e["null"],
-                        contains_nan=e["nan"],
-                        min_value=e["lo"],
-                        max_value=e["hi"],
-                        extra_stats=None,
-                    )
-                )
-                continue
-            lo, hi = widen(e["column"], old.min_value, old.max_value, e["lo"], e["hi"])
-            nan = old.contains_nan
-            if e["nan"] is not None:
-                nan = bool(nan) or e["nan"]
+                new = ColumnStats(e["null"], e["nan"], e["lo"], e["hi"])
+                inserts.append({"table_id": table_id, "column_id": column_id, **asdict(new), "extra_stats": None})
+            else:
+                lo, hi = widen(e["column"], old.min_value, old.max_value, e["lo"], e["hi"])
+                nan = old.contains_nan
+                if e["nan"] is not None:
+                    nan = bool(nan) or e["nan"]
+                new = ColumnStats(bool(old.contains_null) or e["null"], nan, lo, hi)
+                if new == old:
+                    continue
+                updates.append({"b_column_id": column_id, **asdict(new)})
+            columns[column_id] = new
+        if inserts:
+            ctx.conn.execute(insert(cs), inserts)
+        if updates:
+            # SET comes from the parameter keys; one statement, executed for every changed column.
             ctx.conn.execute(
-                update(cs)
-                .where(cs.c.table_id == table_id, cs.c.column_id == column_id)
-                .values(
-                    contains_null=bool(old.contains_null) or e["null"], contains_nan=nan, min_value=lo, max_value=hi
-                )
+                update(cs).where(cs.c.table_id == table_id, cs.c.column_id == bindparam("b_column_id")), updates
             )
+        written_table_stats(ctx)[table_id] = replace(after, columns=columns)
+
+
+def schedule_file_deletion(ctx: CommitContext, file_id: int, path: str) -> None:
+    """Schedule an absolute ``path`` for deletion (stored relative to the data path when inside it)."""
+    inside = path.startswith(ctx.data_path)
+    ctx.conn.execute(
+        insert(T.ducklake_files_scheduled_for_deletion).values(
+            data_file_id=file_id,
+            path=path[len(ctx.data_path) :] if inside else path,
+            path_is_relative=inside,
+            schedule_start=now_utc(),
+        )
+    )
+
+
+def remove_data_files(ctx: CommitContext, files: list[tuple[int, str]]) -> None:
+    """Remove ``(data_file_id, absolute path)`` files from the catalog outright, with their stats, delete files and
+    partition values, and schedule the files for deletion: a compaction's sources, whose rows and history the new
+    file carries (the reference's ``WriteMergeAdjacent``)."""
+    ids = [file_id for file_id, _ in files]
+    for table in (
+        T.ducklake_data_file,
+        T.ducklake_file_column_stats,
+        T.ducklake_delete_file,
+        T.ducklake_file_partition_value,
+        T.ducklake_file_variant_stats,
+    ):
+        for i in range(0, len(ids), 500):
+            ctx.conn.execute(delete(table).where(table.c.data_file_id.in_(ids[i : i + 500])))
+    for file_id, path in files:
+        schedule_file_deletion(ctx, file_id, path)
+
+
+def add_compacted_file(
+    ctx: CommitContext,
+    table: TableEntry,
+    schema: TableSchema,
+    written: WrittenFile,
+    *,
+    relative_path: str,
+    begin_snapshot: int,
+    row_id_start: int | None,
+    partial_max: int,
+    partition_id: int | None,
+    partition_values: tuple[str | None, ...],
+) -> int:
+    """Register a compaction's output file. Rows, row ids and table statistics stay as they were (as the reference
+    leaves ``ducklake_table_stats`` untouched by a merge)."""
+    file_id = add_data_file(
+        ctx,
+        table,
+        schema,
+        written,
+        relative_path=relative_path,
+        begin_snapshot=begin_snapshot,
+        row_id_start=row_id_start,
+        partial_max=partial_max,
+        count_rows=False,
+        partition_id=partition_id,
+        partition_values=partition_values,
+    )
+    _stats_delta(ctx, table.table_id).file_size_bytes -= written.file_size_bytes
+    return file_id

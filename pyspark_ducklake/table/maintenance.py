@@ -1,30 +1,80 @@
-"""Table maintenance that needs both the catalog and storage: finding and removing orphan files."""
+"""Table maintenance that needs both the catalog and storage: finding and removing orphan files.
+
+Every maintenance operation (here, in :mod:`~pyspark_ducklake.table.compaction` and
+:mod:`~pyspark_ducklake.table.expire`) returns a :class:`MaintenanceReport` of what it did, or in a dry run would do,
+and logs its summary on the ``pyspark_ducklake.maintenance`` logger.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import Engine
 
 from pyspark_ducklake.catalog import reader
-from pyspark_ducklake.io.fileio import delete_files, filesystem
+from pyspark_ducklake.exceptions import DataFileError
+from pyspark_ducklake.io.fileio import delete_files, file_size, list_files
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("pyspark_ducklake.maintenance")
 
 ORPHAN_SAFETY_AGE = dt.timedelta(hours=1)
 
 
 @dataclass(frozen=True)
-class OrphanReport:
-    """Files under the data path that no snapshot references (written by crashed or failed attempts)."""
+class MaintenanceReport:
+    """What a maintenance operation did (or, with ``dry_run``, would do); ``to_dict()`` is JSON-ready."""
 
-    orphans: tuple[str, ...]
-    skipped_recent: int
+    operation: ClassVar[str] = "maintenance"
+    dry_run: bool = False
+
+    def summary(self) -> str:
+        """One line for logs and the command line."""
+        raise NotImplementedError
+
+    def extra_dict(self) -> dict[str, Any]:
+        """Derived figures added to :meth:`to_dict`."""
+        return {}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"operation": self.operation, **dataclasses.asdict(self), **self.extra_dict()}
+
+    def log(self) -> None:
+        log.info("%s", self.summary())
+
+
+@dataclass(frozen=True)
+class OrphanReport(MaintenanceReport):
+    """Parquet files under the data path that no snapshot references (written by crashed or failed attempts).
+
+    Iterating gives the files deleted (in a dry run, the ones that would be).
+    """
+
+    operation: ClassVar[str] = "delete_orphan_files"
+    orphans: tuple[str, ...] = ()
+    skipped_recent: int = 0
     deleted: tuple[str, ...] = ()
-    dry_run: bool = True
+    failed: tuple[str, ...] = ()
+    bytes: int = 0
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.orphans if self.dry_run else self.deleted)
+
+    def __len__(self) -> int:
+        return len(self.orphans if self.dry_run else self.deleted)
+
+    def summary(self) -> str:
+        verb = "would delete" if self.dry_run else "deleted"
+        text = f"delete_orphan_files: {verb} {len(self)} orphan files ({self.bytes} bytes)"
+        if self.skipped_recent:
+            text += f"; {self.skipped_recent} unreferenced files are younger than the safety age and were kept"
+        if self.failed:
+            text += f"; {len(self.failed)} could not be deleted"
+        return text
 
 
 def find_orphans(
@@ -40,21 +90,19 @@ def find_orphans(
     """
     with engine.connect() as conn:
         referenced = reader.all_referenced_paths(conn, data_path)
-    fs, root = filesystem(data_path, storage_options)
-    prefix = data_path[: len(data_path) - len(root)] if data_path.endswith(root) else ""
     now = dt.datetime.now(dt.timezone.utc)
     orphans: list[str] = []
     recent = 0
-    for path, info in sorted(fs.find(root, detail=True).items()):
-        full = prefix + path if prefix and not path.startswith(prefix) else path
-        if full in referenced or path in referenced:
-            continue
-        modified = _mtime(info)
+    for full, modified in list_files(data_path, storage_options):
+        if full in referenced or not full.endswith(".parquet"):
+            continue  # like the reference, only Parquet files: the data path may hold other things
         if modified is not None and now - modified < older_than:
             recent += 1
             continue
         orphans.append(full)
-    return OrphanReport(tuple(orphans), recent)
+    return OrphanReport(
+        dry_run=True, orphans=tuple(orphans), skipped_recent=recent, bytes=_total_size(orphans, storage_options)
+    )
 
 
 def delete_orphans(
@@ -65,24 +113,21 @@ def delete_orphans(
     dry_run: bool = False,
     storage_options: dict[str, Any] | None = None,
 ) -> OrphanReport:
+    """Delete :func:`find_orphans` (unless ``dry_run``); the report is logged."""
     report = find_orphans(engine, data_path, older_than=older_than, storage_options=storage_options)
-    if dry_run or not report.orphans:
-        return report
-    failed = set(delete_files(list(report.orphans), storage_options))
-    deleted = tuple(p for p in report.orphans if p not in failed)
-    log.info("deleted %d orphan files under %s", len(deleted), data_path)
-    return OrphanReport(report.orphans, report.skipped_recent, deleted, False)
+    if not dry_run:
+        failed = delete_files(list(report.orphans), storage_options) if report.orphans else []
+        deleted = tuple(p for p in report.orphans if p not in set(failed))
+        report = dataclasses.replace(report, dry_run=False, deleted=deleted, failed=tuple(failed))
+    report.log()
+    return report
 
 
-def _mtime(info: dict[str, Any]) -> dt.datetime | None:
-    for key in ("mtime", "LastModified", "last_modified", "updated"):
-        value = info.get(key)
-        if value is None:
-            continue
-        if isinstance(value, dt.datetime):
-            return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+def _total_size(paths: list[str], storage_options: dict[str, Any] | None) -> int:
+    total = 0
+    for path in paths:
         try:
-            return dt.datetime.fromtimestamp(float(value), dt.timezone.utc)
-        except (TypeError, ValueError):
-            continue
-    return None
+            total += file_size(path, storage_options)
+        except DataFileError:
+            continue  # gone meanwhile
+    return total

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -32,3 +33,44 @@ def test_cli_lists_flushes_and_cleans(tmp_path: Path, capsys: pytest.CaptureFixt
     assert capsys.readouterr().out.count("'insert'") == 2
     assert main(["--catalog", url, "changes", "main.nope", "0"]) == 2
     assert "main.nope" in capsys.readouterr().err
+
+
+def test_cli_maintenance(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path}/c.sqlite"
+    lake = pdl.connect(url, str(tmp_path / "data"), data_inlining_row_limit=0)
+    lake.create_table("main.t", pa.schema([("id", pa.int64())]))
+    for i in range(3):
+        lake.append("main.t", pa.table({"id": [i, i + 10]}))
+    head = lake.current_snapshot_id()
+
+    def run(*args: str) -> tuple[int, str, str]:
+        code = main(["--catalog", url, *args])
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    code, out, _ = run("merge", "main.t", "--dry-run", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["dry_run"] and report["files_processed"] == 3 and report["files_created"] == 1
+    assert lake.current_snapshot_id() == head
+    code, out, _ = run("merge", "--target-file-size", "1MB")
+    assert code == 0 and "merged 3 files" in out and f"in snapshot {head + 1}" in out
+    code, _, err = run("expire", "--versions", str(head + 1))
+    assert code == 2 and "current snapshot" in err
+    code, _, err = run("merge", "--target-file-size", "lots")
+    assert code == 2 and "target_file_size" in err
+    code, out, _ = run("expire", "--older-than-hours", "0", "--dry-run", "--json")
+    assert json.loads(out)["snapshots"] == list(range(head + 1))
+    assert len(lake.snapshots()) == head + 2  # the dry run kept them all
+    code, out, _ = run("expire", "--older-than-hours", "0")
+    assert code == 0 and f"expired {head + 1} snapshots" in out
+    assert [s.snapshot_id for s in lake.snapshots()] == [head + 1]
+    code, out, _ = run("cleanup", "--all", "--dry-run")
+    assert code == 0 and "would delete 3 files" in out
+    code, out, _ = run("cleanup", "--older-than-hours", "1", "--json")  # scheduled just now: too young
+    assert json.loads(out)["files"] == []
+    code, out, _ = run("cleanup", "--all", "--json")
+    deleted = json.loads(out)["files"]
+    assert code == 0 and len(deleted) == 3 and not any(Path(p).exists() for p in deleted)
+    code, out, _ = run("orphans", "--older-than-hours", "0", "--json")
+    assert json.loads(out)["orphans"] == []
+    assert sorted(lake.scan("main.t").column("id").to_pylist()) == [0, 1, 2, 10, 11, 12]

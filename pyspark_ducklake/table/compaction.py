@@ -1,0 +1,405 @@
+"""Merging adjacent small Parquet files, as the reference's ``ducklake_merge_adjacent_files`` does.
+
+Candidates are a table's live data files smaller than the target size (and within ``min_file_size`` /
+``max_file_size``) that never had a delete file or an inlined file delete; files added with a name mapping are left
+alone too. They are grouped by the table's schema version at the file's ``begin_snapshot`` and by partition, in
+``(begin_snapshot, row_id_start, data_file_id)`` order, and runs of at least two files whose sizes add up to the
+target become one file. The merged file keeps every row's snapshot in ``_ducklake_internal_snapshot_id`` and its
+row id (in ``_ducklake_internal_row_id`` unless the ids are one contiguous range from ``row_id_start``); it begins at
+the first source's ``begin_snapshot`` with ``partial_max`` the newest source snapshot, so time travel and the change
+feed read the same as before. The sources' rows are removed from the catalog and their files scheduled for
+deletion (``ducklake_files_scheduled_for_deletion``), all in one ``merge_adjacent:<table_id>`` snapshot.
+
+Planning reads the catalog; :func:`rewrite_group` needs only its group (frozen, picklable), so Spark executors can
+rewrite groups in parallel (:mod:`pyspark_ducklake.batch.maintenance`); :func:`apply_merge` commits them.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import pyarrow as pa
+from sqlalchemy import Connection, func, select
+
+from pyspark_ducklake.catalog import reader
+from pyspark_ducklake.catalog import tables as T
+from pyspark_ducklake.catalog import writer as W
+from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
+from pyspark_ducklake.catalog.file_stats import stats_function
+from pyspark_ducklake.catalog.transaction import CommitContext
+from pyspark_ducklake.catalog.types import TableSchema
+from pyspark_ducklake.exceptions import CommitConflictError, InvalidOptionError
+from pyspark_ducklake.io.parquet import WrittenFile, write_table
+from pyspark_ducklake.table.flush import INTERNAL_ROW_ID, INTERNAL_SNAPSHOT_ID, _internal_field
+from pyspark_ducklake.table.maintenance import MaintenanceReport
+from pyspark_ducklake.table.scan import (
+    ROW_ID_FIELD_ID,
+    ROWID,
+    SNAPSHOT_ID,
+    SNAPSHOT_ID_FIELD_ID,
+    FileTask,
+    execute_file_task,
+)
+from pyspark_ducklake.table.write import new_data_file_name
+
+log = logging.getLogger("pyspark_ducklake.maintenance")
+
+DEFAULT_TARGET_FILE_SIZE = 1 << 29  # DuckLakeCatalog::DEFAULT_TARGET_FILE_SIZE (512 MiB)
+_ALL_ROWS = 2**62  # a snapshot newer than any: read every row of a file
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4}
+_UNITS.update({"k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4})
+_UNITS.update({"kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4})
+
+
+def parse_size(value: int | str, *, name: str) -> int:
+    """Bytes from ``536870912``, ``"512MB"`` or ``"512MiB"`` (DuckDB's memory-size spelling).
+
+    Raises:
+        InvalidOptionError: not a size, or not positive.
+    """
+    if isinstance(value, int):
+        size = value
+    else:
+        m = _SIZE.match(str(value))
+        if m is None or (m.group(2) is not None and m.group(2).lower() not in _UNITS):
+            raise InvalidOptionError(f"could not parse option {name} as a size in bytes (e.g. 512MB): {value!r}")
+        size = int(float(m.group(1)) * _UNITS[(m.group(2) or "").lower()])
+    if size <= 0:
+        raise InvalidOptionError(f"option {name} must be > 0, got {value!r}")
+    return size
+
+
+@dataclass(frozen=True)
+class MergeGroup:
+    """Files of one table, schema version and partition that become one file; pickles to executors."""
+
+    table_id: int
+    table_name: str
+    schema: TableSchema  # the table's columns at the first file's snapshot, which every source was written in
+    folder: str  # absolute folder of the merged file (the sources' partition folder)
+    relative_folder: str  # the same, relative to the table folder
+    sources: tuple[DataFileEntry, ...]
+    partition_id: int | None = None
+    partition_values: tuple[str | None, ...] = ()
+
+    @property
+    def source_bytes(self) -> int:
+        return sum(f.file_size_bytes or 0 for f in self.sources)
+
+    @property
+    def rows(self) -> int:
+        return sum(f.record_count for f in self.sources)
+
+
+@dataclass(frozen=True)
+class MergedFile:
+    """The file a group was rewritten into (not yet committed)."""
+
+    relative_path: str
+    written: WrittenFile
+    row_id_start: int | None  # None: the row ids are in ``_ducklake_internal_row_id``
+
+
+@dataclass(frozen=True)
+class MergeOptions:
+    """``ducklake_merge_adjacent_files`` parameters; None means the catalog's option or DuckLake's default."""
+
+    target_file_size: int | None = None
+    min_file_size: int | None = None
+    max_file_size: int | None = None
+    max_compacted_files: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_compacted_files is not None and self.max_compacted_files <= 0:
+            raise InvalidOptionError(
+                f"option max_compacted_files must be greater than zero, got {self.max_compacted_files}"
+            )
+        if self.max_file_size is not None and self.max_file_size <= 0:
+            raise InvalidOptionError(f"option max_file_size must be greater than zero, got {self.max_file_size}")
+        if self.min_file_size is not None and self.max_file_size is not None:
+            if self.min_file_size >= self.max_file_size:
+                raise InvalidOptionError(
+                    f"min_file_size ({self.min_file_size}) must be less than max_file_size ({self.max_file_size})"
+                )
+
+
+@dataclass(frozen=True)
+class MergedGroupReport:
+    table: str
+    sources: tuple[str, ...]
+    rows: int
+    bytes_before: int
+    target: str | None = None
+    bytes_after: int | None = None
+
+
+@dataclass(frozen=True)
+class CompactionReport(MaintenanceReport):
+    """What ``merge_adjacent_files`` merged (or, in a dry run, would merge)."""
+
+    operation: ClassVar[str] = "merge_adjacent_files"
+    groups: tuple[MergedGroupReport, ...] = ()
+    snapshot_id: int | None = None
+
+    @property
+    def files_processed(self) -> int:
+        return sum(len(g.sources) for g in self.groups)
+
+    @property
+    def files_created(self) -> int:
+        return len(self.groups)
+
+    @property
+    def bytes_before(self) -> int:
+        return sum(g.bytes_before for g in self.groups)
+
+    @property
+    def bytes_after(self) -> int:
+        return sum(g.bytes_after or 0 for g in self.groups)
+
+    def summary(self) -> str:
+        if not self.groups:
+            return "merge_adjacent_files: nothing to merge"
+        if self.dry_run:
+            return (
+                f"merge_adjacent_files (dry run): would merge {self.files_processed} files "
+                f"({self.bytes_before} bytes) into {self.files_created}"
+            )
+        return (
+            f"merge_adjacent_files: merged {self.files_processed} files ({self.bytes_before} bytes) into "
+            f"{self.files_created} ({self.bytes_after} bytes) in snapshot {self.snapshot_id}"
+        )
+
+    def extra_dict(self) -> dict[str, Any]:
+        return {
+            "files_processed": self.files_processed,
+            "files_created": self.files_created,
+            "bytes_before": self.bytes_before,
+            "bytes_after": self.bytes_after,
+        }
+
+
+def group_report(group: MergeGroup, merged: MergedFile | None = None) -> MergedGroupReport:
+    return MergedGroupReport(
+        table=group.table_name,
+        sources=tuple(f.path for f in group.sources),
+        rows=group.rows,
+        bytes_before=group.source_bytes,
+        target=None if merged is None else merged.written.path,
+        bytes_after=None if merged is None else merged.written.file_size_bytes,
+    )
+
+
+def scoped_option(conn: Connection, key: str, table: TableEntry) -> str | None:
+    """A ``ducklake_metadata`` option for the table: table scope, then schema scope, then global."""
+    for scope, scope_id in (("table", table.table_id), ("schema", table.schema.schema_id)):
+        value = reader.metadata_value(conn, key, scope, scope_id)
+        if value is not None:
+            return value
+    return reader.metadata_value(conn, key)
+
+
+def plan_table(
+    conn: Connection, table: TableEntry, snapshot_id: int, data_path: str, options: MergeOptions
+) -> list[MergeGroup]:
+    """The groups ``ducklake_merge_adjacent_files`` would merge for one table at the snapshot."""
+    if (scoped_option(conn, "auto_compact", table) or "true").lower() != "true":
+        return []
+    if options.target_file_size is not None:
+        target = options.target_file_size
+    else:
+        configured = scoped_option(conn, "target_file_size", table)
+        target = parse_size(configured, name="target_file_size") if configured else DEFAULT_TARGET_FILE_SIZE
+    limit = options.max_file_size if options.max_file_size is not None else target
+    minimum = options.min_file_size or 0
+    files = [
+        f for f in reader.data_files(conn, table, snapshot_id, data_path) if minimum <= (f.file_size_bytes or 0) < limit
+    ]
+    if len(files) < 2:
+        return []
+    files.sort(key=lambda f: (f.begin_snapshot, f.row_id_start is None, f.row_id_start or 0, f.data_file_id))
+    with_deletes = _files_with_deletes(conn, table.table_id, snapshot_id)
+    versions = _schema_version_ranges(conn, table.table_id)
+    partitions = _partition_values(conn, table.table_id)
+    base = reader.table_path(table, data_path)
+    groups: dict[tuple[Any, ...], list[DataFileEntry]] = {}
+    for f in files:
+        if (f.file_size_bytes or 0) >= target or f.data_file_id in with_deletes or f.mapping_id is not None:
+            continue
+        key = (_version_at(versions, f.begin_snapshot), f.partition_id, partitions.get(f.data_file_id, ()))
+        groups.setdefault(key, []).append(f)
+    out: list[MergeGroup] = []
+    processed = 0
+    max_files = options.max_compacted_files
+    for candidates in groups.values():
+        if len(candidates) <= 1:
+            continue
+        start = 0
+        while start < len(candidates):
+            size, end = 0, start
+            while end < len(candidates) and size < target:
+                file_size = candidates[end].file_size_bytes or 0
+                if file_size >= target:
+                    break
+                size += file_size
+                end += 1
+            if end - start >= 2:
+                out.append(_group(conn, table, base, tuple(candidates[start:end]), partitions))
+                start = end - 1
+            processed += 1
+            start += 1
+            if max_files is not None and processed >= max_files:
+                return out
+    return out
+
+
+def _group(
+    conn: Connection,
+    table: TableEntry,
+    base: str,
+    sources: tuple[DataFileEntry, ...],
+    partitions: dict[int, tuple[str | None, ...]],
+) -> MergeGroup:
+    first = sources[0]
+    # The merged file goes where the first source lives (its partition folder), as the reference does.
+    relative_folder = ""
+    if first.path.startswith(base) and "/" in first.path[len(base) :]:
+        relative_folder = first.path[len(base) :].rsplit("/", 1)[0] + "/"
+    return MergeGroup(
+        table.table_id,
+        f"{table.schema.schema_name}.{table.table_name}",
+        reader.table_schema(conn, table.table_id, first.begin_snapshot),
+        base + relative_folder,
+        relative_folder,
+        sources,
+        first.partition_id,
+        partitions.get(first.data_file_id, ()),
+    )
+
+
+def _files_with_deletes(conn: Connection, table_id: int, snapshot_id: int) -> set[int]:
+    """Data files that ever had a delete file, or have inlined file deletes (merging skips them)."""
+    x = T.ducklake_delete_file
+    out = {int(r[0]) for r in conn.execute(select(x.c.data_file_id).where(x.c.table_id == table_id).distinct())}
+    name = T.inlined_delete_table_name(table_id)
+    if reader.has_table(conn, name):
+        t = T.inlined_delete_table(table_id)
+        query = select(t.c.file_id).where(t.c.begin_snapshot <= snapshot_id).distinct()
+        out |= {int(r[0]) for r in conn.execute(query)}
+    return out
+
+
+def _schema_version_ranges(conn: Connection, table_id: int) -> list[tuple[int, int]]:
+    v = T.ducklake_schema_versions
+    rows = conn.execute(
+        select(v.c.begin_snapshot, v.c.schema_version).where(v.c.table_id == table_id).order_by(v.c.begin_snapshot)
+    )
+    return [(int(r.begin_snapshot), int(r.schema_version)) for r in rows]
+
+
+def _version_at(ranges: list[tuple[int, int]], snapshot_id: int) -> int | None:
+    found = None
+    for begin, version in ranges:
+        if begin > snapshot_id:
+            break
+        found = version
+    return found
+
+
+def _partition_values(conn: Connection, table_id: int) -> dict[int, tuple[str | None, ...]]:
+    p = T.ducklake_file_partition_value
+    out: dict[int, list[str | None]] = {}
+    query = select(p).where(p.c.table_id == table_id).order_by(p.c.data_file_id, p.c.partition_key_index)
+    for r in conn.execute(query):
+        out.setdefault(int(r.data_file_id), []).append(r.partition_value)
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def rewrite_group(group: MergeGroup, storage_options: dict[str, Any] | None = None) -> MergedFile:
+    """Read the group's files and write them as one Parquet file in the group's folder (no catalog access)."""
+    parts = [
+        execute_file_task(FileTask(source, _ALL_ROWS), group.schema, storage_options=storage_options)
+        for source in group.sources
+    ]
+    data = pa.concat_tables(parts)
+    row_ids = data.column(ROWID).combine_chunks().cast(pa.int64())
+    first = group.sources[0].row_id_start
+    contiguous = first is not None and np.array_equal(
+        row_ids.to_numpy(zero_copy_only=False), np.arange(first, first + data.num_rows, dtype=np.int64)
+    )
+    columns = [data.column(i) for i in range(len(group.schema.columns))]
+    fields = [data.schema.field(i) for i in range(len(group.schema.columns))]
+    if not contiguous:
+        columns.append(row_ids)
+        fields.append(_internal_field(INTERNAL_ROW_ID, ROW_ID_FIELD_ID))
+    columns.append(data.column(SNAPSHOT_ID).combine_chunks().cast(pa.int64()))
+    fields.append(_internal_field(INTERNAL_SNAPSHOT_ID, SNAPSHOT_ID_FIELD_ID))
+    name = new_data_file_name()
+    written = write_table(
+        pa.Table.from_arrays(columns, schema=pa.schema(fields)),
+        group.folder + name,
+        stats=stats_function(group.schema),
+        storage_options=storage_options,
+    )
+    return MergedFile(group.relative_folder + name, written, first if contiguous else None)
+
+
+def apply_merge(
+    ctx: CommitContext, tables: dict[int, TableEntry], groups: Sequence[tuple[MergeGroup, MergedFile]]
+) -> None:
+    """Commit merged files: the sources leave the catalog (files scheduled for deletion), the merged file enters.
+
+    Raises:
+        CommitConflictError: a source file was deleted from, removed or compacted since it was planned.
+    """
+    for group, merged in groups:
+        _check_unchanged(ctx, group)
+        table = tables[group.table_id]
+        W.remove_data_files(ctx, [(f.data_file_id, f.path) for f in group.sources])
+        W.add_compacted_file(
+            ctx,
+            table,
+            group.schema,
+            merged.written,
+            relative_path=merged.relative_path,
+            begin_snapshot=group.sources[0].begin_snapshot,
+            row_id_start=merged.row_id_start,
+            partial_max=max(f.partial_max or f.begin_snapshot for f in group.sources),
+            partition_id=group.partition_id,
+            partition_values=group.partition_values,
+        )
+        ctx.changes.merge_adjacent.add(group.table_id)
+
+
+def _check_unchanged(ctx: CommitContext, group: MergeGroup) -> None:
+    ids = [f.data_file_id for f in group.sources]
+    d = T.ducklake_data_file
+    live = ctx.conn.execute(
+        select(func.count()).where(d.c.data_file_id.in_(ids), d.c.end_snapshot.is_(None))
+    ).scalar_one()
+    changed = live != len(ids) or bool(set(ids) & _files_with_deletes(ctx.conn, group.table_id, ctx.snapshot_id))
+    if changed:
+        raise CommitConflictError(
+            f"transaction conflict: files of {group.table_name} being merged were deleted from or compacted by "
+            "another writer; run merge_adjacent_files again"
+        )
+
+
+__all__ = [
+    "DEFAULT_TARGET_FILE_SIZE",
+    "CompactionReport",
+    "MergeGroup",
+    "MergeOptions",
+    "MergedFile",
+    "apply_merge",
+    "group_report",
+    "parse_size",
+    "plan_table",
+    "rewrite_group",
+]

@@ -1,0 +1,417 @@
+"""Expiring snapshots and deleting the files they leave behind, as the reference's ``ducklake_expire_snapshots``
+and ``ducklake_cleanup_old_files`` do.
+
+Expiring removes snapshot rows (never the newest) and then, like ``DuckLakeMetadataManager::DeleteSnapshots``, the
+metadata only they referenced: data and delete files no remaining snapshot can see leave the catalog and are
+scheduled for deletion, dropped tables that no remaining snapshot can see lose all their rows (and inlined tables),
+and so do schemas, views, tags and macros. It writes no snapshot. Time travel to an expired snapshot, and a change
+feed that needs one, fail from then on.
+
+Cleaning up deletes the files in ``ducklake_files_scheduled_for_deletion`` that were scheduled before a cut-off
+(default: the catalog's ``delete_older_than`` option, else two days), then their rows. Readers still working on an
+old snapshot keep their files until then.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from sqlalchemy import Connection, Engine, MetaData, Table, and_, delete, insert, or_, select
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.schema import DropTable
+from sqlalchemy.sql.elements import ColumnElement
+
+from pyspark_ducklake.catalog import reader
+from pyspark_ducklake.catalog import tables as T
+from pyspark_ducklake.catalog.transaction import now_utc
+from pyspark_ducklake.exceptions import CommitFailedError, DataFileError, InvalidOptionError
+from pyspark_ducklake.io.fileio import delete_files, file_size
+from pyspark_ducklake.table.maintenance import MaintenanceReport
+
+DEFAULT_DELETE_OLDER_THAN = "2 days"  # the reference's default for ducklake_cleanup_old_files
+_CHUNK = 500
+_INTERVAL_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]+)")
+_INTERVAL_UNITS = {
+    "microsecond": dt.timedelta(microseconds=1),
+    "us": dt.timedelta(microseconds=1),
+    "millisecond": dt.timedelta(milliseconds=1),
+    "ms": dt.timedelta(milliseconds=1),
+    "second": dt.timedelta(seconds=1),
+    "sec": dt.timedelta(seconds=1),
+    "s": dt.timedelta(seconds=1),
+    "minute": dt.timedelta(minutes=1),
+    "min": dt.timedelta(minutes=1),
+    "m": dt.timedelta(minutes=1),
+    "hour": dt.timedelta(hours=1),
+    "h": dt.timedelta(hours=1),
+    "day": dt.timedelta(days=1),
+    "d": dt.timedelta(days=1),
+    "week": dt.timedelta(weeks=1),
+    "w": dt.timedelta(weeks=1),
+    "month": dt.timedelta(days=30),
+    "year": dt.timedelta(days=365),
+}
+
+When = dt.datetime | dt.timedelta | str
+
+
+def parse_interval(text: str, *, name: str) -> dt.timedelta:
+    """A DuckDB-style interval such as ``'2 days'``, ``'1 week'`` or ``'1 hour 30 minutes'``.
+
+    Raises:
+        InvalidOptionError: not an interval.
+    """
+    value = text.strip().lower()
+    parts = _INTERVAL_PART.findall(value)
+    total = dt.timedelta(0)
+    for number, unit in parts:
+        key = unit[:-1] if unit.endswith("s") and unit[:-1] in _INTERVAL_UNITS else unit
+        if key not in _INTERVAL_UNITS:
+            parts = []
+            break
+        total += float(number) * _INTERVAL_UNITS[key]
+    if not parts or _INTERVAL_PART.sub("", value).strip():
+        raise InvalidOptionError(f"could not parse option {name} as an interval (e.g. '2 days'): {text!r}")
+    return total
+
+
+def cutoff_time(when: When, *, name: str) -> dt.datetime:
+    """An aware cut-off time from a datetime (naive means UTC), an ISO string, or an age before now.
+
+    Raises:
+        InvalidOptionError: an unparseable string.
+    """
+    if isinstance(when, dt.timedelta):
+        return now_utc() - when
+    if isinstance(when, str):
+        try:
+            when = dt.datetime.fromisoformat(when)
+        except ValueError as e:
+            raise InvalidOptionError(f"could not parse option {name} as an ISO timestamp: {when!r}") from e
+    return when if when.tzinfo is not None else when.replace(tzinfo=dt.timezone.utc)
+
+
+@dataclass(frozen=True)
+class ExpireReport(MaintenanceReport):
+    """Snapshots expired (or, in a dry run, that would be) and what that scheduled for deletion."""
+
+    operation: ClassVar[str] = "expire_snapshots"
+    snapshots: tuple[int, ...] = ()
+    files_scheduled: tuple[str, ...] = ()
+    bytes_scheduled: int = 0
+    tables_removed: tuple[int, ...] = ()
+    not_found: tuple[int, ...] = ()
+
+    def summary(self) -> str:
+        if not self.snapshots:
+            return "expire_snapshots: no snapshot to expire"
+        verb = "would expire" if self.dry_run else "expired"
+        ids = ", ".join(str(s) for s in self.snapshots[:20]) + (", ..." if len(self.snapshots) > 20 else "")
+        return (
+            f"expire_snapshots: {verb} {len(self.snapshots)} snapshots ({ids}); "
+            f"{len(self.files_scheduled)} files ({self.bytes_scheduled} bytes) scheduled for deletion"
+        )
+
+
+@dataclass(frozen=True)
+class CleanupReport(MaintenanceReport):
+    """Files scheduled for deletion that were deleted (or, in a dry run, would be)."""
+
+    operation: ClassVar[str] = "cleanup_old_files"
+    files: tuple[str, ...] = ()
+    bytes: int = 0
+    missing: tuple[str, ...] = ()  # already gone from storage: only their rows were removed
+    failed: tuple[str, ...] = ()  # could not be deleted: their rows stay for the next run
+    still_referenced: tuple[str, ...] = ()  # a data or delete file row still points at them: kept
+    cutoff: str | None = None
+
+    def summary(self) -> str:
+        verb = "would delete" if self.dry_run else "deleted"
+        text = f"cleanup_old_files: {verb} {len(self.files)} files ({self.bytes} bytes)"
+        if self.cutoff:
+            text += f" scheduled before {self.cutoff}"
+        for label, items in (
+            ("already missing", self.missing),
+            ("could not be deleted", self.failed),
+            ("still referenced, kept", self.still_referenced),
+        ):
+            if items:
+                text += f"; {len(items)} {label}"
+        return text
+
+
+def _unreferenced(table: Table) -> ColumnElement[bool]:
+    """Rows ended before every remaining snapshot could see them: no snapshot in ``[begin, end)``."""
+    s = T.ducklake_snapshot
+    visible_somewhere = (
+        select(s.c.snapshot_id)
+        .where(s.c.snapshot_id >= table.c.begin_snapshot, s.c.snapshot_id < table.c.end_snapshot)
+        .exists()
+    )
+    return and_(table.c.end_snapshot.is_not(None), ~visible_somewhere)
+
+
+def expire_snapshots(
+    engine: Engine,
+    data_path: str,
+    *,
+    older_than: When | None = None,
+    versions: Sequence[int] | None = None,
+    dry_run: bool = False,
+) -> ExpireReport:
+    """Expire the snapshots committed before ``older_than``, or those in ``versions``, in one catalog transaction.
+
+    With neither, the catalog's ``expire_older_than`` option (an interval) applies, and without it nothing happens,
+    as in the reference. The newest snapshot is never expired. A dry run makes the same changes and rolls them back.
+
+    Raises:
+        InvalidOptionError: both criteria, an unparseable value, or ``versions`` naming the current snapshot.
+        CommitFailedError: the catalog refused the change; nothing was expired.
+    """
+    if older_than is not None and versions is not None:
+        raise InvalidOptionError("expire_snapshots: pass either older_than or versions, not both")
+    try:
+        with engine.connect().execution_options(ducklake_write=True) as conn:
+            transaction = conn.begin()
+            try:
+                report = _expire(conn, data_path, older_than, versions, dry_run)
+            except BaseException:
+                transaction.rollback()
+                raise
+            if dry_run:
+                transaction.rollback()
+            else:
+                transaction.commit()
+    except DBAPIError as e:
+        raise CommitFailedError(f"expire_snapshots failed, nothing was expired: {e.orig}; run it again") from e
+    report.log()
+    return report
+
+
+def _expire(
+    conn: Connection, data_path: str, older_than: When | None, versions: Sequence[int] | None, dry_run: bool
+) -> ExpireReport:
+    s = T.ducklake_snapshot
+    rows = conn.execute(select(s.c.snapshot_id, s.c.snapshot_time).order_by(s.c.snapshot_id)).all()
+    latest = rows[-1].snapshot_id if rows else None
+    not_found: tuple[int, ...] = ()
+    if versions is not None:
+        wanted = {int(v) for v in versions}
+        if latest in wanted:
+            raise InvalidOptionError(
+                f"cannot expire snapshot {latest}: it is the current snapshot of the lake; expire older ones"
+            )
+        existing = {r.snapshot_id for r in rows}
+        chosen = sorted(wanted & existing)
+        not_found = tuple(sorted(wanted - existing))
+    else:
+        if older_than is None:
+            configured = reader.metadata_value(conn, "expire_older_than")
+            if not configured:
+                return ExpireReport(dry_run=dry_run)
+            older_than = parse_interval(configured, name="expire_older_than")
+        cutoff = cutoff_time(older_than, name="older_than")
+        chosen = [
+            r.snapshot_id
+            for r in rows
+            if r.snapshot_id != latest and r.snapshot_time is not None and r.snapshot_time < cutoff
+        ]
+    if not chosen:
+        return ExpireReport(dry_run=dry_run, not_found=not_found)
+    for table in (T.ducklake_snapshot, T.ducklake_snapshot_changes):
+        for i in range(0, len(chosen), _CHUNK):
+            conn.execute(delete(table).where(table.c.snapshot_id.in_(chosen[i : i + _CHUNK])))
+    dirs = _table_dirs(conn, data_path)
+    gone_tables = _unreachable_tables(conn)
+    scheduled: list[str] = []
+    size = 0
+
+    d = T.ducklake_data_file
+    cond = _unreferenced(d)
+    if gone_tables:
+        cond = or_(d.c.table_id.in_(gone_tables), cond)
+    files = conn.execute(
+        select(d.c.data_file_id, d.c.table_id, d.c.path, d.c.path_is_relative, d.c.file_size_bytes).where(cond)
+    ).all()
+    file_ids = [int(r.data_file_id) for r in files]
+    for table in (
+        T.ducklake_data_file,
+        T.ducklake_file_column_stats,
+        T.ducklake_file_variant_stats,
+        T.ducklake_file_partition_value,
+    ):
+        for i in range(0, len(file_ids), _CHUNK):
+            conn.execute(delete(table).where(table.c.data_file_id.in_(file_ids[i : i + _CHUNK])))
+
+    x = T.ducklake_delete_file
+    cond = _unreferenced(x)
+    if gone_tables:
+        cond = or_(x.c.table_id.in_(gone_tables), cond)
+    deletes = {r.delete_file_id: r for r in conn.execute(select(x).where(cond))}
+    for i in range(0, len(file_ids), _CHUNK):
+        for r in conn.execute(select(x).where(x.c.data_file_id.in_(file_ids[i : i + _CHUNK]))):
+            deletes[r.delete_file_id] = r
+    delete_ids = sorted(deletes)
+    for i in range(0, len(delete_ids), _CHUNK):
+        conn.execute(delete(x).where(x.c.delete_file_id.in_(delete_ids[i : i + _CHUNK])))
+
+    to_schedule = [(r.data_file_id, r.table_id, r.path, r.path_is_relative, r.file_size_bytes) for r in files]
+    to_schedule += [
+        (r.delete_file_id, r.table_id, r.path, r.path_is_relative, r.file_size_bytes) for r in deletes.values()
+    ]
+    rows_out = []
+    for file_id, table_id, path, relative, nbytes in to_schedule:
+        full = reader.resolve(dirs.get(table_id, data_path), path, relative)
+        inside = full.startswith(data_path)
+        scheduled.append(full)
+        size += nbytes or 0
+        rows_out.append(
+            {
+                "data_file_id": file_id,
+                "path": full[len(data_path) :] if inside else full,
+                "path_is_relative": inside,
+                "schedule_start": now_utc(),
+            }
+        )
+    if rows_out:
+        conn.execute(insert(T.ducklake_files_scheduled_for_deletion), rows_out)
+    if gone_tables:
+        _drop_tables(conn, gone_tables)
+    _drop_unreachable_entries(conn)
+    return ExpireReport(
+        dry_run=dry_run,
+        snapshots=tuple(chosen),
+        files_scheduled=tuple(scheduled),
+        bytes_scheduled=size,
+        tables_removed=tuple(gone_tables),
+        not_found=not_found,
+    )
+
+
+def _table_dirs(conn: Connection, data_path: str) -> dict[int, str]:
+    """Every table's folder (dropped ones too), for resolving relative file paths."""
+    schemas = {
+        r.schema_id: reader.resolve(data_path, r.path or "", r.path_is_relative is not False)
+        for r in conn.execute(select(T.ducklake_schema))
+    }
+    out: dict[int, str] = {}
+    for r in conn.execute(select(T.ducklake_table)):
+        base = schemas.get(r.schema_id, data_path)
+        path = reader.resolve(base, r.path or "", r.path_is_relative is not False)
+        out[int(r.table_id)] = path if path.endswith("/") else path + "/"
+    return out
+
+
+def _unreachable_tables(conn: Connection) -> list[int]:
+    """Dropped tables that no remaining snapshot can see (every row of the table id ended and unreferenced)."""
+    t = T.ducklake_table
+    all_ids = {int(r[0]) for r in conn.execute(select(t.c.table_id).distinct())}
+    reachable = {int(r[0]) for r in conn.execute(select(t.c.table_id).where(~_unreferenced(t)).distinct())}
+    return sorted(all_ids - reachable)
+
+
+def _drop_tables(conn: Connection, table_ids: list[int]) -> None:
+    i = T.ducklake_inlined_data_tables
+    names = [r[0] for r in conn.execute(select(i.c.table_name).where(i.c.table_id.in_(table_ids)))]
+    names += [T.inlined_delete_table_name(tid) for tid in table_ids]
+    for table in (
+        T.ducklake_table,
+        T.ducklake_table_stats,
+        T.ducklake_table_column_stats,
+        T.ducklake_partition_info,
+        T.ducklake_partition_column,
+        T.ducklake_column,
+        T.ducklake_column_tag,
+        T.ducklake_sort_info,
+        T.ducklake_sort_expression,
+        T.ducklake_schema_versions,
+        T.ducklake_inlined_data_tables,
+        T.ducklake_column_mapping,
+    ):
+        conn.execute(delete(table).where(table.c.table_id.in_(table_ids)))
+    for name in names:
+        conn.execute(DropTable(Table(name, MetaData()), if_exists=True))
+
+
+def _drop_unreachable_entries(conn: Connection) -> None:
+    for table in (T.ducklake_schema, T.ducklake_view, T.ducklake_tag, T.ducklake_macro):
+        conn.execute(delete(table).where(_unreferenced(table)))
+    m = T.ducklake_macro
+    for table in (T.ducklake_macro_impl, T.ducklake_macro_parameters):
+        conn.execute(
+            delete(table).where(table.c.macro_id.not_in(select(m.c.macro_id).where(m.c.macro_id.is_not(None))))
+        )
+    c, n = T.ducklake_column_mapping, T.ducklake_name_mapping
+    conn.execute(delete(n).where(n.c.mapping_id.not_in(select(c.c.mapping_id).where(c.c.mapping_id.is_not(None)))))
+
+
+def cleanup_old_files(
+    engine: Engine,
+    data_path: str,
+    *,
+    older_than: When | None = None,
+    cleanup_all: bool = False,
+    dry_run: bool = False,
+    storage_options: dict[str, Any] | None = None,
+) -> CleanupReport:
+    """Delete the files scheduled for deletion before ``older_than`` (or all of them with ``cleanup_all``).
+
+    Without either, the catalog's ``delete_older_than`` option applies (default two days). A scheduled file that a
+    data or delete file row still references is kept. Files are deleted first, then their rows; a file that cannot
+    be deleted keeps its row for the next run.
+
+    Raises:
+        InvalidOptionError: both ``older_than`` and ``cleanup_all``, or an unparseable value.
+    """
+    if older_than is not None and cleanup_all:
+        raise InvalidOptionError("cleanup_old_files: pass either older_than or cleanup_all, not both")
+    f = T.ducklake_files_scheduled_for_deletion
+    with engine.connect() as conn:
+        cutoff: dt.datetime | None = None
+        if not cleanup_all:
+            if older_than is None:
+                configured = reader.metadata_value(conn, "delete_older_than") or DEFAULT_DELETE_OLDER_THAN
+                older_than = parse_interval(configured, name="delete_older_than")
+            cutoff = cutoff_time(older_than, name="older_than")
+        rows = conn.execute(select(f.c.data_file_id, f.c.path, f.c.path_is_relative, f.c.schedule_start)).all()
+        referenced = reader.all_referenced_paths(conn, data_path, include_scheduled=False)
+    due = [
+        (r, reader.resolve(data_path, r.path, r.path_is_relative))
+        for r in rows
+        if cutoff is None or (r.schedule_start is not None and r.schedule_start < cutoff)
+    ]
+    kept = tuple(p for _, p in due if p in referenced)
+    due = [(r, p) for r, p in due if p not in referenced]
+    sizes: dict[str, int] = {}
+    for _, path in due:
+        try:
+            sizes[path] = file_size(path, storage_options)
+        except DataFileError:
+            continue  # already gone: only the row is left to remove
+    failed: set[str] = set()
+    if not dry_run and due:
+        failed = set(delete_files(list(sizes), storage_options))
+        done = [r for r, p in due if p not in failed]
+        with engine.connect().execution_options(ducklake_write=True) as conn, conn.begin():
+            ids = [int(r.data_file_id) for r in done if r.data_file_id is not None]
+            for i in range(0, len(ids), _CHUNK):
+                conn.execute(delete(f).where(f.c.data_file_id.in_(ids[i : i + _CHUNK])))
+            for r in done:
+                if r.data_file_id is None:
+                    conn.execute(delete(f).where(f.c.data_file_id.is_(None), f.c.path == r.path))
+    deleted = [p for p in sizes if p not in failed]
+    report = CleanupReport(
+        dry_run=dry_run,
+        files=tuple(deleted),
+        bytes=sum(sizes[p] for p in deleted),
+        missing=tuple(p for _, p in due if p not in sizes),
+        failed=tuple(sorted(failed)),
+        still_referenced=kept,
+        cutoff=None if cutoff is None else cutoff.isoformat(),
+    )
+    report.log()
+    return report

@@ -1,0 +1,62 @@
+"""Maintenance with Spark: the merge's rewriting as a Spark job; the change-feed stream after our expiry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import SparkSession
+
+import pyspark_ducklake as pdl
+from pyspark_ducklake.batch.maintenance import merge_adjacent_files
+from pyspark_ducklake.options import LakeConfig
+from pyspark_ducklake.streaming.source import DataLossError, DuckLakeChangeFeedReader, feed_schema
+from tests.support.compare import canonical_rows
+
+SCHEMA = pa.schema([("id", pa.int64()), ("k", pa.string())])
+
+
+def rows(start: int, n: int, k: str) -> pa.Table:
+    return pa.table({"id": list(range(start, start + n)), "k": [k] * n}, schema=SCHEMA)
+
+
+def test_spark_job_rewrites_the_groups(spark: SparkSession, sqlite_catalog: Any) -> None:
+    catalog = sqlite_catalog
+    lake = pdl.connect(catalog.url, catalog.data_path, data_inlining_row_limit=0)
+    lake.create_table("main.s", SCHEMA, partition_by=["k"])
+    snaps = [
+        lake.append("main.s", pa.concat_tables([rows(i * 10, 5, "a"), rows(i * 10 + 5, 5, "b")])) for i in range(3)
+    ]
+    history = {
+        s: canonical_rows(lake.scan("main.s", snapshot=s, columns=["rowid", "snapshot_id", "id", "k"])) for s in snaps
+    }
+    report = merge_adjacent_files(spark, "main.s", catalog=catalog.url, target_file_size="1MB")
+    assert (report.files_processed, report.files_created) == (6, 2)  # one task (and file) per partition
+    assert report.snapshot_id == snaps[-1] + 1
+    for s, expected in history.items():
+        assert canonical_rows(lake.scan("main.s", snapshot=s, columns=["rowid", "snapshot_id", "id", "k"])) == expected
+    assert len(lake.table_changes("main.s", 1, report.snapshot_id)) == 30  # inserts only; the merge emits nothing
+    lake.close()
+
+
+def test_stream_fails_on_snapshots_our_expiry_removed(sqlite_catalog: Any) -> None:
+    catalog = sqlite_catalog
+    lake = pdl.connect(catalog.url, catalog.data_path)
+    lake.create_table("main.f", SCHEMA)
+    done = lake.append("main.f", rows(0, 3, "a"))
+    later = [lake.append("main.f", rows(10 + i, 1, "a")) for i in range(3)]
+    lake.expire_snapshots(versions=later[:2])
+    config = LakeConfig.resolve({"catalog": catalog.url})
+    table = lake.table("main.f").table_schema
+    for fail, expected in (("true", None), ("false", later[-1])):
+        stream = DuckLakeChangeFeedReader(
+            config, "main.f", {"startingSnapshot": "1", "failOnDataLoss": fail}, feed_schema(table)
+        )
+        if expected is None:
+            with pytest.raises(DataLossError, match=f"needs snapshots {later[0]}..{later[1]}"):
+                stream.partitions({"snapshot_id": done}, {"snapshot_id": later[-1]})
+        else:  # skips ahead with a warning
+            (part,) = stream.partitions({"snapshot_id": done}, {"snapshot_id": later[-1]})
+            assert (part.first, part.last) == (expected, expected)
+    lake.close()
