@@ -80,11 +80,30 @@ def attach_sql(attach: str, data_path: str, alias: str = "lake", inlining_row_li
 
 
 def open_in_duckdb(lake: Any, alias: str = "lake") -> Any:
-    """A DuckDB connection with ``lake`` (a :class:`pyspark_ducklake.Lake`) attached as ``alias``."""
+    """A DuckDB connection with ``lake`` (a :class:`pyspark_ducklake.Lake`) attached as ``alias``.
+
+    For an ``s3://`` data path it also loads ``httpfs`` (the ``duckdb-extension-httpfs`` wheel) and creates a
+    temporary S3 secret from the lake's storage options and the ``AWS_*`` environment.
+    """
     con = connect_duckdb()
     try:
+        if lake.data_path.startswith(("s3://", "s3a://")):
+            add_s3_secret(con, lake.storage_options)
         con.execute(attach_sql(lake.location.duckdb_attach(), lake.data_path, alias))
     except BaseException:
         con.close()
         raise
     return con
+
+
+def add_s3_secret(con: Any, storage_options: dict[str, Any] | None = None, name: str = "ducklake_s3") -> None:
+    """Load ``httpfs`` into ``con`` and create a temporary S3 secret from s3fs options and the environment.
+
+    Raises:
+        NotInstalledError: the ``duckdb-extension-httpfs`` wheel is missing.
+    """
+    from pyspark_ducklake.io.storage import duckdb_secret_params
+
+    con.execute(f"LOAD {sql_string(extension_path('duckdb_extension_httpfs', 'httpfs'))}")
+    params = ["TYPE s3", *(f"{k} {sql_string(v)}" for k, v in duckdb_secret_params(storage_options).items())]
+    con.execute(f"CREATE OR REPLACE TEMPORARY SECRET {sql_identifier(name)} ({', '.join(params)})")

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark_ducklake.catalog.transaction import RetryConfig
 from pyspark_ducklake.exceptions import InvalidOptionError, LakeNotConfiguredError
+from pyspark_ducklake.io.storage import CONF_KEYS as S3_CONF_KEYS
+from pyspark_ducklake.io.storage import s3_settings_from_options, s3fs_options
 
 CATALOG = "catalog"
 DATA_PATH = "dataPath"
@@ -16,11 +18,14 @@ DATA_INLINING_ROW_LIMIT = "data_inlining_row_limit"
 MAX_RETRY_COUNT = "max_retry_count"
 RETRY_WAIT_MS = "retry_wait_ms"
 RETRY_BACKOFF = "retry_backoff"
+RECONNECT_TIMEOUT = "reconnect_timeout"
 
 SPARK_CONF_CATALOG = "spark.ducklake.catalog"
 SPARK_CONF_DATA_PATH = "spark.ducklake.dataPath"
 ENV_CATALOG = "DUCKLAKE_CATALOG"
 ENV_DATA_PATH = "DUCKLAKE_DATA_PATH"
+# Spark conf keys a lake reads: where it is and the object-store settings (spark.ducklake.s3.*).
+SPARK_CONF_KEYS = (SPARK_CONF_CATALOG, SPARK_CONF_DATA_PATH, *S3_CONF_KEYS)
 
 
 def _get(options: Mapping[str, str], key: str) -> str | None:
@@ -77,7 +82,14 @@ def retry_config(options: Mapping[str, str]) -> RetryConfig:
         max_retry_count=option_as_int(options, MAX_RETRY_COUNT, d.max_retry_count, minimum=0) or 0,
         retry_wait_ms=option_as_int(options, RETRY_WAIT_MS, d.retry_wait_ms, minimum=0) or 0,
         retry_backoff=option_as_float(options, RETRY_BACKOFF, d.retry_backoff),
+        reconnect_timeout=option_as_float(options, RECONNECT_TIMEOUT, d.reconnect_timeout),
     )
+
+
+def _s3_settings(options: Mapping[str, str], conf: Callable[[str], str | None]) -> tuple[tuple[str, str], ...]:
+    settings = s3_settings_from_options(options, conf)
+    s3fs_options(settings)  # a bad value fails here, on the driver, not later in a task
+    return tuple(sorted(settings.items()))
 
 
 @dataclass(frozen=True)
@@ -89,6 +101,13 @@ class LakeConfig:
     data_inlining_row_limit: int | None
     retry: RetryConfig
     catalog_source: str
+    # ducklake.s3.* settings from options and Spark conf (secrets: never in the repr)
+    s3: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+
+    @property
+    def storage_options(self) -> dict[str, Any] | None:
+        """fsspec (s3fs) options for the data path; the environment's ``AWS_*`` fill in what is not set."""
+        return s3fs_options(dict(self.s3)) or None
 
     @classmethod
     def resolve(
@@ -124,15 +143,15 @@ class LakeConfig:
             data_inlining_row_limit=option_as_int(options, DATA_INLINING_ROW_LIMIT, None, minimum=0),
             retry=retry_config(options),
             catalog_source=source,
+            s3=_s3_settings(options, conf),
         )
 
     def connect(self, **kwargs: Any) -> Any:
         from pyspark_ducklake.lake import Lake
 
-        return Lake(
-            self.catalog,
-            self.data_path,
-            data_inlining_row_limit=self.data_inlining_row_limit,
-            retry=self.retry,
-            **kwargs,
-        )
+        settings: dict[str, Any] = {
+            "data_inlining_row_limit": self.data_inlining_row_limit,
+            "retry": self.retry,
+            "storage_options": self.storage_options,
+        }
+        return Lake(self.catalog, self.data_path, **{**settings, **kwargs})

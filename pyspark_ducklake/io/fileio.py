@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import posixpath
 import threading
@@ -11,6 +12,7 @@ import fsspec
 from fsspec.core import url_to_fs
 
 from pyspark_ducklake.exceptions import DataFileError, NotInstalledError
+from pyspark_ducklake.io.storage import S3_PROTOCOLS, describe_error, with_env_defaults
 
 log = logging.getLogger(__name__)
 
@@ -24,8 +26,12 @@ def filesystem(path: str, storage_options: dict[str, Any] | None = None) -> tupl
     Raises:
         NotInstalledError: the protocol's fsspec implementation is missing (e.g. s3fs).
     """
-    opts = storage_options or {}
     protocol = path.split("://", 1)[0] if "://" in path else "file"
+    opts = storage_options or {}
+    if protocol in S3_PROTOCOLS:
+        opts = with_env_defaults(opts)
+        # Other processes (executors, other writers) add files: a cached listing would hide them from reads.
+        opts.setdefault("use_listings_cache", False)
     key = (protocol, tuple(sorted((k, repr(v)) for k, v in opts.items())))
     with _lock:
         fs = _cache.get(key)
@@ -56,8 +62,8 @@ def delete_files(paths: list[str], storage_options: dict[str, Any] | None = None
         try:
             if fs.exists(p):
                 fs.rm_file(p)
-        except OSError as e:
-            log.warning("could not delete %s: %s", path, e)
+        except Exception as e:  # any store failure: the file stays, an orphan that maintenance removes later
+            log.warning("could not delete %s: %s", path, describe_error(e, storage_options))
             failed.append(path)
     return failed
 
@@ -68,3 +74,35 @@ def file_size(path: str, storage_options: dict[str, Any] | None = None) -> int:
         return int(fs.size(p))
     except FileNotFoundError as e:
         raise DataFileError(f"data file {path} is missing; the lake is damaged or its data_path moved") from e
+
+
+def list_files(root: str, storage_options: dict[str, Any] | None = None) -> list[tuple[str, dt.datetime | None]]:
+    """Every file under the folder or URL ``root``, spelled as ``root`` spells paths (``s3://bucket/...`` stays a
+    URL, a local folder stays a path), with its modification time when the store gives one. A missing root is empty.
+    """
+    fs, p = filesystem(root, storage_options)
+    prefix = root.split("://", 1)[0] + "://" if "://" in root and not root.startswith("file://") else ""
+    try:
+        found = fs.find(p, detail=True)
+    except FileNotFoundError:
+        return []
+    out = []
+    for path, info in sorted(found.items()):
+        if info.get("type", "file") != "file":
+            continue
+        out.append((path if not prefix or path.startswith(prefix) else prefix + path.lstrip("/"), _mtime(info)))
+    return out
+
+
+def _mtime(info: dict[str, Any]) -> dt.datetime | None:
+    for key in ("mtime", "LastModified", "last_modified", "updated"):
+        value = info.get(key)
+        if value is None:
+            continue
+        if isinstance(value, dt.datetime):
+            return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+        try:
+            return dt.datetime.fromtimestamp(float(value), dt.timezone.utc)
+        except (TypeError, ValueError):
+            continue
+    return None

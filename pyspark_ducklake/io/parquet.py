@@ -187,14 +187,7 @@ def _write_file(
     else:
         with fs.open(p, "wb") as raw:
             out = _TailKeeper(raw)
-            writer = pq.ParquetWriter(
-                out,
-                table.schema,
-                compression=compression,
-                use_compliant_nested_type=True,
-                store_schema=False,
-                write_statistics=True,
-            )
+            writer = _parquet_writer(out, table.schema, compression, True)
             writer.write_table(table, row_group_size=ROW_GROUP_SIZE)
             writer.close()
             metadata = writer.writer.metadata
@@ -202,6 +195,18 @@ def _write_file(
         size = out.written
         footer_size = struct.unpack("<I", out.tail[:4])[0]
     return size, footer_size, metadata
+
+
+def _parquet_writer(sink: Any, schema: pa.Schema, compression: str, statistics: bool | list[str]) -> pq.ParquetWriter:
+    """pyarrow's writer set up as DuckLake files need: compliant nested names, no Arrow schema blob."""
+    return pq.ParquetWriter(
+        sink,
+        schema,
+        compression=compression,
+        use_compliant_nested_type=True,
+        store_schema=False,
+        write_statistics=statistics,
+    )
 
 
 class _TailKeeper:
@@ -339,14 +344,7 @@ def _interval_file_bytes(table: pa.Table, intervals: list[str], compression: str
     converted = pa.Table.from_arrays(columns, schema=pa.schema(fields, table.schema.metadata))
     with_stats = [p for p in _leaf_paths(converted.schema) if p not in wanted]
     sink = pa.BufferOutputStream()
-    writer = pq.ParquetWriter(
-        sink,
-        converted.schema,
-        compression=compression,
-        use_compliant_nested_type=True,
-        store_schema=False,
-        write_statistics=with_stats or False,
-    )
+    writer = _parquet_writer(sink, converted.schema, compression, with_stats or False)
     writer.write_table(converted, row_group_size=ROW_GROUP_SIZE)
     writer.close()
     return mark_interval_columns(sink.getvalue().to_pybytes(), wanted)
