@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyspark_ducklake.catalog.location import redact_location
 from pyspark_ducklake.catalog.transaction import RetryConfig
 from pyspark_ducklake.exceptions import InvalidOptionError, LakeNotConfiguredError
 from pyspark_ducklake.io.storage import CONF_KEYS as S3_CONF_KEYS
@@ -103,6 +104,14 @@ class LakeConfig:
     catalog_source: str
     # ducklake.s3.* settings from options and Spark conf (secrets: never in the repr)
     s3: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+
+    def __repr__(self) -> str:
+        # the catalog URL may carry a password and the s3 settings secrets: neither appears
+        return (
+            f"LakeConfig(catalog={redact_location(self.catalog)!r}, data_path={self.data_path!r}, "
+            f"data_inlining_row_limit={self.data_inlining_row_limit!r}, retry={self.retry!r}, "
+            f"catalog_source={self.catalog_source!r})"
+        )
 
     @property
     def storage_options(self) -> dict[str, Any] | None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +54,16 @@ class CatalogLocation:
             )
             return f"ducklake:postgres:{dsn}"
         return make_url(self.url).render_as_string(hide_password=True)
+
+
+def redact_location(location: str) -> str:
+    """A catalog location as the user spelled it, with any password hidden (for reprs, messages and logs)."""
+    try:
+        return parse_location(location).redacted()
+    except Exception:
+        # not parseable: hide anything that looks like a password rather than echo it
+        text = re.sub(r"password=\S*", "password=***", location)
+        return re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", text)
 
 
 def parse_location(location: str) -> CatalogLocation:
@@ -142,6 +154,16 @@ def _sqlite_explicit_transactions(engine: Engine) -> None:
         dbapi_connection.isolation_level = None
         cur = dbapi_connection.cursor()
         cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        # WAL: readers (DuckDB too) neither block nor wait for a commit; in the default rollback journal a reader
+        # sees a new snapshot up to a second late and holds commits back. Only for a DuckLake catalog (never
+        # another application's database or an empty file); persistent, so set once per file; when the switch
+        # cannot get its lock the catalog keeps working in its current mode.
+        cur.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ducklake_snapshot'")
+        if cur.fetchone() is not None:
+            try:
+                cur.execute("PRAGMA journal_mode=WAL")
+            except sqlite3.OperationalError:
+                pass
         cur.close()
 
     @event.listens_for(engine, "begin")

@@ -41,3 +41,18 @@ def test_retry_options_parse() -> None:
         {"catalog": "c", "MAX_RETRY_COUNT": "3", "retry_wait_ms": "7", "retry_backoff": "2"}, None, {}
     )
     assert (c.retry.max_retry_count, c.retry.retry_wait_ms, c.retry.retry_backoff) == (3, 7, 2.0)
+
+
+@pytest.mark.parametrize(
+    "catalog",
+    [
+        "postgresql://writer:s3cretpw@db.example/lake",
+        "ducklake:postgres:dbname=lake host=db.example password=s3cretpw",
+        "nonsense://writer:s3cretpw@db.example",
+    ],
+)
+def test_lake_config_repr_hides_the_catalog_password(catalog: str) -> None:
+    config = LakeConfig.resolve({"catalog": catalog})
+    assert "s3cretpw" not in repr(config)
+    assert "***" in repr(config)
+    assert config.catalog == catalog  # the real value is still there to connect with
