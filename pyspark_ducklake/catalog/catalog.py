@@ -7,6 +7,7 @@ import uuid
 from dataclasses import dataclass
 
 from sqlalchemy import Engine, insert, inspect
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from pyspark_ducklake.catalog import reader
@@ -70,6 +71,8 @@ def open_catalog(
         InvalidOptionError: a new catalog needs a data path and none was given.
     """
     loc = location if isinstance(location, CatalogLocation) else parse_location(location)
+    sqlite_file = make_url(loc.url).database if loc.backend == "sqlite" else None
+    new_file = sqlite_file is not None and not os.path.exists(sqlite_file)
     engine = create_catalog_engine(loc)
     try:
         with engine.connect() as conn:
@@ -94,6 +97,8 @@ def open_catalog(
         if not create:
             raise NotADuckLakeCatalogError(f"{loc.redacted()} holds no DuckLake catalog (no ducklake_metadata table)")
         if data_path is None:
+            if new_file and sqlite_file is not None and os.path.getsize(sqlite_file) == 0:
+                os.remove(sqlite_file)  # leave nothing behind: connecting made the empty file
             raise InvalidOptionError(
                 f"catalog {loc.redacted()} is new: pass data_path (a folder or URL for the Parquet files) to create it"
             )

@@ -43,6 +43,8 @@ class RetryConfig:
     max_retry_count: int = 10
     retry_wait_ms: int = 100
     retry_backoff: float = 1.5
+    # Seconds to keep probing an unreachable catalog (refused or lost connections) before giving up.
+    reconnect_timeout: float = 60.0
 
     def __post_init__(self) -> None:
         if self.max_retry_count < 0:
@@ -51,6 +53,8 @@ class RetryConfig:
             raise InvalidOptionError(f"option 'retry_wait_ms' must be >= 0, got {self.retry_wait_ms}")
         if self.retry_backoff < 1.0:
             raise InvalidOptionError(f"option 'retry_backoff' must be >= 1.0, got {self.retry_backoff}")
+        if not self.reconnect_timeout >= 0:
+            raise InvalidOptionError(f"option 'reconnect_timeout' must be seconds >= 0, got {self.reconnect_timeout}")
 
     def wait_seconds(self, attempt: int) -> float:
         return self.retry_wait_ms / 1000.0 * random.uniform(0.5, 1.0) * self.retry_backoff**attempt
@@ -58,6 +62,10 @@ class RetryConfig:
 
 class SkipCommit(Exception):
     """Raised by an apply function to end the attempt without committing (e.g. an idempotent replay)."""
+
+
+def now_utc() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
 
 
 @dataclass
@@ -78,6 +86,7 @@ class CommitContext:
     # Files written while the attempt runs (e.g. a flush); removed when the attempt definitely failed.
     attempt_files: list[str] = field(default_factory=list)
     storage_options: dict[str, Any] | None = None
+    snapshot_time: dt.datetime = field(default_factory=now_utc)
 
     def allocate_catalog_id(self) -> int:
         value = self.next_catalog_id
@@ -112,10 +121,6 @@ class CommitResult:
     snapshot_id: int | None
     attempts: int
     skipped: bool = False
-
-
-def now_utc() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
 
 
 def run_commit(
@@ -164,8 +169,7 @@ def run_commit(
             conn = engine.connect().execution_options(ducklake_write=True)
         except DBAPIError as e:
             last_error = e
-            if attempt == retry.max_retry_count:
-                raise CatalogUnreachableError(f"cannot connect to the catalog to commit: {e.orig}") from e
+            wait_for_catalog(engine, retry, e)
             continue
         with conn:
             committing = False
@@ -188,7 +192,7 @@ def run_commit(
                     conn.execute(
                         insert(T.ducklake_snapshot).values(
                             snapshot_id=ctx.snapshot_id,
-                            snapshot_time=now_utc(),
+                            snapshot_time=ctx.snapshot_time,
                             schema_version=head.schema_version,
                             next_catalog_id=head.next_catalog_id,
                             next_file_id=head.next_file_id,
@@ -205,15 +209,17 @@ def run_commit(
                                     f"transaction conflict with snapshot {other.snapshot_id}: {reason}; "
                                     "re-read the table and retry the operation"
                                 )
-                    conn.execute(
-                        update(T.ducklake_snapshot)
-                        .where(T.ducklake_snapshot.c.snapshot_id == ctx.snapshot_id)
-                        .values(
-                            schema_version=ctx.schema_version,
-                            next_catalog_id=ctx.next_catalog_id,
-                            next_file_id=ctx.next_file_id,
+                    counters = (ctx.schema_version, ctx.next_catalog_id, ctx.next_file_id)
+                    if counters != (head.schema_version, head.next_catalog_id, head.next_file_id):
+                        conn.execute(
+                            update(T.ducklake_snapshot)
+                            .where(T.ducklake_snapshot.c.snapshot_id == ctx.snapshot_id)
+                            .values(
+                                schema_version=ctx.schema_version,
+                                next_catalog_id=ctx.next_catalog_id,
+                                next_file_id=ctx.next_file_id,
+                            )
                         )
-                    )
                     conn.execute(
                         insert(T.ducklake_snapshot_changes).values(
                             snapshot_id=ctx.snapshot_id,
@@ -239,13 +245,20 @@ def run_commit(
                         f"is unknown (check lake.snapshots() before retrying): {e.orig}"
                     ) from e
                 _discard_attempt_files(ctx)
-                if not (_is_contention(e) or _is_connection_error(e)):
+                if not (_is_contention(e) or is_connection_error(e)):
                     raise CommitFailedError(f"commit failed: {e.orig}") from e
                 last_error = e
+                if not _is_contention(e):
+                    wait_for_catalog(engine, retry, e)
             except BaseException:
                 if not committing:
                     _discard_attempt_files(ctx)
                 raise
+    if isinstance(last_error, DBAPIError) and not _is_contention(last_error):
+        raise CatalogUnreachableError(
+            f"the catalog connection failed in all {retry.max_retry_count + 1} commit attempts (last error: "
+            f"{last_error.orig}); nothing was committed. Check the database server, then retry"
+        )
     raise CommitFailedError(
         f"commit failed after exceeding max_retry_count={retry.max_retry_count} attempts because other writers "
         f"kept committing first (last error: {getattr(last_error, 'orig', last_error)}); "
@@ -283,7 +296,7 @@ def _is_contention(e: DBAPIError) -> bool:
     )
 
 
-def _is_connection_error(e: DBAPIError) -> bool:
+def is_connection_error(e: DBAPIError) -> bool:
     """The catalog went away (outage, restart): worth retrying with backoff while the attempt had not committed."""
     if getattr(e, "connection_invalidated", False):
         return True
@@ -299,3 +312,39 @@ def _is_connection_error(e: DBAPIError) -> bool:
             "the database system",
         )
     )
+
+
+# Longest single wait between probes of an unreachable catalog.
+RECONNECT_MAX_WAIT_S = 5.0
+
+
+def wait_for_catalog(engine: Engine, retry: RetryConfig, error: Exception) -> None:
+    """After a refused or lost connection, probe the catalog with backoff until it answers again.
+
+    Waits ``retry_wait_ms x retry_backoff^n x random(0.5..1)`` (at most 5 s) between probes.
+
+    Raises:
+        CatalogUnreachableError: still unreachable after ``retry.reconnect_timeout`` seconds.
+    """
+    deadline = time.monotonic() + retry.reconnect_timeout
+    probe = 0
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise CatalogUnreachableError(
+                f"the catalog has been unreachable for {retry.reconnect_timeout:g} s (last error: "
+                f"{getattr(error, 'orig', error)}); nothing was committed. Check the database server, then retry "
+                "(a stream restarts from its checkpoint); option 'reconnect_timeout' sets how long to wait"
+            ) from error
+        time.sleep(min(retry.wait_seconds(probe), RECONNECT_MAX_WAIT_S, left))
+        probe += 1
+        try:
+            with engine.connect() as conn:
+                conn.exec_driver_sql("SELECT 1")
+            if probe > 1:
+                log.warning("the catalog is reachable again after %d probes", probe)
+            return
+        except DBAPIError as e:
+            if not is_connection_error(e):
+                raise
+            error = e

@@ -197,7 +197,9 @@ def ducklake_type(dtype: pa.DataType, *, where: str = "") -> str:
             return name
     if pa.types.is_float16(dtype):
         return "float32"
-    raise UnsupportedTypeError(f"column {where!r}: Arrow type {dtype} cannot be stored in DuckLake")
+    raise UnsupportedTypeError(
+        f"column {where!r}: Arrow type {dtype} cannot be stored in DuckLake; cast it to a supported type first"
+    )
 
 
 def columns_from_arrow(schema: pa.Schema, first_id: int = 1) -> tuple[Column, ...]:

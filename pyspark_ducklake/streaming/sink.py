@@ -10,12 +10,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
+from sqlalchemy.exc import DBAPIError
 
 from pyspark_ducklake.batch.spark_types import columns_from_spark
-from pyspark_ducklake.catalog.transaction import RetryConfig
-from pyspark_ducklake.exceptions import InvalidOptionError
-from pyspark_ducklake.lake import Lake
-from pyspark_ducklake.options import LakeConfig
+from pyspark_ducklake.catalog.transaction import RetryConfig, is_connection_error, wait_for_catalog
+from pyspark_ducklake.exceptions import CatalogUnreachableError, CommitStateUnknownError, InvalidOptionError
+from pyspark_ducklake.options import SPARK_CONF_KEYS, LakeConfig
 from pyspark_ducklake.streaming.microbatch import (
     FLUSH_BYTES_DEFAULT,
     FLUSH_INTERVAL_DEFAULT,
@@ -39,14 +39,24 @@ _OUTPUT_SCHEMA = "payload binary"
 class DuckLakeSink:
     """The ``foreachBatch`` function; it also keeps the metrics of every batch it handled (``.metrics``)."""
 
-    def __init__(self, table: str, config_options: dict[str, str], app_id: str | None, settings: SinkSettings) -> None:
+    def __init__(
+        self,
+        table: str,
+        config_options: dict[str, str],
+        app_id: str | None,
+        settings: SinkSettings,
+        storage_options: dict[str, Any] | None = None,
+    ) -> None:
         self.table = table
         self.config_options = config_options
+        self.storage_options = storage_options
         self.app_id = app_id
         self.settings = settings
         self.metrics: list[BatchMetrics] = []
         self._lock = threading.Lock()
         self._committer: MicroBatchCommitter | None = None
+        # After a batch small enough to inline, the next one is first fetched through Arrow (see collect_if_small).
+        self._expect_small = False
 
     @property
     def last(self) -> BatchMetrics | None:
@@ -54,15 +64,39 @@ class DuckLakeSink:
 
     def _get_committer(self, spark: Any) -> MicroBatchCommitter:
         if self._committer is None:
-            conf = {k: spark.conf.get(k, None) for k in ("spark.ducklake.catalog", "spark.ducklake.dataPath")}
+            conf = {k: spark.conf.get(k, None) for k in SPARK_CONF_KEYS}
             config = LakeConfig.resolve(self.config_options, lambda key: conf.get(key))
-            lake = Lake(config.catalog, config.data_path, retry=self.settings.retry)
+            storage = self.storage_options or config.storage_options
+            lake = config.connect(retry=self.settings.retry, storage_options=storage)
             self._committer = MicroBatchCommitter(lake, self.table, self.settings)
         return self._committer
 
     def __call__(self, batch_df: Any, batch_id: int) -> None:
         with self._lock:
-            self._handle(batch_df, int(batch_id))
+            self._handle_through_outages(batch_df, int(batch_id))
+
+    def _handle_through_outages(self, batch_df: Any, batch_id: int) -> None:
+        """Run the batch; after a lost catalog connection (or a COMMIT of unknown outcome) wait for the catalog and
+        run it again: the replay check finds a batch that did land. ``CatalogUnreachableError`` after
+        ``reconnect_timeout`` seconds without the catalog."""
+        retry = self.settings.retry
+        error: Exception | None = None
+        for _ in range(max(retry.max_retry_count, 1)):
+            try:
+                return self._handle(batch_df, batch_id)
+            except CommitStateUnknownError as e:
+                error = e
+            except DBAPIError as e:
+                if not is_connection_error(e) or self._committer is None:
+                    raise
+                error = e
+            assert self._committer is not None
+            log.warning("ducklake sink %s batch %d: catalog connection lost (%s); waiting", self.table, batch_id, error)
+            wait_for_catalog(self._committer.lake.engine, retry, error)
+        raise CatalogUnreachableError(
+            f"the catalog connection kept failing during batch {batch_id} ({error}); restart the query from its "
+            "checkpoint once the database is stable"
+        ) from error
 
     def _handle(self, batch_df: Any, batch_id: int) -> None:
         started = time.monotonic()
@@ -74,17 +108,19 @@ class DuckLakeSink:
                 "ducklake_sink could not find the streaming query id (not running inside foreachBatch?); "
                 "pass app_id='...' explicitly"
             )
-        done = committer.committed_snapshot(app_id, batch_id)
-        if done is not None:
+        done, planned = committer.prepare(app_id, batch_id, columns_from_spark(batch_df.schema))
+        if planned is None:
             metrics = BatchMetrics(
                 batch_id, app_id, 0, "skipped", snapshot_id=done, duration_s=time.monotonic() - started
             )
             self._record(metrics)
             return
-        incoming = columns_from_spark(batch_df.schema)
-        plan, tplan = committer.plan(incoming)
-        outputs = run_tasks(batch_df, plan)
+        plan, tplan = planned
+        small = collect_if_small(batch_df, plan.inline_limit) if self._expect_small else None
+        outputs = [write_task(plan, small)] if small is not None else run_tasks(batch_df, plan)
         metrics = committer.commit(plan, tplan, outputs, app_id=app_id, batch_id=batch_id, started=started)
+        if metrics.rows:
+            self._expect_small = metrics.rows <= plan.inline_limit
         self._record(metrics)
 
     def _record(self, metrics: BatchMetrics) -> None:
@@ -107,6 +143,21 @@ class DuckLakeSink:
                 metrics.batch_id,
                 metrics.flushed_rows,
             )
+
+
+def collect_if_small(batch_df: Any, limit: int) -> list[pa.RecordBatch] | None:
+    """The batch's rows as Arrow on the driver when it has at most ``limit`` rows, else None.
+
+    One Spark job fetches at most ``limit + 1`` rows straight from the JVM as Arrow, which costs about half of
+    :func:`run_tasks` (no Python workers). When the batch turns out bigger, those rows are dropped and the batch is
+    written by :func:`run_tasks`; only one computation's rows are ever used, so this holds for any source.
+    """
+    if limit <= 0:
+        return None
+    limited = batch_df.limit(limit + 1)
+    collect = getattr(limited, "_collect_as_arrow", None)  # classic PySpark; Spark Connect has toArrow only
+    batches: list[pa.RecordBatch] = collect() if collect is not None else limited.toArrow().to_batches()
+    return batches if sum(b.num_rows for b in batches) <= limit else None
 
 
 def run_tasks(batch_df: Any, plan: BatchPlan) -> list[TaskOutput]:
@@ -139,6 +190,8 @@ def ducklake_sink(
     max_retry_count: int | None = None,
     retry_wait_ms: int | None = None,
     retry_backoff: float | None = None,
+    reconnect_timeout: float | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> DuckLakeSink:
     """A ``foreachBatch`` function that commits each micro-batch to ``table`` as one DuckLake snapshot.
 
@@ -158,6 +211,9 @@ def ducklake_sink(
         max_retry_count: commit retries (DuckLake default 10).
         retry_wait_ms: first retry wait (DuckLake default 100).
         retry_backoff: wait multiplier per retry (DuckLake default 1.5).
+        reconnect_timeout: seconds to wait for an unreachable catalog before failing the batch (default 60).
+        storage_options: fsspec (s3fs) options for the data path, as ``connect()`` takes them; default from the
+            Spark conf ``spark.ducklake.s3.*`` and the ``AWS_*`` environment (executors get them with the tasks).
 
     Raises:
         InvalidOptionError: an option value out of range (names the option).
@@ -177,6 +233,7 @@ def ducklake_sink(
         defaults.max_retry_count if max_retry_count is None else max_retry_count,
         defaults.retry_wait_ms if retry_wait_ms is None else retry_wait_ms,
         defaults.retry_backoff if retry_backoff is None else retry_backoff,
+        defaults.reconnect_timeout if reconnect_timeout is None else reconnect_timeout,
     )
     keys = (
         tuple(k.strip() for k in partition_by.split(","))
@@ -195,4 +252,4 @@ def ducklake_sink(
         retry,
     )
     options = {k: v for k, v in (("catalog", catalog), ("dataPath", data_path)) if v}
-    return DuckLakeSink(table, options, app_id, settings)
+    return DuckLakeSink(table, options, app_id, settings, storage_options)

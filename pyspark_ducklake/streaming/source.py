@@ -48,6 +48,8 @@ CHANGE_COLUMNS = [
     StructField("_commit_timestamp", TimestampType(), True),
 ]
 BATCH_ROWS = 65_536
+# Changes per Spark task, estimated from the catalog: a longer range is cut at snapshots into several tasks.
+PARTITION_ROWS = 400_000
 
 
 class SchemaChangedError(DuckLakeError):
@@ -114,8 +116,25 @@ def resolve_start(lake: Lake, options: FeedOptions) -> int:
 
 @dataclass(frozen=True)
 class ChangeRange(InputPartition):
+    """Snapshots ``first..last`` of the feed; the columns are the table's at ``schema_snapshot`` (default ``last``)."""
+
     first: int
     last: int
+    schema_snapshot: int | None = None
+
+
+def change_ranges(
+    lake: Lake, schema_name: str, table_name: str, first: int, last: int, *, schema_snapshot: int | None = None
+) -> list[ChangeRange]:
+    """Snapshots ``first..last`` as consecutive ranges of about :data:`PARTITION_ROWS` changes, one per task."""
+    from pyspark_ducklake.table.changes import split_range
+
+    with lake.engine.connect() as conn:
+        entry = R.table_by_name(conn, schema_name, table_name, last)
+    return [
+        ChangeRange(a, b, schema_snapshot)
+        for a, b in split_range(lake.engine, entry, first, last, target_rows=PARTITION_ROWS)
+    ]
 
 
 class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -136,7 +155,7 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
             lake.close()
 
     def _lake(self) -> Lake:
-        return Lake(self.config.catalog, self.config.data_path, retry=self.config.retry)
+        return self.config.connect()
 
     # --- offsets ------------------------------------------------------------------------------------------------
     def initialOffset(self) -> dict[str, int]:
@@ -161,6 +180,11 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
         lake = self._lake()
         try:
             latest = lake.current_snapshot_id()
+            if begin > latest:
+                raise InvalidOptionError(
+                    f"the checkpoint's offset (snapshot {begin}) is beyond the newest snapshot {latest} of "
+                    f"{self.identifier}: the checkpoint belongs to another lake or table; use a new checkpoint location"
+                )
             if self._available_now is not None:
                 latest = min(latest, self._available_now)
             if latest <= begin:
@@ -234,9 +258,11 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
         try:
             # latestOffset already failed (or, with failOnDataLoss=false, warned) for expired snapshots: skip them.
             begin = self._check_data_loss(lake, begin)
+            if last <= begin:
+                return []
+            return list(change_ranges(lake, self.schema_name, self.table_name, begin + 1, last))
         finally:
             lake.close()
-        return [ChangeRange(begin + 1, last)] if last > begin else []
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, ChangeRange)

@@ -67,7 +67,9 @@ def conform_to_table(data: pa.Table, schema: TableSchema, table_name: str) -> pa
                 raise SchemaMismatchError(f"column {column.name!r} of {table_name} is NOT NULL but missing in the data")
             arrays.append(filled)
             continue
-        arr = data.column(column.name).combine_chunks()
+        col = data.column(column.name)
+        # Matching columns stay chunked (no copy: Spark hands over many small batches); casts need one array.
+        arr = col if col.type == target else col.combine_chunks()
         arrays.append(_cast(arr, column, target, table_name))
     return pa.Table.from_arrays(arrays, schema=schema.arrow_schema())
 
@@ -102,7 +104,9 @@ def _cast(arr: pa.Array, column: Column, target: pa.DataType, table_name: str) -
                 f"the data's {arr.type} does not convert: {e}"
             ) from e
     if not column.nulls_allowed and result.null_count:
-        raise SchemaMismatchError(f"column {column.name!r} of {table_name} is NOT NULL but the data has NULLs")
+        raise SchemaMismatchError(
+            f"column {column.name!r} of {table_name} is NOT NULL but the data has NULLs; drop or fill those rows first"
+        )
     return result
 
 
