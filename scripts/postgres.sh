@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # A throw-away PostgreSQL for the tests and demos: cluster in .cache/postgres/, listening on 127.0.0.1 only, trust
 # auth, superuser `postgres`, port $DUCKLAKE_PG_PORT (default 54329). Never touches the system's default cluster.
+# A second, independent instance (e.g. one a fault test stops and starts) takes its own folder and port:
+#   DUCKLAKE_PG_BASE=/tmp/pg2 DUCKLAKE_PG_PORT=54400 scripts/postgres.sh start
 #
 #   scripts/postgres.sh start    install (apt) + initdb when needed, start, wait until ready; prints the URL
 #   scripts/postgres.sh stop     stop it (no-op when not running)
@@ -14,7 +16,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PORT="${DUCKLAKE_PG_PORT:-54329}"
 HOST=127.0.0.1
 SUPERUSER=postgres
-BASE="$ROOT/.cache/postgres"
+BASE=$(realpath -m "${DUCKLAKE_PG_BASE:-$ROOT/.cache/postgres}")
 DATA="$BASE/data"
 LOG="$BASE/postgres.log"
 LOCK="$BASE/.lock"

@@ -2,13 +2,16 @@
 
 Usage: python -m tests.support.stream_app SOURCE CHECKPOINT CATALOG DATA_PATH [INLINE_LIMIT] [FLUSH_ROWS]
 Processes every file once (Trigger.AvailableNow, one file per micro-batch) and exits. A crash point in
-PYSPARK_DUCKLAKE_CRASH_AT kills it (and its JVM) mid-way.
+PYSPARK_DUCKLAKE_CRASH_AT kills it (and its JVM) mid-way. It prints ``BATCH <id>`` when a micro-batch reaches the
+sink, so a test can kill it while batches run. STREAM_APP_JAVA_OPTIONS goes to the driver JVM (e.g. a class-data
+sharing archive that halves start-up, see ``tests.support.jvm``).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 
 def main(argv: list[str]) -> int:
@@ -21,14 +24,18 @@ def main(argv: list[str]) -> int:
 
     from pyspark_ducklake import ducklake_sink
 
-    spark = (
+    builder = (
         SparkSession.builder.master("local[2]")
         .appName("ducklake-recovery")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
     )
+    java_options = os.environ.get("STREAM_APP_JAVA_OPTIONS")
+    if java_options:
+        builder = builder.config("spark.driver.extraJavaOptions", java_options)
+    spark = builder.getOrCreate()
     sink = ducklake_sink(
         "main.events", catalog=catalog, data_path=data_path, data_inlining_row_limit=inline_limit, flush_rows=flush_rows
     )
@@ -36,7 +43,7 @@ def main(argv: list[str]) -> int:
         spark.readStream.schema("id BIGINT, kind STRING, amount DOUBLE")
         .option("maxFilesPerTrigger", 1)
         .json(source)
-        .writeStream.foreachBatch(sink)
+        .writeStream.foreachBatch(announced(sink))
         .option("checkpointLocation", checkpoint)
         .trigger(availableNow=True)
         .start()
@@ -44,6 +51,14 @@ def main(argv: list[str]) -> int:
     query.awaitTermination()
     spark.stop()
     return 0 if query.exception() is None else 1
+
+
+def announced(sink: Any) -> Any:
+    def handle(batch_df: Any, batch_id: int) -> None:
+        print(f"BATCH {batch_id}", flush=True)
+        sink(batch_df, batch_id)
+
+    return handle
 
 
 if __name__ == "__main__":

@@ -1,0 +1,102 @@
+"""Print the README's "Reliability" figures from the fault tests' last runs (``.cache/reliability/*.json``).
+
+    .venv/bin/python -m pytest tests/integration/test_faults_*.py tests/unit/test_bad_input.py
+    .venv/bin/python -m tests.support.reliability            # --write: into README.md
+
+Each fault test writes its figures when it passes (``tests.support.faults.record_figures``); a test that did not run
+shows as "not run".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from typing import Any
+
+from tests.support.bad_inputs import CASES, README
+from tests.support.faults import FIGURES_DIR
+
+START, END = "<!-- reliability-figures:start -->", "<!-- reliability-figures:end -->"
+
+
+def load(name: str) -> dict[str, Any] | None:
+    path = FIGURES_DIR / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def table() -> str:
+    soak, outage, contention = load("crash_soak"), load("catalog_outage"), load("contention")
+    rows: list[tuple[str, str, str]] = []
+    if soak:
+        moments = ", ".join(
+            f"{v} {'at random moments' if k == 'random moment' else k.replace('_', ' ')}"
+            for k, v in sorted(soak["kills_by_moment"].items())
+        )
+        rows.append(
+            (
+                "crashes survived (driver and JVM SIGKILLed, restarted from the checkpoint)",
+                str(soak["kills"]),
+                f"crash soak, PostgreSQL catalog: {moments}; {soak['micro_batches']} micro-batches, "
+                f"{soak['rows']} rows, seed {soak['seed']}",
+            )
+        )
+    else:
+        rows.append(("crashes survived", "not run", "crash soak"))
+    if outage:
+        rows.append(
+            (
+                "catalog outage survived (PostgreSQL stopped mid-stream)",
+                f"{outage['outage_seconds']:g} s",
+                f"catalog outage: one stream waited and continued (commits paused "
+                f"{outage['patient_longest_commit_gap_s']:g} s), one failed with `CatalogUnreachableError` and "
+                f"continued after a restart; {outage['rows']} rows",
+            )
+        )
+    else:
+        rows.append(("catalog outage survived", "not run", "catalog outage"))
+    if contention:
+        retries = contention["retries_total"]
+        rows.append(
+            (
+                "concurrent writers on one table, plus compaction and flushes",
+                f"{contention['writers']} for {contention['seconds']:g} s",
+                f"contention: 2 streams, 2 batch appenders, {contention['merges']} compactions, "
+                f"{contention['flushes']} flushes; {contention['typed_failures']} typed failures "
+                f"({', '.join(contention['failures_by_type']) or 'none'})",
+            )
+        )
+        rows.append(
+            (
+                "commits per second held",
+                f"{contention['commits_per_second']:g}",
+                f"contention: {contention['commits']} commits, {retries} retries after collisions",
+            )
+        )
+    else:
+        rows.append(("concurrent writers", "not run", "contention"))
+    rows.append(("bad inputs tried", str(len(CASES)), "the [Bad input](#bad-input) table, one test each"))
+    runs = [r for r in (soak, outage, contention) if r]
+    lost = sum(r["rows_lost"] for r in runs)
+    doubled = sum(r["rows_duplicated"] for r in runs)
+    total = sum(r["rows"] for r in runs)
+    rows.append(("rows lost", str(lost), f"of {total} rows written in the fault tests; DuckDB read the same"))
+    rows.append(("rows duplicated", str(doubled), "exact comparison of ids with the source, here and in DuckDB"))
+    lines = ["| figure | value | how |", "|---|---|---|"]
+    lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+    return "\n".join(lines)
+
+
+def write_readme() -> None:
+    text = README.read_text()
+    if START not in text:
+        raise SystemExit(f"README.md has no {START} marker")
+    block = f"{START}\n{table()}\n{END}"
+    README.write_text(re.sub(re.escape(START) + r".*?" + re.escape(END), lambda _: block, text, flags=re.S))
+
+
+if __name__ == "__main__":
+    if "--write" in sys.argv[1:]:
+        write_readme()
+    else:
+        print(table())
