@@ -1,8 +1,15 @@
-"""Bad input gets a typed error that says what to do, and nothing is written."""
+"""Bad input gets a typed error that says what to do, and nothing is written.
+
+The cases are listed once, in ``tests.support.bad_inputs.CASES`` (the README's "Bad input" table is rendered from
+it); ``expect_bad_input`` checks the error class, the advice in the message, and that the catalog's snapshot count
+and the data path's files are unchanged. Cases that need Spark or PostgreSQL are proven in
+``tests/integration/test_faults_bad_input.py``.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from pathlib import Path
 
@@ -10,21 +17,25 @@ import pyarrow as pa
 import pytest
 
 import pyspark_ducklake as pdl
+from pyspark_ducklake import ducklake_sink
 from pyspark_ducklake.exceptions import (
     CatalogUnreachableError,
+    DataFileError,
     DuckLakeError,
-    InvalidIdentifierError,
     InvalidOptionError,
     NoSuchColumnError,
-    NoSuchSchemaError,
-    NoSuchSnapshotError,
-    NoSuchTableError,
-    NotADuckLakeCatalogError,
     SchemaAlreadyExistsError,
     SchemaMismatchError,
-    TableAlreadyExistsError,
-    UnsupportedSpecVersionError,
     UnsupportedTypeError,
+)
+from pyspark_ducklake.options import LakeConfig
+from tests.support.bad_inputs import (
+    CASES,
+    accepted_input,
+    expect_bad_input,
+    proven_case_ids,
+    readme_table,
+    render_table,
 )
 
 
@@ -32,6 +43,7 @@ from pyspark_ducklake.exceptions import (
 def lake(tmp_path: Path) -> pdl.Lake:
     lake = pdl.connect(f"sqlite:///{tmp_path}/c.sqlite", str(tmp_path / "data"))
     lake.create_table("main.t", pa.schema([("id", pa.int64()), ("name", pa.string())]))
+    lake.append("main.t", pa.table({"id": list(range(20)), "name": ["a"] * 20}))  # one Parquet file
     return lake
 
 
@@ -39,112 +51,41 @@ def parquet_files(root: str) -> list[str]:
     return [os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if f.endswith(".parquet")]
 
 
+# --- the case list, the README and the tests agree ------------------------------------------------------------------
+
+
+def test_readme_table_is_rendered_from_the_cases() -> None:
+    assert readme_table() == render_table(), "README is stale: run python -m tests.support.bad_inputs --write"
+
+
+def test_every_case_is_proven_by_a_test() -> None:
+    ids = {c.id for c in CASES}
+    assert len(ids) == len(CASES)
+    assert proven_case_ids() == ids
+
+
 def test_every_error_is_a_ducklake_error() -> None:
-    for cls in (CatalogUnreachableError, InvalidOptionError, SchemaMismatchError, UnsupportedTypeError):
-        assert issubclass(cls, DuckLakeError)
+    for case in CASES:
+        assert case.error is None or issubclass(case.error, DuckLakeError)
 
 
-def test_unknown_schema_and_table(lake: pdl.Lake) -> None:
-    with pytest.raises(NoSuchSchemaError, match="create_schema"):
-        lake.scan("nope.t")
-    with pytest.raises(NoSuchTableError, match=r"main\.missing"):
-        lake.append("main.missing", pa.table({"id": [1]}))
-    with pytest.raises(NoSuchSchemaError):
-        lake.create_table("nope.t", pa.schema([("a", pa.int32())]))
-
-
-@pytest.mark.parametrize(
-    ("data", "match"),
-    [
-        (pa.table({"id": ["x"], "name": ["a"]}), r"column 'id' .* int64.*varchar"),
-        (pa.table({"id": [1], "other": ["a"]}), r"column 'other' is not in table main\.t"),
-        (pa.table({"id": pa.array([1.5])}), r"column 'id' .* int64.*float64"),
-    ],
-)
-def test_incompatible_append_writes_nothing(lake: pdl.Lake, data: pa.Table, match: str) -> None:
-    before = lake.current_snapshot_id()
-    big = pa.concat_tables([data] * 50)
-    for batch in (data, big):
-        with pytest.raises(SchemaMismatchError, match=match):
-            lake.append("main.t", batch)
-    assert lake.current_snapshot_id() == before
-    assert parquet_files(lake.data_path) == []
-
-
-def test_not_null_column(tmp_path: Path) -> None:
-    lake = pdl.connect(f"sqlite:///{tmp_path}/c.sqlite", str(tmp_path / "data"))
-    lake.create_table("main.nn", pa.schema([pa.field("id", pa.int64(), nullable=False)]))
-    with pytest.raises(SchemaMismatchError, match="NOT NULL"):
-        lake.append("main.nn", pa.table({"id": [1, None]}))
-    assert lake.scan("main.nn").num_rows == 0
-
-
-def test_lossless_widening_is_accepted(lake: pdl.Lake) -> None:
-    lake.append("main.t", pa.table({"id": pa.array([1, 2], pa.int32())}))
-    assert lake.scan("main.t").column("id").type == pa.int64()
-
-
-def test_integers_narrow_only_when_they_fit(tmp_path: Path) -> None:
-    lake = pdl.connect(f"sqlite:///{tmp_path}/c.sqlite", str(tmp_path / "data"))
-    lake.create_table("main.small", pa.schema([("v", pa.int16())]))
-    lake.append("main.small", pa.table({"v": [1, -5, 32767]}))  # int64 data that fits
-    with pytest.raises(SchemaMismatchError, match="'v'"):
-        lake.append("main.small", pa.table({"v": [40000]}))
-    assert sorted(lake.scan("main.small").column(0).to_pylist()) == [-5, 1, 32767]
-
-
-def test_unsupported_types_name_the_column(lake: pdl.Lake) -> None:
-    with pytest.raises(UnsupportedTypeError, match="'dur'"):
-        lake.create_table("main.bad", pa.schema([("ok", pa.int32()), ("dur", pa.duration("s"))]))
-    with pytest.raises(UnsupportedTypeError, match="'big'"):
-        lake.create_table("main.bad", pa.schema([("big", pa.decimal256(60, 2))]))
-    assert "main.bad" not in lake.tables()
-
-
-def test_duplicates(lake: pdl.Lake) -> None:
-    with pytest.raises(TableAlreadyExistsError):
-        lake.create_table("main.t", pa.schema([("id", pa.int64())]))
-    with pytest.raises(SchemaAlreadyExistsError):
-        lake.create_schema("main")
-    lake.create_schema("main", exist_ok=True)
-    with pytest.raises(InvalidIdentifierError):
-        lake.create_table("main.dup", pa.schema([("a", pa.int32()), ("a", pa.int64())]))
-    with pytest.raises(InvalidIdentifierError):
-        lake.scan("a.b.c")
-
-
-def test_unknown_column_and_snapshot(lake: pdl.Lake) -> None:
-    with pytest.raises(NoSuchColumnError, match="nope"):
-        lake.scan("main.t", columns=["nope"])
-    with pytest.raises(NoSuchSnapshotError, match="99"):
-        lake.scan("main.t", snapshot=99)
-    with pytest.raises(NoSuchSnapshotError):
-        lake.scan("main.t", timestamp="1990-01-01T00:00:00")
-    with pytest.raises(NoSuchColumnError):
-        lake.rename_column("main.t", "nope", "x")
-    with pytest.raises(SchemaMismatchError, match="lossless"):
-        lake.set_column_type("main.t", "id", pa.int32())
+# --- where the lake is ----------------------------------------------------------------------------------------------
 
 
 def test_unreachable_catalog(tmp_path: Path) -> None:
-    with pytest.raises(CatalogUnreachableError, match="cannot open catalog"):
-        pdl.connect(f"sqlite:///{tmp_path}/no/such/dir/c.sqlite", str(tmp_path))
-    with pytest.raises(CatalogUnreachableError) as err:
-        pdl.connect("postgresql+psycopg2://nobody:hunter2@127.0.0.1:1/x", str(tmp_path))
+    with expect_bad_input("catalog-unreachable", watch=[tmp_path]) as err:
+        pdl.connect("postgresql+psycopg2://nobody:hunter2@127.0.0.1:1/x", str(tmp_path / "data"))
     assert "hunter2" not in str(err.value)
+    with expect_bad_input("catalog-folder-missing", watch=[tmp_path]):
+        pdl.connect(f"sqlite:///{tmp_path}/no/such/dir/c.sqlite", str(tmp_path / "data"))
 
 
 def test_non_ducklake_database(tmp_path: Path) -> None:
     path = tmp_path / "app.sqlite"
     with sqlite3.connect(path) as c:
         c.execute("CREATE TABLE users (id INTEGER)")
-    with pytest.raises(NotADuckLakeCatalogError, match="no DuckLake catalog"):
-        pdl.connect(f"sqlite:///{path}", str(tmp_path))
-
-
-def test_new_catalog_needs_data_path(tmp_path: Path) -> None:
-    with pytest.raises(InvalidOptionError, match="data_path"):
-        pdl.connect(f"sqlite:///{tmp_path}/new.sqlite")
+    with expect_bad_input("catalog-not-ducklake", watch=[tmp_path]):  # the database file is byte-for-byte the same
+        pdl.connect(f"sqlite:///{path}", str(tmp_path / "data"))
 
 
 @pytest.mark.parametrize("version", ["0.3", "1.1", "2.0"])
@@ -153,8 +94,157 @@ def test_other_format_versions_are_refused(tmp_path: Path, version: str) -> None
     pdl.connect(url, str(tmp_path / "data")).close()
     with sqlite3.connect(tmp_path / "c.sqlite") as c:
         c.execute("UPDATE ducklake_metadata SET value = ? WHERE key = 'version'", (version,))
-    with pytest.raises(UnsupportedSpecVersionError, match=rf"version {version}.*supports 1\.0"):
+    with expect_bad_input("catalog-other-version", watch=[tmp_path]) as err:
         pdl.connect(url)
+    assert f"version {version}" in str(err.value) and "supports 1.0" in str(err.value)
+
+
+def test_unsupported_catalogs(tmp_path: Path) -> None:
+    with expect_bad_input("catalog-new-without-data-path", watch=[tmp_path]):
+        pdl.connect(f"sqlite:///{tmp_path}/new.sqlite")
+    with expect_bad_input("catalog-duckdb-file", watch=[tmp_path]):
+        pdl.connect(f"ducklake:{tmp_path}/lake.ducklake", str(tmp_path / "data"))
+    with expect_bad_input("catalog-other-backend", watch=[tmp_path]):
+        pdl.connect("mysql://user@localhost/db", str(tmp_path / "data"))
+    with expect_bad_input("catalog-in-memory", watch=[tmp_path]):
+        pdl.connect("sqlite://", str(tmp_path))
+
+
+def test_missing_driver(tmp_path: Path) -> None:
+    with expect_bad_input("catalog-driver-missing", watch=[tmp_path]):
+        pdl.connect("postgresql+pg8000://user@127.0.0.1:1/x", str(tmp_path / "data"))
+
+
+def test_data_path_mismatch(lake: pdl.Lake, tmp_path: Path) -> None:
+    with expect_bad_input("data-path-mismatch", lake):
+        pdl.connect(lake.location.url, str(tmp_path / "elsewhere"))
+
+
+def test_data_path_the_process_cannot_write(tmp_path: Path) -> None:
+    # A regular file where a folder of the data path must go: no process can write there, not even root (for
+    # whom permission bits do not count).
+    (tmp_path / "blocker").write_text("not a folder")
+    lake = pdl.connect(f"sqlite:///{tmp_path}/c.sqlite", str(tmp_path / "blocker" / "data"))
+    lake.create_table("main.t", pa.schema([("id", pa.int64())]))
+    with expect_bad_input("data-path-unwritable", lake, watch=[tmp_path / "blocker"]):
+        lake.append("main.t", pa.table({"id": list(range(100))}))  # above the inlining limit: a Parquet file
+    assert lake.scan("main.t").num_rows == 0
+
+
+def test_spark_without_a_catalog() -> None:
+    with expect_bad_input("spark-no-catalog"):
+        LakeConfig.resolve({}, spark_conf=lambda _key: None, environ={})
+
+
+# --- tables and data ------------------------------------------------------------------------------------------------
+
+
+def test_unknown_schema_and_table(lake: pdl.Lake) -> None:
+    with expect_bad_input("unknown-schema", lake):
+        lake.scan("nope.t")
+    with expect_bad_input("unknown-schema", lake):
+        lake.create_table("nope.t", pa.schema([("a", pa.int32())]))
+    with expect_bad_input("unknown-table", lake) as err:
+        lake.append("main.missing", pa.table({"id": [1]}))
+    assert "main.missing" in str(err.value)
+    with expect_bad_input("unknown-table", lake):
+        lake.scan("main.missing")
+
+
+@pytest.mark.parametrize(
+    ("case", "data", "match"),
+    [
+        ("schema-mismatch-type", pa.table({"id": ["x"], "name": ["a"]}), r"column 'id' .* int64.*varchar"),
+        ("schema-mismatch-column", pa.table({"id": [1], "other": ["a"]}), r"column 'other' is not in table main\.t"),
+        ("schema-mismatch-type", pa.table({"id": pa.array([1.5])}), r"column 'id' .* int64.*float64"),
+    ],
+)
+def test_incompatible_append_writes_nothing(lake: pdl.Lake, case: str, data: pa.Table, match: str) -> None:
+    for batch in (data, pa.concat_tables([data] * 50)):  # inlined and Parquet-sized
+        with expect_bad_input(case, lake) as err:
+            lake.append("main.t", batch)
+        assert isinstance(err.value, SchemaMismatchError)
+        assert re.search(match, str(err.value))
+
+
+def test_not_null_column(lake: pdl.Lake) -> None:
+    lake.create_table("main.nn", pa.schema([pa.field("id", pa.int64(), nullable=False)]))
+    for n in (2, 200):
+        with expect_bad_input("not-null", lake):
+            lake.append("main.nn", pa.table({"id": [1] * (n - 1) + [None]}))
+    assert lake.scan("main.nn").num_rows == 0
+
+
+def test_lossless_widening_is_accepted(lake: pdl.Lake) -> None:
+    lake.append("main.t", pa.table({"id": pa.array([1, 2], pa.int32())}))
+    assert lake.scan("main.t").column("id").type == pa.int64()
+
+
+def test_integers_narrow_only_when_they_fit(lake: pdl.Lake) -> None:
+    lake.create_table("main.small", pa.schema([("v", pa.int16())]))
+    lake.append("main.small", pa.table({"v": [1, -5, 32767]}))  # int64 data that fits
+    with pytest.raises(SchemaMismatchError, match="'v'"):
+        lake.append("main.small", pa.table({"v": [40000]}))
+    assert sorted(lake.scan("main.small").column(0).to_pylist()) == [-5, 1, 32767]
+
+
+def test_unsupported_types_name_the_column(lake: pdl.Lake) -> None:
+    with expect_bad_input("unsupported-arrow-type", lake) as err:
+        lake.create_table("main.bad", pa.schema([("ok", pa.int32()), ("dur", pa.duration("s"))]))
+    assert "'dur'" in str(err.value)
+    with pytest.raises(UnsupportedTypeError, match=r"'big'.*maximum precision 38"):
+        lake.create_table("main.bad", pa.schema([("big", pa.decimal256(60, 2))]))
+    assert "main.bad" not in lake.tables()
+
+
+def test_duplicates_and_bad_identifiers(lake: pdl.Lake) -> None:
+    with expect_bad_input("table-exists", lake):
+        lake.create_table("main.t", pa.schema([("id", pa.int64())]))
+    with pytest.raises(SchemaAlreadyExistsError, match="exist_ok=True"):
+        lake.create_schema("main")
+    lake.create_schema("main", exist_ok=True)
+    with expect_bad_input("bad-identifier", lake):
+        lake.scan("a.b.c")
+    with expect_bad_input("bad-identifier", lake):
+        lake.create_table("main.", pa.schema([("a", pa.int32())]))
+    with pytest.raises(DuckLakeError, match="give every column its own name"):
+        lake.create_table("main.dup", pa.schema([("a", pa.int32()), ("a", pa.int64())]))
+
+
+def test_unknown_column_and_snapshot(lake: pdl.Lake) -> None:
+    with expect_bad_input("unknown-column", lake):
+        lake.scan("main.t", columns=["nope"])
+    with expect_bad_input("unknown-column", lake):
+        lake.scan("main.t", filter=[("nope", "=", 1)])
+    with expect_bad_input("unknown-column", lake):
+        lake.delete("main.t", [("nope", "=", 1)])
+    with pytest.raises(NoSuchColumnError):
+        lake.rename_column("main.t", "nope", "x")
+    with expect_bad_input("narrowing-type-change", lake):
+        lake.set_column_type("main.t", "id", pa.int32())
+    with expect_bad_input("unknown-snapshot", lake) as err:
+        lake.scan("main.t", snapshot=99)
+    assert "99" in str(err.value)
+    with expect_bad_input("unknown-snapshot", lake):
+        lake.scan("main.t", timestamp="1990-01-01T00:00:00")
+
+
+def test_missing_data_file_is_a_data_file_error(lake: pdl.Lake) -> None:
+    for path in parquet_files(lake.data_path):
+        os.remove(path)
+    with pytest.raises(DataFileError, match="is missing"):
+        lake.scan("main.t")
+
+
+def test_missing_columns_take_the_current_default(lake: pdl.Lake) -> None:
+    lake.add_column("main.t", "country", pa.string(), default="NL")
+    lake.append("main.t", pa.table({"id": [100, 101]}))
+    lake.append("main.t", pa.table({"id": [102], "country": [None]}))
+    got = sorted(lake.scan("main.t", filter=[("id", ">=", 100)]).to_pylist(), key=lambda r: r["id"])
+    assert [r["country"] for r in got] == ["NL", "NL", None]
+
+
+# --- options --------------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -164,34 +254,68 @@ def test_other_format_versions_are_refused(tmp_path: Path, version: str) -> None
         ({"max_retry_count": -1}, "max_retry_count"),
         ({"retry_backoff": 0.5}, "retry_backoff"),
         ({"retry_wait_ms": -5}, "retry_wait_ms"),
+        ({"reconnect_timeout": -1}, "reconnect_timeout"),
     ],
 )
-def test_bad_options(tmp_path: Path, kwargs: dict[str, object], match: str) -> None:
-    with pytest.raises(InvalidOptionError, match=match):
-        pdl.connect(f"sqlite:///{tmp_path}/c.sqlite", str(tmp_path), **kwargs)  # type: ignore[arg-type]
+def test_options_out_of_range(lake: pdl.Lake, kwargs: dict[str, object], match: str) -> None:
+    with expect_bad_input("option-out-of-range", lake) as err:
+        pdl.connect(lake.location.url, **kwargs)  # type: ignore[arg-type]
+    assert match in str(err.value)
 
 
-def test_more_bad_input(lake: pdl.Lake, tmp_path: Path) -> None:
-    from pyspark_ducklake.exceptions import DataFileError
-
-    with pytest.raises(InvalidOptionError, match="in-memory"):
-        pdl.connect("sqlite://", str(tmp_path))
-    with pytest.raises(NoSuchColumnError, match="'nope'"):
-        lake.scan("main.t", filter=[("nope", "=", 1)])
-    with pytest.raises(NoSuchColumnError, match="'nope'"):
-        lake.delete("main.t", [("nope", "=", 1)])
-    with pytest.raises(InvalidOptionError, match="does not match the lake's data path"):
-        pdl.connect(lake.location.url, str(tmp_path / "elsewhere"))
-    lake.append("main.t", pa.table({"id": list(range(50))}))
-    for path in parquet_files(lake.data_path):
-        os.remove(path)
-    with pytest.raises(DataFileError, match="is missing"):
-        lake.scan("main.t")
+def test_sink_options_out_of_range() -> None:
+    for kwargs in ({"flush_rows": 0}, {"max_retry_count": -3}, {"target_file_rows": 0}, {"flush_interval": -1}):
+        with expect_bad_input("option-out-of-range"):
+            ducklake_sink("main.t", **kwargs)  # type: ignore[arg-type]
 
 
-def test_missing_columns_take_the_current_default(lake: pdl.Lake) -> None:
-    lake.add_column("main.t", "country", pa.string(), default="NL")
-    lake.append("main.t", pa.table({"id": [1, 2]}))
-    lake.append("main.t", pa.table({"id": [3], "country": [None]}))
-    got = sorted(lake.scan("main.t").to_pylist(), key=lambda r: r["id"])
-    assert [r["country"] for r in got] == ["NL", "NL", None]
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"max_retry_count": "ten"}, "max_retry_count to an integer: 'ten'"),
+        ({"retry_backoff": "fast"}, "retry_backoff to a number: 'fast'"),
+        ({"reconnect_timeout": "1 minute"}, "reconnect_timeout to a number"),
+        ({"data_inlining_row_limit": "lots"}, "data_inlining_row_limit to an integer"),
+    ],
+)
+def test_unparseable_option_values(options: dict[str, str], match: str) -> None:
+    with expect_bad_input("option-unparseable") as err:
+        LakeConfig.resolve({"catalog": "sqlite:///lake.sqlite", **options})
+    assert match in str(err.value)
+
+
+def test_conflicting_options_and_partition_keys(lake: pdl.Lake) -> None:
+    with expect_bad_input("option-conflict", lake):
+        lake.scan("main.t", snapshot=1, timestamp="2020-01-01T00:00:00")
+    with expect_bad_input("partition-transform", lake):
+        lake.set_partitioning("main.t", ["bucket(id)"])
+    with pytest.raises(InvalidOptionError, match=r"year\(\) needs a date or timestamp column"):
+        lake.set_partitioning("main.t", ["year(id)"])
+
+
+# --- accepted -------------------------------------------------------------------------------------------------------
+
+HOSTILE = ["s p'a", 'we\'ird "name"', "semi; DROP TABLE x;--", "../escape", "ünï/cødé"]
+
+
+def test_hostile_identifiers_are_stored_verbatim_and_files_stay_inside(tmp_path: Path) -> None:
+    accepted_input("hostile-identifiers")
+    lake = pdl.connect(f"sqlite:///{tmp_path}/c.sqlite", str(tmp_path / "data"))
+    for i, name in enumerate(HOSTILE):
+        lake.create_schema(name)
+        lake.create_table((name, name), pa.schema([(name, pa.int64())]))
+        lake.append((name, name), pa.table({name: list(range(i, i + 30))}))  # a Parquet file
+        assert lake.scan((name, name)).column(name).to_pylist() == list(range(i, i + 30))
+    assert sorted(lake.schemas()) == sorted(["main", *HOSTILE])
+    data = os.path.realpath(lake.data_path)
+    files = [os.path.realpath(p) for p in parquet_files(str(tmp_path))]
+    assert len(files) == len(HOSTILE) and all(f.startswith(data + os.sep) for f in files)
+    assert lake.referenced_files(parquet_files(lake.data_path)) == set(parquet_files(lake.data_path))
+    with sqlite3.connect(tmp_path / "c.sqlite") as c:  # the catalog's own tables are intact
+        assert c.execute("SELECT count(*) FROM ducklake_snapshot").fetchone()[0] == 1 + 3 * len(HOSTILE)
+
+
+def test_unreachable_catalog_error_hides_the_password(tmp_path: Path) -> None:
+    with pytest.raises(CatalogUnreachableError) as err:
+        pdl.connect("postgresql+psycopg2://user:s3cr3t@127.0.0.1:1/x", str(tmp_path))
+    assert "s3cr3t" not in str(err.value) and "***" in str(err.value)

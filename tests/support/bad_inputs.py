@@ -1,0 +1,356 @@
+"""The bad-input cases: what each gets (typed error, the advice its message gives) and proof nothing was written.
+
+``CASES`` is the single list behind the README's "Bad input" table (``python -m tests.support.bad_inputs`` prints
+it; ``--write`` puts it into README.md between the ``bad-input-table`` markers). Tests prove each case with
+``expect_bad_input("<id>", ...)``: the block must raise the case's error (directly, or wrapped by Spark), the message
+must contain the advice, and the catalog's snapshot count and the listing (names, sizes) of the watched folders and
+files must be unchanged. ``tests/unit/test_bad_input.py`` checks that the README matches and that every case is
+proven by some test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import pyspark_ducklake as pdl
+from pyspark_ducklake import exceptions as E
+from tests.support.catalogs import REPO_ROOT
+
+README = REPO_ROOT / "README.md"
+START, END = "<!-- bad-input-table:start -->", "<!-- bad-input-table:end -->"
+
+
+@dataclass(frozen=True)
+class BadInput:
+    id: str
+    what: str  # the bad input, as the README's first column says it
+    error: type[E.DuckLakeError] | None  # None: accepted as it is
+    advice: str  # what the message tells the user to do (README column)
+    match: str | None = None  # the part of the message that proves it; default: ``advice``
+
+    @property
+    def expected_text(self) -> str:
+        return self.match or self.advice
+
+
+CASES: tuple[BadInput, ...] = (
+    # --- where the lake is
+    BadInput(
+        "catalog-unreachable",
+        "catalog URL of a server that is not there",
+        E.CatalogUnreachableError,
+        "check the URL, credentials, that the database server is running",
+    ),
+    BadInput(
+        "catalog-credentials",
+        "PostgreSQL catalog with a wrong user or database name",
+        E.CatalogUnreachableError,
+        "check the URL, credentials",
+    ),
+    BadInput(
+        "catalog-folder-missing",
+        "SQLite catalog in a folder that does not exist",
+        E.CatalogUnreachableError,
+        "check that the folder exists",
+        match="that the folder exists",
+    ),
+    BadInput(
+        "catalog-not-ducklake",
+        "a database that holds other tables, not a DuckLake",
+        E.NotADuckLakeCatalogError,
+        "point the catalog at an empty database or an existing DuckLake",
+    ),
+    BadInput(
+        "catalog-other-version",
+        "a DuckLake catalog of another format version (0.3, 1.1, 2.0)",
+        E.UnsupportedSpecVersionError,
+        "Use a matching DuckDB to migrate it, or a newer pyspark-ducklake",
+    ),
+    BadInput(
+        "catalog-new-without-data-path",
+        "a new (empty) catalog without a data path",
+        E.InvalidOptionError,
+        "pass data_path",
+    ),
+    BadInput(
+        "catalog-duckdb-file",
+        "a DuckDB-file catalog (`ducklake:lake.ducklake`)",
+        E.InvalidOptionError,
+        "use a SQLite ('ducklake:sqlite:lake.sqlite') or PostgreSQL catalog",
+    ),
+    BadInput(
+        "catalog-other-backend",
+        "another database backend (`mysql://…`)",
+        E.InvalidOptionError,
+        "DuckLake catalogs here are sqlite or postgresql",
+    ),
+    BadInput(
+        "catalog-in-memory",
+        "in-memory SQLite (`sqlite://`)",
+        E.InvalidOptionError,
+        "give a file, e.g. 'sqlite:///lake.sqlite'",
+    ),
+    BadInput(
+        "catalog-driver-missing",
+        "a PostgreSQL catalog without its driver installed",
+        E.NotInstalledError,
+        "pip install 'pyspark-ducklake[postgres]'",
+    ),
+    BadInput(
+        "data-path-mismatch",
+        "a data path other than the one the catalog records",
+        E.InvalidOptionError,
+        "omit data_path, or move the catalog with its files",
+    ),
+    BadInput(
+        "data-path-unwritable",
+        "a data path the process cannot write (Python append, Spark stream)",
+        E.DataFileError,
+        "check that the data path is reachable and writable",
+    ),
+    BadInput(
+        "spark-no-catalog",
+        "Spark read, write or sink with no catalog anywhere",
+        E.LakeNotConfiguredError,
+        "pass .option('catalog', …), or set spark.ducklake.catalog or DUCKLAKE_CATALOG",
+        match="or set the Spark conf spark.ducklake.catalog, or the environment variable DUCKLAKE_CATALOG",
+    ),
+    BadInput(
+        "spark-no-table",
+        "Spark `load()` / `save()` without a table",
+        E.InvalidOptionError,
+        "use spark.read.format('ducklake').load('main.events')",
+    ),
+    BadInput(
+        "spark-partition-by-differs",
+        "Spark `partitionBy` other than the table's partitioning",
+        E.InvalidOptionError,
+        "change it with lake.set_partitioning() first",
+    ),
+    # --- tables and data
+    BadInput(
+        "unknown-table",
+        "append to, or read, a table that does not exist",
+        E.NoSuchTableError,
+        "create it with lake.create_table()",
+    ),
+    BadInput(
+        "unknown-schema", "a schema that does not exist", E.NoSuchSchemaError, "create it with lake.create_schema"
+    ),
+    BadInput(
+        "schema-mismatch-type",
+        "data whose column type does not convert losslessly (string into BIGINT)",
+        E.SchemaMismatchError,
+        "cast the data or change the column type",
+    ),
+    BadInput(
+        "schema-mismatch-column",
+        "data with a column the table lacks (Python, Spark write)",
+        E.SchemaMismatchError,
+        "add it first with lake.add_column()",
+    ),
+    BadInput(
+        "schema-mismatch-stream",
+        "a stream with a column the table lacks",
+        E.SchemaMismatchError,
+        "pass merge_schema=True to add new columns, or select only the table's columns",
+    ),
+    BadInput("not-null", "NULLs into a NOT NULL column", E.SchemaMismatchError, "drop or fill those rows first"),
+    BadInput(
+        "unsupported-arrow-type",
+        "an Arrow type DuckLake cannot hold (duration, decimal256(60))",
+        E.UnsupportedTypeError,
+        "cast it to a supported type first",
+    ),
+    BadInput("unsupported-spark-type", "a Spark interval column", E.UnsupportedTypeError, "cast it first"),
+    BadInput(
+        "table-exists",
+        "creating a table that exists (a schema: `SchemaAlreadyExistsError`)",
+        E.TableAlreadyExistsError,
+        "pass exist_ok=True to use it, or choose another name",
+    ),
+    BadInput(
+        "bad-identifier",
+        "'a.b.c', an empty name, duplicate column names",
+        E.InvalidIdentifierError,
+        "use 'schema.table', or a (schema, table) tuple for names with dots",
+        match="(schema, table) tuple for names with dots",
+    ),
+    BadInput(
+        "unknown-column",
+        "an unknown column in `columns=`, a filter, a delete, a rename",
+        E.NoSuchColumnError,
+        "names the table's columns",
+        match="['id', 'name'",
+    ),
+    BadInput(
+        "narrowing-type-change",
+        "set_column_type that loses information",
+        E.SchemaMismatchError,
+        "only lossless promotions are allowed",
+    ),
+    BadInput(
+        "unknown-snapshot",
+        "a snapshot id that does not exist, a time before the first",
+        E.NoSuchSnapshotError,
+        "list them with lake.snapshots()",
+    ),
+    # --- options
+    BadInput(
+        "option-unparseable",
+        "option values that do not parse ('ten' retries, 'fast' backoff)",
+        E.InvalidOptionError,
+        "names the option and the value it could not parse",
+        match="could not parse option",
+    ),
+    BadInput(
+        "option-out-of-range",
+        "option values out of range (negative retries, backoff < 1, flush_rows=0)",
+        E.InvalidOptionError,
+        "must be >= …",
+        match="must be",
+    ),
+    BadInput(
+        "option-conflict",
+        "snapshot and timestamp together",
+        E.InvalidOptionError,
+        "pass either snapshot or timestamp, not both",
+    ),
+    BadInput(
+        "partition-transform",
+        "an unknown partition transform (bucket), year() of a number",
+        E.InvalidOptionError,
+        "lists the transforms there are: identity, year, month, day, hour",
+        match="is not one of identity, year, month, day, hour",
+    ),
+    # --- checkpoints
+    BadInput(
+        "checkpoint-corrupt",
+        "a change-feed checkpoint whose offset is garbage",
+        E.InvalidOptionError,
+        "use a new checkpoint location",
+    ),
+    BadInput(
+        "checkpoint-foreign",
+        "a change-feed checkpoint of another lake or table",
+        E.InvalidOptionError,
+        "use a new checkpoint location",
+        match="the checkpoint belongs to another lake or table; use a new checkpoint location",
+    ),
+    # --- accepted
+    BadInput(
+        "hostile-identifiers",
+        "hostile names: quotes, spaces, `; DROP TABLE x;--`, `../escape`",
+        None,
+        "stored verbatim; folder names sanitised, files stay under the data path",
+    ),
+)
+BY_ID = {c.id: c for c in CASES}
+
+
+def _listing(paths: Sequence[str | Path]) -> dict[str, object]:
+    state: dict[str, object] = {}
+    for p in map(str, paths):
+        if os.path.isdir(p):
+            for d, _, files in os.walk(p):
+                for f in files:
+                    full = os.path.join(d, f)
+                    state[full] = os.path.getsize(full)
+        elif os.path.isfile(p):
+            state[p] = hashlib.sha256(Path(p).read_bytes()).hexdigest()
+        else:
+            state[p] = None
+    return state
+
+
+def _snapshots(lake: pdl.Lake | None) -> int | None:
+    return None if lake is None else len(lake.snapshots())
+
+
+@contextmanager
+def expect_bad_input(
+    case_id: str, lake: pdl.Lake | None = None, watch: Sequence[str | Path] = ()
+) -> Iterator[pytest.ExceptionInfo[BaseException]]:
+    """The block raises the case's error with its advice, and leaves ``lake`` and ``watch`` untouched.
+
+    Spark wraps errors raised in the driver's data source or ``foreachBatch`` code; the class name and message
+    then appear in the text of the Spark exception, which is accepted too.
+    """
+    case = BY_ID[case_id]
+    assert case.error is not None, f"{case_id} is accepted input; test it directly"
+    watched = [*watch, *([lake.data_path] if lake is not None else [])]
+    before = (_snapshots(lake), _listing(watched))
+    with pytest.raises(Exception) as info:
+        yield info
+    err = info.value
+    if isinstance(err, case.error):
+        text = str(err)
+    else:
+        text = str(err)
+        assert f"pyspark_ducklake.exceptions.{case.error.__name__}" in text or case.error.__name__ in text, (
+            f"{case_id}: expected {case.error.__name__}, got {type(err).__name__}: {text[:1500]}"
+        )
+    assert case.expected_text in text, f"{case_id}: the message does not say {case.expected_text!r}: {text[:1500]}"
+    assert (_snapshots(lake), _listing(watched)) == before, f"{case_id}: something was written"
+
+
+def render_table() -> str:
+    lines = [
+        "| bad input | error | what the message says to do |",
+        "|---|---|---|",
+    ]
+    for c in CASES:
+        error = f"`{c.error.__name__}`" if c.error else "none (accepted)"
+        lines.append(f"| {c.what} | {error} | {c.advice} |")
+    return "\n".join(lines)
+
+
+def readme_table() -> str | None:
+    text = README.read_text()
+    match = re.search(re.escape(START) + r"\n(.*?)\n" + re.escape(END), text, re.S)
+    return match.group(1) if match else None
+
+
+def write_readme() -> None:
+    text = README.read_text()
+    block = f"{START}\n{render_table()}\n{END}"
+    if START in text:
+        text = re.sub(re.escape(START) + r".*?" + re.escape(END), lambda _: block, text, flags=re.S)
+    else:
+        raise SystemExit(f"README.md has no {START} marker; add one where the table belongs")
+    README.write_text(text)
+
+
+def proven_case_ids(root: Path = REPO_ROOT / "tests") -> set[str]:
+    """Case ids that some test passes to ``expect_bad_input`` (or names in ``accepted_input``), literally or as the
+    first item of a parametrized tuple of a test that calls ``expect_bad_input(case, ...)``."""
+    found: set[str] = set()
+    for path in root.rglob("test_*.py"):
+        text = path.read_text()
+        found |= set(re.findall(r"(?:expect_bad_input|accepted_input)\(\s*\"([a-z0-9-]+)\"", text))
+        if "expect_bad_input(case," in text:  # cases listed in tuples, e.g. for parametrize
+            found |= set(re.findall(r"\(\s*\"([a-z0-9-]+)\",", text)) & set(BY_ID)
+    return found
+
+
+def accepted_input(case_id: str) -> BadInput:
+    """Marks a test as the proof of an accepted-input case (one without an error)."""
+    case = BY_ID[case_id]
+    assert case.error is None
+    return case
+
+
+if __name__ == "__main__":
+    if "--write" in sys.argv[1:]:
+        write_readme()
+    else:
+        print(render_table())
