@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyarrow.parquet import filters_to_expression
 
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import writer as W
@@ -390,10 +389,11 @@ class Lake:
         for c in [] if isinstance(filter, pc.Expression) else _filter_columns(filter):
             if c not in known:
                 raise NoSuchColumnError(f"column {c!r} is not in {table.name}: {sorted(known)}")
-        expr = filter if isinstance(filter, pc.Expression) else filters_to_expression(filter)
+        from pyspark_ducklake.table.scan import FILE_POSITION, execute_file_task, filter_expression
+
+        expr = filter_expression(filter)
         with self.engine.connect() as conn:
             plan = plan_scan(conn, table.entry, table.snapshot_id, self.data_path)
-        from pyspark_ducklake.table.scan import FILE_POSITION, execute_file_task
 
         targets: list[tuple[Any, list[int]]] = []
         for task in plan.files:

@@ -21,6 +21,7 @@ from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
 from pyspark_ducklake.catalog.inlined_codec import decode_values, inlined_select_expression
 from pyspark_ducklake.catalog.stats_values import parse_stat
 from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_field
+from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.io.parquet import read_table
 from pyspark_ducklake.table.conform import conform_table, default_array
 
@@ -151,8 +152,8 @@ def _retype(arr: pa.Array, src: Column, column: Column) -> pa.Array:
         return arr
     from pyspark_ducklake.table.conform import conform_array
 
-    # Re-tag with the current schema's field ids, then convert.
-    return conform_array(arr, column) if not column.is_nested else arr
+    # Convert to the current column; nested fields are matched by field id (renamed, added, dropped fields).
+    return conform_array(arr, column)
 
 
 def empty_result(schema: TableSchema, *, with_virtual: bool) -> pa.Table:
@@ -245,9 +246,7 @@ def execute_plan(
         parts.append(plan.inlined.data)
     result = empty_result(plan.schema, with_virtual=True) if not parts else _concat(parts)
     if filters:
-        from pyarrow.parquet import filters_to_expression
-
-        result = result.filter(filters_to_expression(filters))
+        result = result.filter(filter_expression(filters))
     if columns is not None:
         result = result.select(columns)
     else:
@@ -300,3 +299,25 @@ def _may_match(column: Column, op: str, value: Any, row: Any) -> bool:
 
 
 __all__ = ["FileTask", "ScanPlan", "execute_file_task", "execute_plan", "pc", "plan_scan"]
+
+
+FILTER_OPERATORS = ("=", "==", "!=", "<", "<=", ">", ">=", "in", "not in")
+
+
+def filter_expression(filters: Any) -> pc.Expression:
+    """A pyarrow DNF filter (``[("id", "<", 5)]`` or a list of such lists) or an Expression, as an Expression.
+
+    Raises:
+        InvalidOptionError: the filter is not one pyarrow understands (an unknown operator, a malformed tuple).
+    """
+    if isinstance(filters, pc.Expression):
+        return filters
+    from pyarrow.parquet import filters_to_expression
+
+    try:
+        return filters_to_expression(filters)
+    except (ValueError, TypeError, pa.ArrowException) as e:
+        raise InvalidOptionError(
+            f"filter {filters!r} is not a valid filter ({e}); give (column, operator, value) tuples, or lists of "
+            f"them OR-ed together, with an operator among {', '.join(FILTER_OPERATORS)}, or a pyarrow Expression"
+        ) from e

@@ -193,6 +193,12 @@ CASES: tuple[BadInput, ...] = (
         match="['id', 'name'",
     ),
     BadInput(
+        "bad-filter",
+        "a `scan`/`delete` filter with an unknown operator or a malformed tuple",
+        E.InvalidOptionError,
+        "give (column, operator, value) tuples",
+    ),
+    BadInput(
         "narrowing-type-change",
         "set_column_type that loses information",
         E.SchemaMismatchError,

@@ -220,6 +220,12 @@ def test_unknown_column_and_snapshot(lake: pdl.Lake) -> None:
         lake.delete("main.t", [("nope", "=", 1)])
     with pytest.raises(NoSuchColumnError):
         lake.rename_column("main.t", "nope", "x")
+    with expect_bad_input("bad-filter", lake):
+        lake.scan("main.t", filter=[("id", "~", 1)])
+    with expect_bad_input("bad-filter", lake):
+        lake.delete("main.t", [("id", "~", 1)])
+    with expect_bad_input("bad-filter", lake):
+        lake.delete("main.t", [("id", "=")])
     with expect_bad_input("narrowing-type-change", lake):
         lake.set_column_type("main.t", "id", pa.int32())
     with expect_bad_input("unknown-snapshot", lake) as err:
