@@ -7,7 +7,8 @@ projection of a template with its own id range. The ``foreachBatch`` functions a
 
 - DuckLake: ``ducklake_sink("main.events", catalog=..., data_path=..., app_id=...)`` (one snapshot per batch; small
   batches are inlined into the catalog and flushed to Parquet at 100,000 rows), on a SQLite and a PostgreSQL catalog.
-  Its commit latency is ``sink.metrics[i].commit_latency_s``: the catalog transaction alone.
+  Its commit latency is ``sink.metrics[i].commit_latency_s``: the catalog transaction alone. A profile of 30 more
+  small batches (``--profile-batches``) times each step of one batch and counts the SQL statements it executes.
 - Delta: ``df.write.format("delta").mode("append").option("txnAppId", app).option("txnVersion", batch_id).save(p)``,
   the documented idempotent foreachBatch write. Its "commit latency" is the whole write (Delta does not report its
   commit separately), so it is compared with DuckLake's whole-batch time too.
@@ -42,24 +43,33 @@ import datetime as dt
 import json
 import math
 import os
-import platform
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-import traceback
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-DELTA_VENV = REPO_ROOT / ".cache" / "venv-delta"
-DELTA_JARS_DIR = REPO_ROOT / ".cache" / "jars" / "delta"
-DELTA_VERSION = "4.4.0"
+from _common import (  # bench/_common.py, next to this script
+    DELTA_VENV,
+    DELTA_VERSION,
+    REPO_ROOT,
+    Catalogs,
+    ForeignLoad,
+    WorkerProcess,
+    delta_append,
+    delta_jars,
+    fmt,
+    machine_info,
+    pct,
+    serve_worker,
+    spark_info,
+    start_worker_spark,
+)
+
 SMALL_TABLE = "main.events"
 LARGE_TABLE = "main.large"
 WARMUP_TABLE = "main.warmup"
@@ -141,52 +151,10 @@ class Worker:
 
     # --- setup --------------------------------------------------------------------------------------------------
     def _start_spark(self) -> Any:
-        os.environ["PYSPARK_PYTHON"] = sys.executable
-        os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        from pyspark.sql import SparkSession
-
-        s = self.spec
-        work = Path(s["work_dir"])
-        b = (
-            SparkSession.builder.master(s.get("master", "local[2]"))
-            .appName(f"pyspark-ducklake-sink-bench-{s['name']}")
-            .config("spark.driver.memory", s.get("driver_memory", "2g"))
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.session.timeZone", "UTC")
-            .config("spark.sql.warehouse.dir", str(work / f"warehouse-{s['name']}"))
-            .config("spark.local.dir", str(work / f"spark-local-{s['name']}"))
-        )
-        if self.engine == "delta":
-            b = (
-                b.config("spark.jars", s["delta_jars"])
-                .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-                .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
-            )
-        for kv in s.get("conf", []):
-            key, _, value = kv.partition("=")
-            b = b.config(key, value)
-        spark = b.getOrCreate()
-        spark.sparkContext.setLogLevel("ERROR")
-        return spark
+        return start_worker_spark(self.spec, f"pyspark-ducklake-sink-bench-{self.spec['name']}")
 
     def info(self) -> dict[str, Any]:
-        import pyarrow
-        import pyspark
-
-        out = {
-            "python": sys.version.split()[0],
-            "executable": sys.executable,
-            "pyspark": pyspark.__version__,
-            "spark": self.spark.version,
-            "pyarrow": pyarrow.__version__,
-            "conf": {
-                k: v
-                for k, v in self.spark.sparkContext.getConf().getAll()
-                if k.startswith(("spark.databricks", "spark.master", "spark.driver.memory", "spark.jars"))
-            },
-        }
+        out = spark_info(self.spark)
         if self.engine == "ducklake":
             import sqlalchemy
 
@@ -218,13 +186,7 @@ class Worker:
                 path = target["path"] + "/" + table.split(".")[-1]
 
                 def write(df: Any, batch_id: int, path: str = path, app: str = app) -> None:
-                    (
-                        df.write.format("delta")
-                        .mode("append")
-                        .option("txnAppId", app)
-                        .option("txnVersion", batch_id)
-                        .save(path)
-                    )
+                    delta_append(df, path, app, batch_id)
 
                 self.sinks[key] = write
         return self.sinks[key]
@@ -463,9 +425,18 @@ def _check_catalog(target: dict[str, Any], batches: int, rows: int) -> dict[str,
 
 
 def profile_small_batch(worker: Worker, c: dict[str, Any]) -> dict[str, Any]:
-    """Where one small DuckLake batch spends its time: each step of ``DuckLakeSink._handle``, timed separately."""
+    """Where one small DuckLake batch spends its time: each step of ``DuckLakeSink._handle``, timed separately.
+
+    The Spark step is the sink's own for a batch that follows a small one (``collect_if_small``: one Arrow collect
+    of at most ``data_inlining_row_limit + 1`` rows); the executor path (``run_tasks``, a ``mapInArrow`` job whose
+    tasks hand back Arrow IPC) and a plain count are timed on the same frame for reference. ``sql_statements`` is
+    what the catalog executed for the batch (SQLAlchemy's ``before_cursor_execute``).
+    """
+    from sqlalchemy import event
+
     from pyspark_ducklake.batch.spark_types import columns_from_spark
-    from pyspark_ducklake.streaming.sink import run_tasks
+    from pyspark_ducklake.streaming.microbatch import write_task
+    from pyspark_ducklake.streaming.sink import collect_if_small, run_tasks
 
     target = c["target"]
     frames = worker.frames("small")
@@ -473,6 +444,11 @@ def profile_small_batch(worker: Worker, c: dict[str, Any]) -> dict[str, Any]:
     sink(frames[0], 0)  # creates the table
     committer = sink._get_committer(worker.spark)  # type: ignore[attr-defined]
     steps: dict[str, list[float]] = {}
+    statements = [0]
+
+    @event.listens_for(committer.lake.engine, "before_cursor_execute")
+    def _count(*_: Any) -> None:
+        statements[0] += 1
 
     def timed(name: str, fn: Callable[..., Any], *a: Any, **kw: Any) -> Any:
         t0 = time.perf_counter()
@@ -480,17 +456,14 @@ def profile_small_batch(worker: Worker, c: dict[str, Any]) -> dict[str, Any]:
         steps.setdefault(name, []).append(time.perf_counter() - t0)
         return value
 
-    def noop(batches: Any) -> Any:
-        for b in batches:
-            yield b.slice(0, 0)
-
     for i in range(1, c["batches"] + 1):
         df = frames[i]
         t0 = time.perf_counter()
-        timed("committed_snapshot", committer.committed_snapshot, "profile", i)
+        statements[0] = 0
         incoming = timed("schema", columns_from_spark, df.schema)
-        plan, tplan = timed("plan", committer.plan, incoming)
-        outputs = timed("spark_job", run_tasks, df, plan)
+        _, (plan, tplan) = timed("replay_check_and_plan", committer.prepare, "profile", i, incoming)
+        small = timed("spark_collect", collect_if_small, df, plan.inline_limit)
+        outputs = [timed("driver_task", write_task, plan, small)]
         m = timed(
             "commit_call",
             committer.commit,
@@ -503,234 +476,23 @@ def profile_small_batch(worker: Worker, c: dict[str, Any]) -> dict[str, Any]:
         )
         steps.setdefault("catalog_txn", []).append(m.commit_latency_s)
         steps.setdefault("total", []).append(time.perf_counter() - t0)
-        # Spark alone, for reference: the same frame through a no-op mapInArrow, and a plain count.
-        timed("spark_noop_mapinarrow", lambda d: d.mapInArrow(noop, d.schema).collect(), df)
+        steps.setdefault("sql_statements", []).append(statements[0])
+        # Spark alone, for reference: the executor path and a plain count on the same frame.
+        timed("spark_mapinarrow_tasks", run_tasks, df, plan)
         timed("spark_count", lambda d: d.count(), df)
     return {k: {"p50": statistics.median(v), "mean": statistics.fmean(v), "n": len(v)} for k, v in steps.items()}
 
 
-def worker_main() -> None:
-    """Read one JSON command per line from stdin, answer one JSON line on the original stdout."""
-    proto = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # anything else printed (and the JVM's stdout) goes to stderr
-    sys.stdout = sys.stderr
-    spec = json.loads(sys.stdin.readline())
-    try:
-        worker = Worker(spec)
-        proto.write(json.dumps({"ok": True, "info": worker.info()}) + "\n")
-    except BaseException:
-        proto.write(json.dumps({"ok": False, "error": traceback.format_exc()}) + "\n")
-        return
-    for line in sys.stdin:
-        c = json.loads(line)
-        if c["cmd"] == "quit":
-            break
-        try:
-            result = worker.dispatch(c)
-            proto.write(json.dumps({"ok": True, "result": result}, default=str) + "\n")
-        except BaseException:
-            proto.write(json.dumps({"ok": False, "error": traceback.format_exc()}) + "\n")
-    worker.spark.stop()
+def profile_line(prof: dict[str, Any]) -> str:
+    """``step p50`` pairs of a profile: times in ms, the statement count as is."""
+    return ", ".join(
+        f"{k} {v['p50']:.0f}" if k == "sql_statements" else f"{k} {v['p50'] * 1000:.1f} ms" for k, v in prof.items()
+    )
 
 
 # =====================================================================================================================
 # Orchestrator side: catalogs, workers, the turn-taking, statistics, output.
 # =====================================================================================================================
-
-
-class ForeignLoad:
-    """CPU seconds used by processes outside this benchmark's process tree (PostgreSQL servers excluded)."""
-
-    def __init__(self, interval: float = 0.5) -> None:
-        self.interval = interval
-        self.total = 0.0
-        self.top: dict[str, float] = {}
-        self._tick = os.sysconf("SC_CLK_TCK")
-        self._last: dict[int, float] = {}
-        self._lock = threading.Lock()
-        self.available = os.path.isdir("/proc/self")
-        if self.available:
-            self._sample()
-            threading.Thread(target=self._run, daemon=True, name="foreign-load").start()
-
-    def _procs(self) -> dict[int, tuple[int, str, float]]:
-        out = {}
-        for e in os.listdir("/proc"):
-            if not e.isdigit():
-                continue
-            try:
-                with open(f"/proc/{e}/stat") as f:
-                    raw = f.read()
-            except OSError:
-                continue
-            comm = raw[raw.index("(") + 1 : raw.rindex(")")]
-            rest = raw[raw.rindex(")") + 2 :].split()
-            out[int(e)] = (int(rest[1]), comm, (int(rest[11]) + int(rest[12])) / self._tick)
-        return out
-
-    def _sample(self) -> None:
-        procs = self._procs()
-        me = os.getpid()
-        ours = set()
-        for pid in procs:
-            p, seen = pid, 0
-            while p and p in procs and seen < 64:
-                if p == me:
-                    ours.add(pid)
-                    break
-                p = procs[p][0]
-                seen += 1
-        now: dict[int, float] = {}
-        delta = 0.0
-        for pid, (_, comm, cpu) in procs.items():
-            if pid in ours or comm.startswith("postgres"):
-                continue
-            now[pid] = cpu
-            if pid in self._last:
-                d = max(0.0, cpu - self._last[pid])
-                delta += d
-                if d:
-                    self.top[comm] = self.top.get(comm, 0.0) + d
-        with self._lock:
-            if self._last:
-                self.total += delta
-            self._last = now
-
-    def _run(self) -> None:
-        while True:
-            time.sleep(self.interval)
-            try:
-                self._sample()
-            except Exception:
-                continue
-
-    def read(self) -> float:
-        with self._lock:
-            return self.total
-
-
-class WorkerProcess:
-    """A worker subprocess (one SparkSession) spoken to with JSON lines."""
-
-    def __init__(self, name: str, python: str, spec: dict[str, Any], log_dir: Path, env: dict[str, str]) -> None:
-        self.name = name
-        self.log_path = log_dir / f"worker-{name}.log"
-        self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(
-            [python, str(Path(__file__).resolve()), "--worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._log,
-            text=True,
-            bufsize=1,
-            env=env,
-            cwd=str(REPO_ROOT),
-        )
-        t0 = time.perf_counter()
-        self.info = self._request({"name": name, **spec})
-        self.start_seconds = time.perf_counter() - t0
-        self.info["start_seconds"] = self.start_seconds
-
-    def _request(self, message: dict[str, Any]) -> Any:
-        assert self.proc.stdin and self.proc.stdout
-        self.proc.stdin.write(json.dumps(message) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"worker {self.name} died; see {self.log_path}:\n{_tail(self.log_path)}")
-        answer = json.loads(line)
-        if not answer["ok"]:
-            raise RuntimeError(f"worker {self.name} failed:\n{answer['error']}")
-        return answer.get("info", answer.get("result"))
-
-    def call(self, cmd: str, **kw: Any) -> Any:
-        return self._request({"cmd": cmd, **kw})
-
-    def close(self) -> None:
-        try:
-            if self.proc.poll() is None and self.proc.stdin:
-                self.proc.stdin.write(json.dumps({"cmd": "quit"}) + "\n")
-                self.proc.stdin.flush()
-                self.proc.wait(timeout=120)
-        except Exception:
-            self.proc.kill()
-        self._log.close()
-
-
-def _tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
-
-
-class Catalogs:
-    """Fresh catalogs: SQLite files, or databases on the project's test PostgreSQL (dropped at the end)."""
-
-    def __init__(self, work: Path) -> None:
-        self.work = work
-        self._admin: Any = None
-        self._admin_url = ""
-        self._dbs: list[str] = []
-
-    def new(self, backend: str, label: str) -> dict[str, Any]:
-        folder = self.work / f"lake-{label}-{backend}"
-        (folder / "data").mkdir(parents=True)
-        data_path = f"{folder / 'data'}/"
-        if backend == "sqlite":
-            path = folder / "lake.sqlite"
-            return {
-                "name": f"ducklake-{backend}",
-                "backend": backend,
-                "url": f"sqlite:///{path}",
-                "duckdb": f"ducklake:sqlite:{path}",
-                "data_path": data_path,
-            }
-        from sqlalchemy import create_engine, text
-        from sqlalchemy.engine import make_url
-
-        if self._admin is None:
-            script = REPO_ROOT / "scripts" / "postgres.sh"
-            subprocess.run(
-                ["bash", str(script), "start"], check=True, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL
-            )
-            self._admin_url = subprocess.run(
-                ["bash", str(script), "url"], check=True, capture_output=True, text=True
-            ).stdout.strip()
-            self._admin = create_engine(self._admin_url, isolation_level="AUTOCOMMIT")
-        name = f"ducklake_sinkbench_{os.getpid()}_{label}_{uuid.uuid4().hex[:6]}"
-        with self._admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
-        self._dbs.append(name)
-        url = make_url(self._admin_url).set(database=name)
-        conninfo = f"dbname={name} host={url.host} port={url.port} user={url.username}"
-        return {
-            "name": f"ducklake-{backend}",
-            "backend": backend,
-            "url": url.render_as_string(hide_password=False),
-            "duckdb": f"ducklake:postgres:{conninfo}",
-            "data_path": data_path,
-        }
-
-    def drop_all(self) -> None:
-        if self._admin is None:
-            return
-        from sqlalchemy import text
-
-        with self._admin.connect() as conn:
-            for name in self._dbs:
-                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        self._admin.dispose()
-
-
-def pct(values: list[float], q: float) -> float:
-    """Percentile by linear interpolation (q in 0..100)."""
-    if not values:
-        return float("nan")
-    s = sorted(values)
-    k = (len(s) - 1) * q / 100
-    lo, hi = math.floor(k), math.ceil(k)
-    return s[lo] + (s[hi] - s[lo]) * (k - lo)
 
 
 class Stream:
@@ -846,64 +608,6 @@ def take_turns(streams: list[Stream], block: int, load: ForeignLoad, say: Callab
             )
             + f"  [{time.perf_counter() - t0:.0f} s]"
         )
-
-
-def machine_info() -> dict[str, Any]:
-    info: dict[str, Any] = {
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "cpus": os.cpu_count(),
-        "python": sys.version.split()[0],
-        "hostname": platform.node(),
-    }
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    info["cpu_model"] = line.split(":", 1)[1].strip()
-                    break
-        with open("/proc/meminfo") as f:
-            info["mem_gib"] = round(int(f.readline().split()[1]) / 1024 / 1024, 1)
-    except OSError:
-        pass
-    try:
-        java = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30)
-        info["java"] = java.stderr.splitlines()[0] if java.stderr else None
-    except (OSError, subprocess.SubprocessError):
-        info["java"] = None
-    try:
-        pg = subprocess.run(
-            ["bash", str(REPO_ROOT / "scripts" / "postgres.sh"), "status"], capture_output=True, text=True, timeout=60
-        )
-        info["postgres"] = pg.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    info["loadavg_start"] = os.getloadavg()
-    return info
-
-
-def delta_jars(version: str) -> str:
-    jars = [DELTA_JARS_DIR / f"delta-spark_2.13-{version}.jar", DELTA_JARS_DIR / f"delta-storage-{version}.jar"]
-    if not all(j.exists() for j in jars):
-        out = subprocess.run(
-            ["bash", str(REPO_ROOT / "bench" / "fetch_delta.sh")],
-            check=True,
-            capture_output=True,
-            text=True,
-            env={**os.environ, "DELTA_VERSION": version},
-        ).stdout
-        return out.strip().splitlines()[-1]
-    return ",".join(str(j) for j in jars)
-
-
-def fmt(x: Any, unit: str = "", digits: int = 1) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "-"
-    if unit == "ms":
-        return f"{x * 1000:.{digits}f} ms"
-    if isinstance(x, float):
-        return f"{x:,.{digits}f}"
-    return f"{x:,}"
 
 
 def build_report(streams: list[Stream], latency: dict[str, Any], args: argparse.Namespace) -> tuple[dict, list]:
@@ -1415,10 +1119,7 @@ def main(argv: list[str] | None = None) -> int:
             for b in backends:
                 t = catalogs.new(b, "profile")
                 profile[b] = dl.call("profile", target=t, batches=args.profile_batches)
-                say(
-                    f"profile of one small batch, {b}: "
-                    + ", ".join(f"{k} {v['p50'] * 1000:.1f} ms" for k, v in profile[b].items())
-                )
+                say(f"profile of one small batch, {b}: " + profile_line(profile[b]))
     finally:
         for w in workers:
             w.close()
@@ -1463,10 +1164,7 @@ def main(argv: list[str] | None = None) -> int:
         say("")
         say(
             "profile of a small DuckLake batch (p50 ms): "
-            + "; ".join(
-                f"{b}: " + ", ".join(f"{k} {v['p50'] * 1000:.1f}" for k, v in prof.items())
-                for b, prof in profile.items()
-            )
+            + "; ".join(f"{b}: " + profile_line(prof) for b, prof in profile.items())
         )
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(report, indent=1, default=str) + "\n")
@@ -1482,6 +1180,6 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     if "--worker" in sys.argv[1:]:
-        worker_main()
+        serve_worker(Worker)
     else:
         sys.exit(main())

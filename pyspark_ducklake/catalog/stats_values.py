@@ -1041,12 +1041,17 @@ def array_min_max(
 
 def _inlined_min_max(column: Column, valid: pa.Array) -> tuple[str | None, str | None, bool | None]:
     # DuckDB computes inlined stats from the VARCHAR cast of every value (ducklake_inline_data.cpp)
-    texts = [duckdb_text(column, v) for v in storage_values(column, valid)]
+    values = storage_values(column, valid)
     if _requires_value_comparison(column):
-        keys = [_stat_key(column, s) for s in texts]
-        lo_i = min(range(len(texts)), key=keys.__getitem__)
-        hi_i = max(range(len(texts)), key=keys.__getitem__)
-        return texts[lo_i], texts[hi_i], None
+        # The text round-trips to the storage value, so ordering the values orders the texts as _stat_key does
+        # (first of equal values kept); only the two picked values are rendered.
+        keys: list[Any] = values
+        if column.type in ("float32", "float64"):
+            keys = [(1, 0.0) if math.isnan(v) else (0, v) for v in values]
+        lo_i = min(range(len(values)), key=keys.__getitem__)
+        hi_i = max(range(len(values)), key=keys.__getitem__)
+        return duckdb_text(column, values[lo_i]), duckdb_text(column, values[hi_i]), None
+    texts = [duckdb_text(column, v) for v in values]
     encoded = [s.encode() for s in texts]
     return texts[encoded.index(min(encoded))], texts[encoded.index(max(encoded))], None
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 
 from pyspark_ducklake._faults import AFTER_CATALOG_COMMIT, AFTER_FILES_WRITTEN, DURING_FLUSH, crash_point
 from pyspark_ducklake.catalog import app_progress
@@ -40,7 +40,7 @@ from pyspark_ducklake.exceptions import (
 )
 from pyspark_ducklake.lake import Lake, add_pending_files, parse_identifier
 from pyspark_ducklake.table import evolution
-from pyspark_ducklake.table.flush import flush_inlined, inlined_row_count
+from pyspark_ducklake.table.flush import flush_inlined
 from pyspark_ducklake.table.partition_values import PartitionKey, resolve_keys
 from pyspark_ducklake.table.write import PendingFile, conform_to_table, write_data_files, write_rolling
 
@@ -78,6 +78,7 @@ class BatchPlan:
     keys: tuple[PartitionKey, ...]
     inline_limit: int
     target_file_rows: int
+    storage_options: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,7 @@ def write_task(plan: BatchPlan, batches: Iterable[pa.RecordBatch]) -> TaskOutput
                 plan.keys,
                 table_name=plan.table_name,
                 target_file_rows=plan.target_file_rows,
+                storage_options=plan.storage_options,
             )
             return TaskOutput(sum(f.written.record_count for f in files), None, tuple(files))
     if rows == 0:
@@ -151,13 +153,22 @@ def _chain(first: list[pa.RecordBatch], rest: Iterable[pa.RecordBatch]) -> Itera
 
 
 class MicroBatchCommitter:
-    """Driver side of the sink for one table: plans each batch and commits it exactly once."""
+    """Driver side of the sink for one table: plans each batch and commits it exactly once.
+
+    It remembers what its last commit left in the catalog (the table's entry, columns, partitioning, inlined-data
+    table, statistics, inlined row count and the last batch per app id). While that commit's snapshot is still the
+    newest, nobody else has changed any of it (every DuckLake writer changes the catalog only in a commit that adds
+    a snapshot, and the snapshot row's primary key serialises commits), so the next batch reads none of it again;
+    as soon as another snapshot appears, everything is read afresh.
+    """
 
     def __init__(self, lake: Lake, identifier: str, settings: SinkSettings) -> None:
         self.lake = lake
         self.schema_name, self.table_name = parse_identifier(identifier)
         self.settings = settings
         self._progress_ready = False
+        self._known: _Known | None = None
+        self._plan_memo: tuple[tuple[Any, ...], BatchPlan, _TablePlan] | None = None
 
     @property
     def qualified_name(self) -> str:
@@ -168,18 +179,15 @@ class MicroBatchCommitter:
             app_progress.ensure_progress_table(self.lake.engine)
             self._progress_ready = True
 
+    def _known_at(self, snapshot_id: int) -> _Known | None:
+        known = self._known
+        return known if known is not None and known.snapshot_id == snapshot_id else None
+
     def committed_snapshot(self, app_id: str, batch_id: int) -> int | None:
         """The snapshot that already holds this batch (a replay), or None."""
         self._ensure_progress()
         with self.lake.engine.connect() as conn:
-            try:
-                entry = R.table_by_name(conn, self.schema_name, self.table_name, R.latest_snapshot(conn).snapshot_id)
-            except NoSuchTableError:
-                return None
-            last = app_progress.last_batch(conn, app_id, entry.table_id)
-        if last is not None and batch_id <= last[0]:
-            return last[1]
-        return None
+            return self._committed(conn, R.latest_snapshot(conn).snapshot_id, app_id, batch_id)
 
     def plan(self, incoming: TableSchema) -> tuple[BatchPlan, _TablePlan]:
         """Resolve the target table for a batch whose columns are ``incoming`` (numbered as a new table's).
@@ -188,9 +196,50 @@ class MicroBatchCommitter:
             NoSuchTableError: the table is missing and ``create_table`` is off.
             SchemaMismatchError: new columns without ``merge_schema``, or incompatible types (names the column).
         """
+        with self.lake.engine.connect() as conn:
+            return self._plan(conn, R.latest_snapshot(conn).snapshot_id, incoming)
+
+    def prepare(
+        self, app_id: str, batch_id: int, incoming: TableSchema
+    ) -> tuple[int | None, tuple[BatchPlan, _TablePlan] | None]:
+        """:meth:`committed_snapshot` and, unless the batch is a replay, :meth:`plan`, on one read of the head.
+
+        Returns:
+            ``(snapshot, None)`` for a batch already committed, else ``(None, (plan, table_plan))``.
+        """
+        self._ensure_progress()
+        with self.lake.engine.connect() as conn:
+            head = R.latest_snapshot(conn).snapshot_id
+            done = self._committed(conn, head, app_id, batch_id)
+            if done is not None:
+                return done, None
+            return None, self._plan(conn, head, incoming)
+
+    def _committed(self, conn: Connection, head: int, app_id: str, batch_id: int) -> int | None:
+        known = self._known_at(head)
+        if known is not None and app_id in known.batches:
+            last: tuple[int, int] | None = known.batches[app_id]
+        else:
+            try:
+                entry = R.table_by_name(conn, self.schema_name, self.table_name, head)
+            except NoSuchTableError:
+                return None
+            last = app_progress.last_batch(conn, app_id, entry.table_id)
+        if last is not None and batch_id <= last[0]:
+            return last[1]
+        return None
+
+    def _plan(self, conn: Connection, snapshot: int, incoming: TableSchema) -> tuple[BatchPlan, _TablePlan]:
         lake = self.lake
-        with lake.engine.connect() as conn:
-            snapshot = R.latest_snapshot(conn).snapshot_id
+        known = self._known_at(snapshot)
+        if known is not None and all(known.schema.by_name(c.name) is not None for c in incoming.columns):
+            key = (known.entry, known.schema, known.spec, incoming)
+            memo = self._plan_memo
+            if memo is not None and memo[0] == key:
+                return memo[1], replace(memo[2], snapshot_id=snapshot)
+            entry, current, spec, max_id = known.entry, known.schema, known.spec, 0
+        else:
+            key = None
             try:
                 entry = R.table_by_name(conn, self.schema_name, self.table_name, snapshot)
             except NoSuchTableError:
@@ -226,7 +275,10 @@ class MicroBatchCommitter:
         conform_to_table(incoming.arrow_schema().empty_table(), target, self.qualified_name)
         tplan = _TablePlan(snapshot, entry, target, added, spec, ())
         table_dir = R.table_path(entry, lake.data_path)
-        return self._batch_plan(table_dir, target, resolve_keys(spec, target)), tplan
+        bplan = self._batch_plan(table_dir, target, resolve_keys(spec, target))
+        if key is not None:
+            self._plan_memo = (key, bplan, tplan)
+        return bplan, tplan
 
     def _batch_plan(self, table_dir: str, schema: TableSchema, keys: tuple[PartitionKey, ...]) -> BatchPlan:
         return BatchPlan(
@@ -236,6 +288,7 @@ class MicroBatchCommitter:
             keys,
             self.settings.data_inlining_row_limit,
             self.settings.target_file_rows,
+            self.lake.storage_options,
         )
 
     def commit(
@@ -265,34 +318,68 @@ class MicroBatchCommitter:
                 )
         flushed = [0]
         skipped = [False]
+        staged: list[Any] = [None, None]  # the last attempt's context and what it leaves behind
+
+        previous = self._known
 
         def apply(ctx: CommitContext) -> None:
-            entry, spec = self._target(ctx, tplan)
-            last = app_progress.last_batch(ctx.conn, app_id, entry.table_id)
+            known = previous if previous is not None and previous.snapshot_id == ctx.base.snapshot_id else None
+            if known is not None and (tplan.entry is None or tplan.entry.table_id != known.entry.table_id):
+                known = None
+            if known is not None and not tplan.added:
+                entry, spec, schema = known.entry, known.spec, known.schema
+                last = known.batches.get(app_id)
+                if last is None:
+                    last = app_progress.last_batch(ctx.conn, app_id, entry.table_id)
+                if known.stats is not None:
+                    W.seed_table_stats(ctx, entry.table_id, known.stats)
+            else:
+                known = None
+                entry, spec = self._target(ctx, tplan)
+                last = app_progress.last_batch(ctx.conn, app_id, entry.table_id)
+                schema = R.table_schema(ctx.conn, entry.table_id, ctx.snapshot_id)
             if last is not None and batch_id <= last[0]:
                 skipped[0] = True
                 raise SkipCommit()
-            schema = R.table_schema(ctx.conn, entry.table_id, ctx.snapshot_id)
             if schema.shape() != plan.schema.shape():
                 raise CommitConflictError(f"table {self.qualified_name} was altered while the batch was written; retry")
+            if known is not None:
+                count, oldest = known.inlined_rows, known.oldest_inlined
+            else:
+                count, oldest = _inlined_state(ctx, entry.table_id)
+            inlined = known.inlined if known is not None else None
             if inline_rows is not None:
-                W.inlined_insert(ctx, entry, schema, inline_rows)
+                if inlined is None:
+                    inlined = W.latest_inlined_table(ctx, entry, schema)
+                W.inlined_insert(ctx, entry, schema, inline_rows, target=inlined)
             if files:
                 add_pending_files(ctx, entry, schema, spec, files)
+            if inline_rows is not None and inline_rows.num_rows:
+                count += inline_rows.num_rows
+                oldest = oldest or ctx.snapshot_time
             flushed[0] = 0
-            if self._should_flush(ctx, entry, inline_rows):
+            if self._should_flush(count, oldest, inline_rows):
                 flushed[0] = flush_inlined(ctx, entry).rows
+                count, oldest = 0, None
                 crash_point(DURING_FLUSH, batch_id)
             app_progress.record_batch(ctx.conn, app_id, entry.table_id, batch_id, ctx.snapshot_id)
+            batches = dict(known.batches) if known is not None else {}
+            batches[app_id] = (batch_id, ctx.snapshot_id)
+            staged[0] = ctx
+            staged[1] = _Known(ctx.snapshot_id, entry, schema, spec, inlined, None, count, oldest, batches)
 
         crash_point(AFTER_FILES_WRITTEN, batch_id)
         commit_started = time.monotonic()
+        self._known = None  # only a successful commit is known
         result = self.lake._commit(
             apply,
             base=None,
             files=[f.written.path for f in files],
             extra_info={"app_id": app_id, "batch_id": batch_id},
         )
+        if not (result.skipped or skipped[0]) and staged[1] is not None and result.snapshot_id is not None:
+            ctx, after = staged
+            self._known = replace(after, stats=W.written_table_stats(ctx).get(after.entry.table_id))
         crash_point(AFTER_CATALOG_COMMIT, batch_id)
         now = time.monotonic()
         if result.skipped or skipped[0]:
@@ -337,9 +424,9 @@ class MicroBatchCommitter:
             evolution.add_column_with_ids(ctx, entry, column)
         return entry, partition_spec(ctx.conn, entry.table_id, ctx.snapshot_id, tplan.schema)
 
-    def _should_flush(self, ctx: CommitContext, entry: TableEntry, inline_rows: pa.Table | None) -> bool:
+    def _should_flush(self, count: int, oldest: dt.datetime | None, inline_rows: pa.Table | None) -> bool:
+        """Whether the table's ``count`` inlined rows, the oldest from ``oldest``, cross a flush threshold."""
         s = self.settings
-        count = inlined_row_count(ctx.conn, entry.table_id)
         if count == 0:
             return False
         if count >= s.flush_rows:
@@ -348,25 +435,42 @@ class MicroBatchCommitter:
             estimated = count * inline_rows.nbytes / inline_rows.num_rows
             if estimated >= s.flush_bytes:
                 return True
-        oldest = _oldest_inlined_time(ctx, entry.table_id)
         return oldest is not None and (dt.datetime.now(dt.timezone.utc) - oldest).total_seconds() >= s.flush_interval
 
 
-def _oldest_inlined_time(ctx: CommitContext, table_id: int) -> dt.datetime | None:
+def _inlined_state(ctx: CommitContext, table_id: int) -> tuple[int, dt.datetime | None]:
+    """Rows (all versions) in the table's inlined-data tables and the time of the oldest one's snapshot."""
     from sqlalchemy import BigInteger, MetaData, Table, func
     from sqlalchemy import Column as SAColumn
 
+    count = 0
     oldest: int | None = None
     for name, _ in R.inlined_tables(ctx.conn, table_id):
         if R.has_table(ctx.conn, name):
             t = Table(name, MetaData(), SAColumn("begin_snapshot", BigInteger))
-            value = ctx.conn.execute(select(func.min(t.c.begin_snapshot))).scalar()
-            if value is not None:
-                oldest = int(value) if oldest is None else min(oldest, int(value))
+            n, first = ctx.conn.execute(select(func.count(), func.min(t.c.begin_snapshot))).one()
+            count += int(n)
+            if first is not None:
+                oldest = int(first) if oldest is None else min(oldest, int(first))
     if oldest is None:
-        return None
+        return count, None
     s = T.ducklake_snapshot
-    return ctx.conn.execute(select(s.c.snapshot_time).where(s.c.snapshot_id == oldest)).scalar()
+    return count, ctx.conn.execute(select(s.c.snapshot_time).where(s.c.snapshot_id == oldest)).scalar()
+
+
+@dataclass(frozen=True)
+class _Known:
+    """What the committer's last commit left in the catalog, valid while its snapshot is the newest."""
+
+    snapshot_id: int
+    entry: TableEntry
+    schema: TableSchema
+    spec: PartitionSpec | None
+    inlined: Any  # the sqlalchemy Table of the latest inlined-data table, None until the first inlined insert
+    stats: W.TableStats | None
+    inlined_rows: int
+    oldest_inlined: dt.datetime | None
+    batches: dict[str, tuple[int, int]]  # app_id -> (batch_id, snapshot_id) of its last batch
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,7 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
             lake.close()
 
     def _lake(self) -> Lake:
-        return Lake(self.config.catalog, self.config.data_path, retry=self.settings.retry)
+        return self.config.connect(retry=self.settings.retry)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StreamTaskMessage:
         from pyspark import TaskContext
@@ -100,7 +100,7 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
         try:
             committer = MicroBatchCommitter(lake, self.identifier, self.settings)
             if committer.committed_snapshot(app_id, batchId) is not None:
-                delete_files([f.written.path for m in ours for f in m.output.files])
+                delete_files([f.written.path for m in ours for f in m.output.files], self.config.storage_options)
                 log.info("ducklake sink %s batch %d: already committed; skipped", self.identifier, batchId)
                 return
             plan, tplan = committer.plan(self.incoming)
@@ -137,4 +137,4 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
             return
         finally:
             lake.close()
-        delete_files([p for p in paths if p not in referenced])
+        delete_files([p for p in paths if p not in referenced], self.config.storage_options)

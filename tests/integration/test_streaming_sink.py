@@ -78,6 +78,37 @@ def test_large_batch_is_written_by_executors(spark: SparkSession, catalog: Any) 
     assert canonical_rows(duck) == canonical_rows(lake.scan("main.events"))
 
 
+def typed_batch(spark: SparkSession, start: int, n: int, partitions: int) -> Any:
+    idc = F.col("id")
+    return spark.range(start, start + n, 1, partitions).select(
+        idc,
+        F.when(idc % 7 == 0, None).otherwise(F.concat(F.lit("s"), idc.cast("string"))).alias("s"),
+        (idc / 8).cast("decimal(18,3)").alias("d"),
+        F.timestamp_micros(F.lit(1_600_000_000_000_000) + idc * 1_000_003).alias("ts"),
+        F.date_add(F.lit("2000-01-01").cast("date"), (idc % 1000).cast("int")).alias("day"),
+        (idc % 2 == 0).alias("flag"),
+    )
+
+
+def test_arrow_fetch_after_small_batches_and_fallback(spark: SparkSession, sqlite_catalog: Any) -> None:
+    # After an inlined batch the sink fetches the next one with one limited Arrow collect on the driver; a batch
+    # over the limit falls back to the executor path. Every type must arrive the same either way.
+    sink = sink_for(sqlite_catalog, data_inlining_row_limit=100)
+    sizes = [(0, 60, 2), (60, 100, 2), (160, 500, 2), (660, 40, 1)]
+    for b, (start, n, partitions) in enumerate(sizes):
+        sink(typed_batch(spark, start, n, partitions), b)
+    assert [m.mode for m in sink.metrics] == ["inlined", "inlined", "parquet", "inlined"]
+    assert sink.metrics[2].files == 2
+    expected = canonical_rows(typed_batch(spark, 0, 700, 1).toArrow())
+    con = open_duckdb(sqlite_catalog)
+    try:
+        duck = con.execute("SELECT * FROM lake.main.events").to_arrow_table()
+    finally:
+        con.close()
+    assert canonical_rows(duck) == expected
+    assert canonical_rows(pdl.connect(sqlite_catalog.url).scan("main.events")) == expected
+
+
 def test_flush_threshold_keeps_history(spark: SparkSession, catalog: Any) -> None:
     sink = sink_for(catalog, flush_rows=25)
     for b in range(4):

@@ -1,0 +1,391 @@
+"""Helpers shared by the benchmarks: worker processes, foreign CPU load, catalogs, Delta jars, statistics.
+
+The Spark-facing side of each benchmark runs in worker processes, one SparkSession each, driven by JSON lines
+(:class:`WorkerProcess` on the orchestrator's side, :func:`serve_worker` on the worker's): Delta Lake has no release
+for the project's Spark, so its worker runs on another interpreter (``.cache/venv-delta``, ``bench/fetch_delta.sh``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DELTA_VENV = REPO_ROOT / ".cache" / "venv-delta"
+DELTA_JARS_DIR = REPO_ROOT / ".cache" / "jars" / "delta"
+DELTA_VERSION = "4.4.0"
+
+
+def start_worker_spark(
+    spec: dict[str, Any], app_name: str, jars: list[str] | None = None, conf: dict[str, str] | None = None
+) -> Any:
+    """The SparkSession of a benchmark worker.
+
+    ``spec["master"]`` (default ``local[2]``) and ``spec["driver_memory"]`` (default 2g), UI off, UTC, scratch
+    folders in ``spec["work_dir"]`` named after ``spec["name"]``; with ``spec["engine"] == "delta"`` Delta's jars
+    (``spec["delta_jars"]``) and session extension; ``jars`` and ``conf`` added, then ``spec["conf"]``
+    (``KEY=VALUE`` strings) last.
+    """
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    s = spec
+    work = Path(s["work_dir"])
+    b = (
+        SparkSession.builder.master(s.get("master", "local[2]"))
+        .appName(app_name)
+        .config("spark.driver.memory", s.get("driver_memory", "2g"))
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.warehouse.dir", str(work / f"warehouse-{s['name']}"))
+        .config("spark.local.dir", str(work / f"spark-local-{s['name']}"))
+    )
+    all_jars = list(jars or [])
+    if s["engine"] == "delta":
+        all_jars.append(s["delta_jars"])
+        b = b.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension").config(
+            "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+        )
+    if all_jars:
+        b = b.config("spark.jars", ",".join(all_jars))
+    for key, value in (conf or {}).items():
+        b = b.config(key, value)
+    for kv in s.get("conf", []):
+        key, _, value = kv.partition("=")
+        b = b.config(key, value)
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def spark_info(spark: Any) -> dict[str, Any]:
+    """Versions and the relevant conf of a worker's SparkSession, for the report."""
+    import pyarrow
+    import pyspark
+
+    return {
+        "python": sys.version.split()[0],
+        "executable": sys.executable,
+        "pyspark": pyspark.__version__,
+        "spark": spark.version,
+        "pyarrow": pyarrow.__version__,
+        "conf": {
+            k: v
+            for k, v in spark.sparkContext.getConf().getAll()
+            if k.startswith(("spark.databricks", "spark.master", "spark.driver.memory", "spark.jars"))
+        },
+    }
+
+
+def delta_append(df: Any, path: str, app: str, batch_id: int) -> None:
+    """Delta's documented idempotent foreachBatch write: a ``(txnAppId, txnVersion)`` already committed is skipped."""
+    df.write.format("delta").mode("append").option("txnAppId", app).option("txnVersion", batch_id).save(path)
+
+
+def serve_worker(make_worker: Callable[[dict[str, Any]], Any]) -> None:
+    """The worker side of :class:`WorkerProcess`: build the worker from the first JSON line (its spec), then read
+    one JSON command per line from stdin and answer one JSON line on the original stdout.
+
+    The worker has ``info()``, ``dispatch(command)`` and a ``spark`` session, stopped at the end.
+    """
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # anything else printed (and the JVM's stdout) goes to stderr
+    sys.stdout = sys.stderr
+    spec = json.loads(sys.stdin.readline())
+    try:
+        worker = make_worker(spec)
+        proto.write(json.dumps({"ok": True, "info": worker.info()}) + "\n")
+    except BaseException:
+        proto.write(json.dumps({"ok": False, "error": traceback.format_exc()}) + "\n")
+        return
+    for line in sys.stdin:
+        c = json.loads(line)
+        if c["cmd"] == "quit":
+            break
+        try:
+            result = worker.dispatch(c)
+            proto.write(json.dumps({"ok": True, "result": result}, default=str) + "\n")
+        except BaseException:
+            proto.write(json.dumps({"ok": False, "error": traceback.format_exc()}) + "\n")
+    worker.spark.stop()
+
+
+class ForeignLoad:
+    """CPU seconds used by processes outside this benchmark's process tree (PostgreSQL servers excluded).
+
+    Processes the benchmark started outside its tree (a daemon such as the Kafka broker) are added to ``also_ours``.
+    """
+
+    def __init__(self, interval: float = 0.5) -> None:
+        self.interval = interval
+        self.also_ours: set[int] = set()
+        self.total = 0.0
+        self.top: dict[str, float] = {}
+        self._tick = os.sysconf("SC_CLK_TCK")
+        self._last: dict[int, float] = {}
+        self._lock = threading.Lock()
+        self.available = os.path.isdir("/proc/self")
+        if self.available:
+            self._sample()
+            threading.Thread(target=self._run, daemon=True, name="foreign-load").start()
+
+    def _procs(self) -> dict[int, tuple[int, str, float]]:
+        out = {}
+        for e in os.listdir("/proc"):
+            if not e.isdigit():
+                continue
+            try:
+                with open(f"/proc/{e}/stat") as f:
+                    raw = f.read()
+            except OSError:
+                continue
+            comm = raw[raw.index("(") + 1 : raw.rindex(")")]
+            rest = raw[raw.rindex(")") + 2 :].split()
+            out[int(e)] = (int(rest[1]), comm, (int(rest[11]) + int(rest[12])) / self._tick)
+        return out
+
+    def _sample(self) -> None:
+        procs = self._procs()
+        me = os.getpid()
+        ours = set()
+        for pid in procs:
+            p, seen = pid, 0
+            while p and p in procs and seen < 64:
+                if p == me or p in self.also_ours:
+                    ours.add(pid)
+                    break
+                p = procs[p][0]
+                seen += 1
+        now: dict[int, float] = {}
+        delta = 0.0
+        for pid, (_, comm, cpu) in procs.items():
+            if pid in ours or comm.startswith("postgres"):
+                continue
+            now[pid] = cpu
+            if pid in self._last:
+                d = max(0.0, cpu - self._last[pid])
+                delta += d
+                if d:
+                    self.top[comm] = self.top.get(comm, 0.0) + d
+        with self._lock:
+            if self._last:
+                self.total += delta
+            self._last = now
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(self.interval)
+            try:
+                self._sample()
+            except Exception:
+                continue
+
+    def read(self) -> float:
+        with self._lock:
+            return self.total
+
+
+class WorkerProcess:
+    """A worker subprocess (one SparkSession) spoken to with JSON lines."""
+
+    def __init__(
+        self,
+        name: str,
+        python: str,
+        spec: dict[str, Any],
+        log_dir: Path,
+        env: dict[str, str],
+        script: Path | None = None,
+    ) -> None:
+        """Start ``python script --worker`` (default script: the benchmark being run) and send it ``spec``."""
+        self.name = name
+        self.log_path = log_dir / f"worker-{name}.log"
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [python, str((script or Path(sys.argv[0])).resolve()), "--worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+            bufsize=1,
+            env=env,
+            cwd=str(REPO_ROOT),
+        )
+        t0 = time.perf_counter()
+        self.info = self._request({"name": name, **spec})
+        self.start_seconds = time.perf_counter() - t0
+        self.info["start_seconds"] = self.start_seconds
+
+    def _request(self, message: dict[str, Any]) -> Any:
+        assert self.proc.stdin and self.proc.stdout
+        self.proc.stdin.write(json.dumps(message) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"worker {self.name} died; see {self.log_path}:\n{tail_file(self.log_path)}")
+        answer = json.loads(line)
+        if not answer["ok"]:
+            raise RuntimeError(f"worker {self.name} failed:\n{answer['error']}")
+        return answer.get("info", answer.get("result"))
+
+    def call(self, cmd: str, **kw: Any) -> Any:
+        return self._request({"cmd": cmd, **kw})
+
+    def close(self) -> None:
+        try:
+            if self.proc.poll() is None and self.proc.stdin:
+                self.proc.stdin.write(json.dumps({"cmd": "quit"}) + "\n")
+                self.proc.stdin.flush()
+                self.proc.wait(timeout=120)
+        except Exception:
+            self.proc.kill()
+        self._log.close()
+
+
+def tail_file(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+class Catalogs:
+    """Fresh catalogs: SQLite files, or databases on the project's test PostgreSQL (dropped at the end)."""
+
+    def __init__(self, work: Path, prefix: str = "ducklake_sinkbench") -> None:
+        self.work = work
+        self.prefix = prefix
+        self._admin: Any = None
+        self._admin_url = ""
+        self._dbs: list[str] = []
+
+    def new(self, backend: str, label: str) -> dict[str, Any]:
+        folder = self.work / f"lake-{label}-{backend}"
+        (folder / "data").mkdir(parents=True)
+        data_path = f"{folder / 'data'}/"
+        if backend == "sqlite":
+            path = folder / "lake.sqlite"
+            return {
+                "name": f"ducklake-{backend}",
+                "backend": backend,
+                "url": f"sqlite:///{path}",
+                "duckdb": f"ducklake:sqlite:{path}",
+                "data_path": data_path,
+            }
+        from sqlalchemy import create_engine, text
+        from sqlalchemy.engine import make_url
+
+        if self._admin is None:
+            script = REPO_ROOT / "scripts" / "postgres.sh"
+            subprocess.run(
+                ["bash", str(script), "start"], check=True, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL
+            )
+            self._admin_url = subprocess.run(
+                ["bash", str(script), "url"], check=True, capture_output=True, text=True
+            ).stdout.strip()
+            self._admin = create_engine(self._admin_url, isolation_level="AUTOCOMMIT")
+        name = f"{self.prefix}_{os.getpid()}_{label}_{uuid.uuid4().hex[:6]}"
+        with self._admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        self._dbs.append(name)
+        url = make_url(self._admin_url).set(database=name)
+        conninfo = f"dbname={name} host={url.host} port={url.port} user={url.username}"
+        return {
+            "name": f"ducklake-{backend}",
+            "backend": backend,
+            "url": url.render_as_string(hide_password=False),
+            "duckdb": f"ducklake:postgres:{conninfo}",
+            "data_path": data_path,
+        }
+
+    def drop_all(self) -> None:
+        if self._admin is None:
+            return
+        from sqlalchemy import text
+
+        with self._admin.connect() as conn:
+            for name in self._dbs:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        self._admin.dispose()
+
+
+def pct(values: list[float], q: float) -> float:
+    """Percentile by linear interpolation (q in 0..100)."""
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    k = (len(s) - 1) * q / 100
+    lo, hi = math.floor(k), math.ceil(k)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def machine_info() -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "hostname": platform.node(),
+    }
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    info["cpu_model"] = line.split(":", 1)[1].strip()
+                    break
+        with open("/proc/meminfo") as f:
+            info["mem_gib"] = round(int(f.readline().split()[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    try:
+        java = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30)
+        info["java"] = java.stderr.splitlines()[0] if java.stderr else None
+    except (OSError, subprocess.SubprocessError):
+        info["java"] = None
+    try:
+        pg = subprocess.run(
+            ["bash", str(REPO_ROOT / "scripts" / "postgres.sh"), "status"], capture_output=True, text=True, timeout=60
+        )
+        info["postgres"] = pg.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    info["loadavg_start"] = os.getloadavg()
+    return info
+
+
+def delta_jars(version: str) -> str:
+    jars = [DELTA_JARS_DIR / f"delta-spark_2.13-{version}.jar", DELTA_JARS_DIR / f"delta-storage-{version}.jar"]
+    if not all(j.exists() for j in jars):
+        out = subprocess.run(
+            ["bash", str(REPO_ROOT / "bench" / "fetch_delta.sh")],
+            check=True,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "DELTA_VERSION": version},
+        ).stdout
+        return out.strip().splitlines()[-1]
+    return ",".join(str(j) for j in jars)
+
+
+def fmt(x: Any, unit: str = "", digits: int = 1) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if unit == "ms":
+        return f"{x * 1000:.{digits}f} ms"
+    if isinstance(x, float):
+        return f"{x:,.{digits}f}"
+    return f"{x:,}"

@@ -1,0 +1,112 @@
+"""The sink's driver-side commit path without Spark: few statements per batch, yet foreign commits are never missed.
+
+``MicroBatchCommitter`` remembers what its own last commit left in the catalog and reads none of it again while
+that snapshot is the newest. These tests count the statements of a steady-state batch and let DuckDB commit
+between two batches (rows, an ALTER), checking that the next batch sees them: row ids, table and column
+statistics, the inlined-data table and the flush threshold, all as DuckDB reads them.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pyarrow as pa
+from sqlalchemy import event, text
+
+from pyspark_ducklake.catalog.types import TableSchema, columns_from_arrow
+from pyspark_ducklake.lake import Lake
+from pyspark_ducklake.streaming.microbatch import BatchMetrics, MicroBatchCommitter, SinkSettings, write_task
+
+SCHEMA = pa.schema([("id", pa.int64()), ("kind", pa.string()), ("amount", pa.float64())])
+
+
+def rows(start: int, n: int) -> pa.Table:
+    ids = list(range(start, start + n))
+    return pa.table({"id": ids, "kind": [f"k{i % 3}" for i in ids], "amount": [i * 1.5 for i in ids]}, schema=SCHEMA)
+
+
+def commit_batch(committer: MicroBatchCommitter, batch_id: int, data: pa.Table, app: str = "app") -> BatchMetrics:
+    """What ``DuckLakeSink`` does for one batch, with the rows handed over by two 'tasks'."""
+    started = time.monotonic()
+    done, planned = committer.prepare(app, batch_id, TableSchema(tuple(columns_from_arrow(data.schema))))
+    assert done is None and planned is not None
+    plan, tplan = planned
+    half = data.num_rows // 2
+    outputs = [write_task(plan, data.slice(0, half).to_batches()), write_task(plan, data.slice(half).to_batches())]
+    return committer.commit(plan, tplan, outputs, app_id=app, batch_id=batch_id, started=started)
+
+
+def catalog_stats(lake: Lake) -> tuple[Any, dict[str, tuple[Any, Any]]]:
+    with lake.engine.connect() as conn:
+        table = conn.execute(text("SELECT record_count, next_row_id FROM ducklake_table_stats")).one()
+        columns = conn.execute(
+            text(
+                "SELECT c.column_name, s.min_value, s.max_value FROM ducklake_table_column_stats s "
+                "JOIN ducklake_column c ON c.table_id = s.table_id AND c.column_id = s.column_id "
+                "AND c.end_snapshot IS NULL"
+            )
+        ).all()
+    return tuple(table), {r[0]: (r[1], r[2]) for r in columns}
+
+
+def test_steady_inlined_batch_reads_only_the_head(catalog: Any) -> None:
+    lake = Lake(catalog.url, catalog.data_path)
+    committer = MicroBatchCommitter(lake, "main.events", SinkSettings())
+    for b in range(2):
+        commit_batch(committer, b, rows(b * 100, 100))
+    statements: list[str] = []
+
+    @event.listens_for(lake.engine, "before_cursor_execute")
+    def _count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if not statement.lstrip().upper().startswith("BEGIN"):
+            statements.append(" ".join(statement.split()))
+
+    metrics = commit_batch(committer, 2, rows(200, 100))
+    assert metrics.mode == "inlined" and metrics.attempts == 1
+    reads = [s for s in statements if s.upper().startswith("SELECT")]
+    # the replay check with the plan, and the commit, each read the head snapshot, and nothing else
+    assert len(reads) == 2 and all("FROM ducklake_snapshot ORDER BY" in s for s in reads), reads
+    writes = [s.split(" (")[0].split(" SET")[0] for s in statements if not s.upper().startswith("SELECT")]
+    assert writes == [
+        "INSERT INTO ducklake_snapshot",
+        "INSERT INTO ducklake_inlined_data_1_1",
+        "UPDATE pyspark_ducklake_app_progress",
+        "UPDATE ducklake_table_stats",
+        "UPDATE ducklake_table_column_stats",  # only the widened columns, in one executemany
+        "INSERT INTO ducklake_snapshot_changes",
+    ]
+    lake.close()
+
+
+def test_duckdb_commits_between_batches_are_seen(catalog: Any, duckdb_lake: Any) -> None:
+    lake = Lake(catalog.url, catalog.data_path)
+    # 100 + 5 (DuckDB's) + 100 crosses 203 only if the DuckDB rows are counted
+    committer = MicroBatchCommitter(lake, "main.events", SinkSettings(flush_rows=203))
+    commit_batch(committer, 0, rows(0, 100))
+    con = duckdb_lake(catalog, inlining_row_limit=10)
+    con.execute("INSERT INTO lake.main.events SELECT 1000000 + i, 'zz', -1.0 FROM range(5) t(i)")
+    second = commit_batch(committer, 1, rows(100, 100))
+    assert second.flushed_rows == 205
+    third = commit_batch(committer, 2, rows(200, 100))
+    assert third.flushed_rows == 0
+    con.execute("ALTER TABLE lake.main.events ADD COLUMN note VARCHAR")
+    con.execute("INSERT INTO lake.main.events VALUES (2000000, 'yy', 2.0, 'duck')")
+    commit_batch(committer, 3, rows(300, 100))  # a new schema version, so a new inlined-data table
+
+    total = 100 + 5 + 100 + 100 + 1 + 100
+    assert con.execute("SELECT count(*), count(DISTINCT rowid), count(note) FROM lake.main.events").fetchone() == (
+        total,
+        total,
+        1,
+    )
+    assert con.execute("SELECT max(id), min(amount) FROM lake.main.events").fetchone() == (2000000, -1.0)
+    table, columns = catalog_stats(lake)
+    assert table == (total, total)
+    assert columns["id"] == ("0", "2000000") and columns["kind"] == ("k0", "zz")
+    # time travel: each batch's snapshot holds it on top of DuckDB's commits, the flush changed nothing
+    counts = [
+        con.execute(f"SELECT count(*) FROM lake.main.events AT (VERSION => {v})").fetchone()[0] for v in range(1, 8)
+    ]
+    assert counts == [100, 105, 205, 305, 305, 306, total]
+    lake.close()
