@@ -4,10 +4,12 @@ One DataFrame of mixed types is generated deterministically from ``spark.range``
 timing, so generation is not measured. Each repetition then times, in wall-clock seconds on the driver:
 
 - ``write``: ``df.write.mode("overwrite").parquet(dir)`` against
-  ``df.write.format("ducklake").mode("overwrite").save("main.bench")`` on each catalog backend;
-- ``read``: ``spark.read.parquet(dir)`` against ``spark.read.format("ducklake").load("main.bench")``, each drained
-  into Spark's ``noop`` sink, which pulls every column of every row through the scan (a plain ``count()`` would let
-  Parquet answer from its footers).
+  ``df.write.format("ducklake").mode("overwrite").save("main.bench")`` (the Python data source) and against
+  ``pdl.write_table(df, "main.bench_native", mode="overwrite")`` (Spark's own Parquet writer), on each backend;
+- ``read``: ``spark.read.parquet(dir)`` against ``spark.read.format("ducklake").load("main.bench")`` and against
+  ``pdl.read_table(spark, "main.bench")`` (Spark's own Parquet reader), each drained into Spark's ``noop`` sink,
+  which pulls every column of every row through the scan (a plain ``count()`` would let Parquet answer from its
+  footers).
 
 The median of the repetitions is reported with rows/s and the ratio ``parquet_seconds / ducklake_seconds`` (1.0 = as
 fast as plain Parquet; the project's target is >= 0.8). After the last repetition the result is checked: row counts
@@ -46,6 +48,8 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TABLE = "main.bench"
+NATIVE_TABLE = "main.bench_native"
+OPERATIONS = ("write", "write-native", "read", "read-native")
 TARGET_RATIO = 0.8
 BACKENDS = ("sqlite", "postgres")
 
@@ -326,6 +330,31 @@ def read_ducklake(spark: Any, catalog: Catalog) -> None:
     drain(ducklake_reader(spark, catalog).load(TABLE))
 
 
+def write_native(df: Any, catalog: Catalog, options: dict[str, str], table: str = NATIVE_TABLE) -> None:
+    """``pdl.write_table``: Spark writes the Parquet files; it must not fall back to the data source."""
+    import pyspark_ducklake as pdl
+
+    outcome = pdl.write_table(
+        df, table, mode="overwrite", catalog=catalog.url, data_path=catalog.data_path, options=options
+    )
+    if not outcome.native:
+        raise SystemExit(f"the native write fell back to the data source: {outcome.reason}")
+
+
+def native_frame(spark: Any, catalog: Catalog, table: str = TABLE) -> Any:
+    """``pdl.read_table``: Spark reads the Parquet files; it must not fall back to the data source."""
+    from pyspark_ducklake.batch.native import plan_read
+
+    read = plan_read(spark, table, catalog=catalog.url, data_path=catalog.data_path)
+    if not read.native:
+        raise SystemExit(f"the native read fell back to the data source: {read.reason}")
+    return read.dataframe(spark)
+
+
+def read_native(spark: Any, catalog: Catalog) -> None:
+    drain(native_frame(spark, catalog))
+
+
 def drain(df: Any) -> None:
     """Pull every column of every row through the scan without writing anything."""
     df.write.format("noop").mode("overwrite").save()
@@ -336,7 +365,7 @@ def dir_size(path: Path) -> tuple[int, int]:
     return len(files), sum(p.stat().st_size for p in files)
 
 
-def live_files(catalog: Catalog) -> tuple[int, int]:
+def live_files(catalog: Catalog, table: str = TABLE) -> tuple[int, int]:
     """(files, bytes) of the table's current data files, from the catalog."""
     from sqlalchemy import create_engine, text
 
@@ -349,14 +378,14 @@ def live_files(catalog: Catalog) -> tuple[int, int]:
                     "JOIN ducklake_table t ON t.table_id = f.table_id AND t.end_snapshot IS NULL "
                     "WHERE f.end_snapshot IS NULL AND t.table_name = :name"
                 ),
-                {"name": TABLE.split(".")[1]},
+                {"name": table.split(".")[1]},
             ).one()
         return int(n), int(size)
     finally:
         engine.dispose()
 
 
-def duckdb_check(catalog: Catalog) -> dict[str, Any]:
+def duckdb_check(catalog: Catalog, table: str = TABLE) -> dict[str, Any]:
     import pyspark_ducklake as pdl
     from pyspark_ducklake.duckdb_attach import open_in_duckdb
 
@@ -364,7 +393,7 @@ def duckdb_check(catalog: Catalog) -> dict[str, Any]:
     try:
         con = open_in_duckdb(lake)
         try:
-            n, ids, texts = con.execute(f"SELECT count(*), sum(id), count(text) FROM lake.{TABLE}").fetchone()
+            n, ids, texts = con.execute(f"SELECT count(*), sum(id), count(text) FROM lake.{table}").fetchone()
         finally:
             con.close()
     finally:
@@ -428,9 +457,10 @@ def summarize(
     rows: int, times: dict[str, list[float]], cpu_times: dict[str, list[float]], backends: list[str]
 ) -> list[dict[str, Any]]:
     out = []
-    for op in ("write", "read"):
-        base = statistics.median(times[f"parquet.{op}"])
-        base_cpu = statistics.median(cpu_times[f"parquet.{op}"])
+    for op in OPERATIONS:
+        peer = op.split("-")[0]
+        base = statistics.median(times[f"parquet.{peer}"])
+        base_cpu = statistics.median(cpu_times[f"parquet.{peer}"])
         for b in backends:
             ours = statistics.median(times[f"ducklake-{b}.{op}"])
             ours_cpu = statistics.median(cpu_times[f"ducklake-{b}.{op}"])
@@ -455,7 +485,7 @@ def summarize(
 
 def print_table(rows: int, summary: list[dict[str, Any]]) -> None:
     head = (
-        f"{'backend':<9} {'op':<6} {'parquet s':>10} {'ducklake s':>11} {'parquet rows/s':>15} "
+        f"{'backend':<9} {'op':<12} {'parquet s':>10} {'ducklake s':>11} {'parquet rows/s':>15} "
         f"{'ducklake rows/s':>16} {'ratio':>6} {'target':>7} {'cpu-s pq':>9} {'cpu-s dl':>9} {'cpu ratio':>10}"
     )
     print(
@@ -466,7 +496,7 @@ def print_table(rows: int, summary: list[dict[str, Any]]) -> None:
     print("-" * len(head))
     for r in summary:
         print(
-            f"{r['backend']:<9} {r['operation']:<6} {r['parquet_seconds']:>10.2f} {r['ducklake_seconds']:>11.2f} "
+            f"{r['backend']:<9} {r['operation']:<12} {r['parquet_seconds']:>10.2f} {r['ducklake_seconds']:>11.2f} "
             f"{r['parquet_rows_per_second']:>15,} {r['ducklake_rows_per_second']:>16,} {r['ratio']:>6.2f} "
             f"{'ok' if r['meets_target'] else 'BELOW':>7} {r['parquet_cpu_seconds']:>9.1f} "
             f"{r['ducklake_cpu_seconds']:>9.1f} {r['cpu_ratio'] or 0:>10.2f}"
@@ -561,6 +591,8 @@ def main(argv: list[str] | None = None) -> int:
         for c in catalogs:
             ducklake_writer(small, c, writer_options).save("main.warmup")
             drain(ducklake_reader(spark, c).load("main.warmup"))
+            write_native(small, c, writer_options, "main.warmup_native")
+            drain(native_frame(spark, c, "main.warmup"))
         small.unpersist()
 
         parquet_dir = work / "parquet"
@@ -570,7 +602,11 @@ def main(argv: list[str] | None = None) -> int:
         ]
         for c in catalogs:
             operations.append((f"ducklake-{c.backend}.write", functools.partial(write_ducklake, df, c, writer_options)))
+            operations.append(
+                (f"ducklake-{c.backend}.write-native", functools.partial(write_native, df, c, writer_options))
+            )
             operations.append((f"ducklake-{c.backend}.read", functools.partial(read_ducklake, spark, c)))
+            operations.append((f"ducklake-{c.backend}.read-native", functools.partial(read_native, spark, c)))
         # Interleaved: every repetition runs every operation once, in the same order. A measurement during which
         # other processes took more than --max-contention of the CPU is redone (at most --max-tries times).
         attempts: list[dict[str, Any]] = []
@@ -629,17 +665,28 @@ def main(argv: list[str] | None = None) -> int:
         verification["parquet"] = {"rows": got[0], "hash": got[1], "files": files, "bytes": size, "ok": got == expected}
         sum_id = args.rows * (args.rows - 1) // 2
         non_null_text = args.rows - (args.rows + 12) // 13
+        want_duck = {"rows": args.rows, "sum_id": sum_id, "non_null_text": non_null_text}
         for c in catalogs:
+            # The data source's table through both readers, and the natively written table through DuckDB too.
             got = table_hash(ducklake_reader(spark, c).load(TABLE))
+            got_native = table_hash(native_frame(spark, c))
+            got_written = table_hash(native_frame(spark, c, NATIVE_TABLE))
             duck = duckdb_check(c)
+            duck_native = duckdb_check(c, NATIVE_TABLE)
             files, size = live_files(c)
-            ok = got == expected and duck == {"rows": args.rows, "sum_id": sum_id, "non_null_text": non_null_text}
+            native_files, native_size = live_files(c, NATIVE_TABLE)
+            ok = got == got_native == got_written == expected and duck == duck_native == want_duck
             verification[f"ducklake-{c.backend}"] = {
                 "rows": got[0],
                 "hash": got[1],
+                "native_read_hash": got_native[1],
+                "native_write_hash": got_written[1],
                 "duckdb": duck,
+                "duckdb_native_write": duck_native,
                 "files": files,
                 "bytes": size,
+                "native_write_files": native_files,
+                "native_write_bytes": native_size,
                 "ok": ok,
             }
         all_ok = all(v.get("ok", True) for v in verification.values())

@@ -16,6 +16,22 @@ def ducklake_sink(table: str, **options: object) -> object:
     return _sink(table, **options)  # type: ignore[arg-type]
 
 
+def read_table(spark: object, table: str, **options: object) -> object:
+    """``table`` as a DataFrame read by Spark's own Parquet reader, the fast read path (falls back to the
+    ``ducklake`` data source where that cannot be exact); see :func:`pyspark_ducklake.batch.native.read_table`."""
+    from pyspark_ducklake.batch.native import read_table as _read_table
+
+    return _read_table(spark, table, **options)  # type: ignore[arg-type]
+
+
+def write_table(df: object, table: str, **options: object) -> object:
+    """Write ``df`` to ``table`` with Spark's own Parquet writer, the fast write path (falls back to the ``ducklake``
+    data source where that cannot be exact); see :func:`pyspark_ducklake.batch.native_write.write_table`."""
+    from pyspark_ducklake.batch.native_write import write_table as _write_table
+
+    return _write_table(df, table, **options)  # type: ignore[arg-type]
+
+
 def register(spark: object) -> object:
     """Register the ``ducklake`` Spark data source (``spark.read.format("ducklake")``) with ``spark``."""
     from pyspark_ducklake.batch.source import register as _register
@@ -23,4 +39,15 @@ def register(spark: object) -> object:
     return _register(spark)
 
 
-__all__ = ["DuckLakeError", "Lake", "LakeTable", "RetryConfig", "__version__", "connect", "ducklake_sink", "register"]
+__all__ = [
+    "DuckLakeError",
+    "Lake",
+    "LakeTable",
+    "RetryConfig",
+    "__version__",
+    "connect",
+    "ducklake_sink",
+    "read_table",
+    "register",
+    "write_table",
+]

@@ -137,7 +137,9 @@ class DuckLakeBatchReader(DataSourceReader):
             table = pa.ipc.open_stream(partition.ipc).read_all()
         else:
             assert isinstance(partition, FilePartition)
-            table = execute_file_task(partition.task, partition.schema).drop_columns(["rowid", "snapshot_id"])
+            table = execute_file_task(
+                partition.task, partition.schema, storage_options=self.config.storage_options
+            ).drop_columns(["rowid", "snapshot_id"])
         for batch in table.to_batches(max_chunksize=BATCH_ROWS):
             yield to_spark_batch(pa.Table.from_batches([batch]), target)
 

@@ -8,7 +8,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWrite
 from pyspark.sql.types import StructType
 
 from pyspark_ducklake.exceptions import InvalidOptionError
-from pyspark_ducklake.options import LakeConfig
+from pyspark_ducklake.options import SPARK_CONF_KEYS, LakeConfig
 
 FORMAT_NAME = "ducklake"
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -20,6 +20,12 @@ class DuckLakeDataSource(DataSource):
     Options (case-insensitive): ``catalog``, ``dataPath``, ``snapshot`` (alias ``versionAsOf``), ``timestamp``
     (alias ``timestampAsOf``), ``partitionBy``, ``targetFileRows``, ``max_retry_count``, ``retry_wait_ms``,
     ``retry_backoff``; streaming writes also take the sink's options (``data_inlining_row_limit``, ``flush_rows``...).
+
+    Rows cross between Python workers and the JVM as Arrow here, which is several times slower than Spark's own
+    Parquet reader and writer: :func:`pyspark_ducklake.read_table` and :func:`pyspark_ducklake.write_table` give the
+    same results through those (:mod:`pyspark_ducklake.batch.native`). A Python data source cannot use them itself:
+    PySpark 4.3's ``DataSourceReader``/``DataSourceArrowWriter`` only move rows or Arrow batches, with no way to hand
+    Spark a JVM plan.
     """
 
     # Spark conf captured by register(spark): Python data sources run in workers without a SparkSession.
@@ -112,7 +118,7 @@ def register(spark: Any) -> type[DuckLakeDataSource]:
         spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
     conf = {k: v for k, v in spark.sparkContext.getConf().getAll() if k.startswith("spark.ducklake.")}
     conf[FILTER_PUSHDOWN_CONF] = str(spark.conf.get(FILTER_PUSHDOWN_CONF))
-    for key in ("spark.ducklake.catalog", "spark.ducklake.dataPath"):
+    for key in SPARK_CONF_KEYS:
         value = spark.conf.get(key, None)
         if value is not None:
             conf[key] = value

@@ -146,6 +146,7 @@ def write_batches(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> list[Pe
         plan.partition_keys,
         table_name=f"{plan.schema_name}.{plan.table_name}",
         target_file_rows=plan.target_file_rows,
+        storage_options=plan.config.storage_options,
     )
 
 
@@ -241,7 +242,7 @@ def remove_unreferenced(plan: WritePlan, paths: list[str]) -> None:
     except Exception as e:
         log.warning("keeping %d written files: cannot check the catalog (%s)", len(paths), e)
         return
-    delete_files([p for p in paths if p not in referenced])
+    delete_files([p for p in paths if p not in referenced], plan.config.storage_options)
 
 
 __all__ = ["CommitStateUnknownError", "DuckLakeBatchWriter", "FilesWritten", "WritePlan"]

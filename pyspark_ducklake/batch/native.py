@@ -1,0 +1,577 @@
+"""DuckLake tables as DataFrames read by Spark's own Parquet reader: the fast read path.
+
+``read_table(spark, "main.events")`` plans the read on the driver from the catalog (one snapshot, its data files,
+delete files and inlined rows) and builds a plain DataFrame out of it:
+
+- data files through ``spark.read.parquet`` with a schema whose fields carry ``parquet.field.id`` (the DuckLake
+  column ids) and ``spark.sql.parquet.fieldId.read.enabled=true``, so renamed columns and struct fields are found by
+  id, never by name;
+- deleted rows removed by their (``_metadata.file_path``, ``_metadata.row_index``): a filter for a few thousand
+  positions of the delete files (and of inlined deletes) at the snapshot, else a left anti join with them; rows a
+  flush or merge wrote for later snapshots (``partial_max``) removed by their ``_ducklake_internal_snapshot_id``;
+- columns older files lack read as the column's initial default, columns whose type was promoted since a file was
+  written are read in the file's type and cast;
+- the inlined rows of the catalog unioned in from Arrow, converted exactly as the data source converts them.
+
+What Spark's reader cannot read exactly makes the whole read fall back to the Python data source
+(``spark.read.format("ducklake")``) at the same snapshot, with the reason logged (logger
+``pyspark_ducklake.native``) and kept on the plan: columns of type TIME, TIMESTAMP_NS, INTERVAL, UUID, HUGEINT or
+UHUGEINT; files registered with a name mapping (``ducklake_add_data_files``, no field ids); files whose stored type
+is one of those or is not the table's type or a promotion of it; struct fields added with a default or changed in
+type since a file was written;
+data paths whose scheme Spark's Hadoop has no filesystem for (``s3://`` without hadoop-aws) or that contain glob
+characters. A Python data source cannot hand Spark a JVM plan (PySpark 4.3's ``DataSourceReader`` only yields rows
+or Arrow batches), so ``spark.read.format("ducklake")`` itself stays on the slower path.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import threading
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import reduce
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from sqlalchemy import Connection, or_, select
+
+from pyspark_ducklake.batch.reader import SNAPSHOT_OPTIONS, TIMESTAMP_OPTIONS, resolve_read_snapshot
+from pyspark_ducklake.batch.spark_types import arrow_schema_for_spark, spark_schema, spark_type, to_spark_batch
+from pyspark_ducklake.catalog import reader as R
+from pyspark_ducklake.catalog import tables as CT
+from pyspark_ducklake.catalog.entries import TableEntry
+from pyspark_ducklake.catalog.types import Column, TableSchema, can_promote, ducklake_type
+from pyspark_ducklake.exceptions import UnsupportedTypeError
+from pyspark_ducklake.io.fileio import filesystem
+from pyspark_ducklake.io.parquet import field_id
+from pyspark_ducklake.lake import parse_identifier
+from pyspark_ducklake.options import SPARK_CONF_KEYS, LakeConfig
+from pyspark_ducklake.table.conform import default_array
+from pyspark_ducklake.table.scan import (
+    SNAPSHOT_ID_FIELD_ID,
+    VIRTUAL_COLUMNS,
+    FileTask,
+    plan_scan,
+    read_delete_positions,
+)
+
+log = logging.getLogger("pyspark_ducklake.native")
+
+FIELD_ID = "parquet.field.id"
+FIELD_ID_READ_CONF = "spark.sql.parquet.fieldId.read.enabled"
+# DuckLake types whose Parquet form Spark's reader refuses or reads differently from DuckDB.
+NOT_NATIVE_TYPES = frozenset({"time", "timestamp_ns", "interval", "uuid", "int128", "uint128"})
+GLOB_CHARACTERS = frozenset("*?[]{}\\")
+# Above this many deleted positions the anti join is left to Spark's planner instead of broadcast.
+BROADCAST_DELETES_MAX = 2_000_000
+# Up to this many deleted positions (in this many files) they are a filter instead of a join.
+DELETE_FILTER_MAX = 10_000
+DELETE_FILTER_FILES_MAX = 64
+FOOTER_THREADS = 8
+
+_FILE_COLUMN = "__ducklake_file"
+_POSITION_COLUMN = "__ducklake_pos"
+_SNAPSHOT_COLUMN = "__ducklake_snapshot"
+
+
+class _NotNative(Exception):
+    """Raised while planning: the reason Spark's Parquet reader cannot read this table exactly."""
+
+
+@dataclass(frozen=True)
+class ColumnRead:
+    """How one table column comes out of a group of files."""
+
+    column: Column
+    # The Spark type to read the column with (ids attached when the read schema is built); None: the files lack
+    # the column, which then reads as its initial default.
+    read_type: T.DataType | None
+    cast: bool = False
+
+
+@dataclass
+class FileGroup:
+    """Files read by one ``spark.read.parquet`` call: same column layout, same row filters."""
+
+    layout: tuple[ColumnRead, ...]
+    deletes: bool
+    partial: bool
+    files: list[FileTask] = field(default_factory=list)
+
+
+@dataclass
+class NativeRead:
+    """A planned read: the groups of files, the inlined rows, or why it must use the data source."""
+
+    identifier: str
+    snapshot: int
+    schema: TableSchema
+    options: dict[str, str]
+    groups: list[FileGroup] = field(default_factory=list)
+    inlined: pa.Table | None = None
+    # deleted positions per data file path (only files in a group with deletes)
+    deleted: dict[str, list[int]] = field(default_factory=dict)
+    reason: str | None = None
+
+    @property
+    def native(self) -> bool:
+        return self.reason is None
+
+    def dataframe(self, spark: SparkSession) -> DataFrame:
+        """The DataFrame of this read (the data source's, pinned at the same snapshot, when not native)."""
+        if not self.native:
+            return _data_source_frame(spark, self.identifier, self.options, self.snapshot)
+        spark.conf.set(FIELD_ID_READ_CONF, "true")
+        target = spark_schema(self.schema)
+        parts = [_group_frame(spark, g, self, target) for g in self.groups]
+        if self.inlined is not None and self.inlined.num_rows:
+            batch = to_spark_batch(self.inlined, arrow_schema_for_spark(target))
+            parts.append(spark.createDataFrame(pa.Table.from_batches([batch]), schema=target))
+        if not parts:
+            return spark.createDataFrame([], target)
+        return reduce(DataFrame.union, parts)
+
+
+def read_table(
+    spark: SparkSession,
+    table: str,
+    *,
+    snapshot: int | None = None,
+    timestamp: dt.datetime | str | None = None,
+    catalog: str | None = None,
+    data_path: str | None = None,
+    options: Mapping[str, str] | None = None,
+) -> DataFrame:
+    """The table at the latest snapshot, a snapshot id, or the newest snapshot at or before ``timestamp``.
+
+    Data files are read by Spark's own Parquet reader (see the module docstring); tables it cannot read exactly are
+    read through the ``ducklake`` data source at the same snapshot instead. ``catalog`` and ``data_path`` default to
+    the ``spark.ducklake.*`` conf, then the environment, as for the data source; ``options`` takes the data
+    source's other options (``snapshot``/``versionAsOf``, ``timestamp``/``timestampAsOf``, S3 settings).
+
+    Sets ``spark.sql.parquet.fieldId.read.enabled=true`` on the session (columns are matched by field id); it only
+    changes reads whose schema carries field ids, and must stay on while the DataFrame is used.
+    """
+    return plan_read(
+        spark, table, snapshot=snapshot, timestamp=timestamp, catalog=catalog, data_path=data_path, options=options
+    ).dataframe(spark)
+
+
+def plan_read(
+    spark: SparkSession,
+    table: str,
+    *,
+    snapshot: int | None = None,
+    timestamp: dt.datetime | str | None = None,
+    catalog: str | None = None,
+    data_path: str | None = None,
+    options: Mapping[str, str] | None = None,
+) -> NativeRead:
+    """Plan :func:`read_table` on the driver without building the DataFrame (``.reason`` says why not native)."""
+    opts = _read_options(snapshot, timestamp, catalog, data_path, options)
+    config = LakeConfig.resolve(opts, lambda key: _spark_conf(spark, key))
+    lake = config.connect()
+    try:
+        snap = resolve_read_snapshot(lake, opts)
+        schema_name, table_name = parse_identifier(table)
+        with lake.engine.connect() as conn:
+            entry = R.table_by_name(conn, schema_name, table_name, snap)
+            scan = plan_scan(conn, entry, snap, lake.data_path)
+            altered = _schema_changed(conn, entry)
+        data_path_root = lake.data_path
+    finally:
+        lake.close()
+    pinned = {k: v for k, v in opts.items() if k.lower() not in _SNAPSHOT_KEYS}
+    read = NativeRead(table, snap, scan.schema, pinned)
+    try:
+        _check_types(scan.schema)
+        _check_paths(spark, [t.file.path for t in scan.files], data_path_root)
+        read.groups = _group_files(scan.files, scan.schema, altered, config.storage_options)
+        read.deleted = _deleted_positions(read.groups, snap, config.storage_options)
+        inlined = scan.inlined.data if scan.inlined is not None else None
+        read.inlined = inlined.drop_columns(list(VIRTUAL_COLUMNS)) if inlined is not None else None
+    except _NotNative as e:
+        read.reason = str(e)
+        read.groups, read.deleted, read.inlined = [], {}, None
+        log.info("reading %s at snapshot %d through the ducklake data source: %s", table, snap, e)
+    return read
+
+
+_SNAPSHOT_KEYS = frozenset(k.lower() for k in (*SNAPSHOT_OPTIONS, *TIMESTAMP_OPTIONS))
+
+
+def _read_options(
+    snapshot: int | None,
+    timestamp: dt.datetime | str | None,
+    catalog: str | None,
+    data_path: str | None,
+    options: Mapping[str, str] | None,
+) -> dict[str, str]:
+    opts = {str(k): str(v) for k, v in (options or {}).items()}
+    if snapshot is not None:
+        opts["snapshot"] = str(int(snapshot))
+    if timestamp is not None:
+        opts["timestamp"] = timestamp.isoformat() if isinstance(timestamp, dt.datetime) else str(timestamp)
+    if catalog is not None:
+        opts["catalog"] = catalog
+    if data_path is not None:
+        opts["dataPath"] = data_path
+    return opts
+
+
+def _spark_conf(spark: SparkSession, key: str) -> str | None:
+    value = spark.conf.get(key, None) if key in SPARK_CONF_KEYS or key.startswith("spark.ducklake.") else None
+    return None if value is None else str(value)
+
+
+def _data_source_frame(spark: SparkSession, identifier: str, options: dict[str, str], snapshot: int) -> DataFrame:
+    from pyspark_ducklake.batch.source import FORMAT_NAME, register
+
+    register(spark)
+    reader = spark.read.format(FORMAT_NAME)
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.option("snapshot", str(snapshot)).load(identifier)
+
+
+# --- planning ---------------------------------------------------------------------------------------------------
+
+
+def _schema_changed(conn: Connection, table: TableEntry) -> bool:
+    """Whether any column of the table was added, altered, renamed or dropped after the table was created.
+
+    If not, every data file holds exactly the table's columns in the table's types (files are written with the
+    schema of their snapshot), and no footer needs to be read to plan the read.
+    """
+    c = CT.ducklake_column
+    row = conn.execute(
+        select(c.c.column_id)
+        .where(
+            c.c.table_id == table.table_id,
+            or_(c.c.begin_snapshot != table.begin_snapshot, c.c.end_snapshot.is_not(None)),
+        )
+        .limit(1)
+    ).first()
+    return row is not None
+
+
+def _check_types(schema: TableSchema) -> None:
+    for top in schema.columns:
+        for c in top.walk():
+            if c.type in NOT_NATIVE_TYPES:
+                where = top.name if c is top else f"{top.name} ({c.name})"
+                raise _NotNative(f"column {where} has type {c.type}, which Spark's Parquet reader cannot read exactly")
+            try:
+                spark_type(c)
+            except UnsupportedTypeError as e:
+                raise _NotNative(str(e)) from e
+
+
+def _check_paths(spark: SparkSession, paths: list[str], data_path: str) -> None:
+    schemes = {_scheme(p) for p in [*paths, data_path]}
+    for p in paths:
+        if GLOB_CHARACTERS & set(p.split("://", 1)[-1]):
+            raise _NotNative(f"data file path {p} contains glob characters, which spark.read.parquet would expand")
+    try:
+        jvm = _jvm(spark)
+    except Exception as e:  # Spark Connect: no JVM on this side
+        raise _NotNative("no JVM in this session (Spark Connect)") from e
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    for scheme in sorted(schemes):
+        try:
+            jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, conf)
+        except Exception as e:
+            raise _NotNative(
+                f"Spark has no Hadoop filesystem for {scheme}:// paths (add its connector, e.g. hadoop-aws for s3a)"
+            ) from e
+
+
+def _jvm(spark: SparkSession) -> Any:
+    jvm = spark.sparkContext._jvm
+    if jvm is None:
+        raise RuntimeError("the SparkContext has no JVM gateway")
+    return jvm
+
+
+def _scheme(path: str) -> str:
+    return path.split("://", 1)[0] if "://" in path else "file"
+
+
+def spark_path(path: str) -> str:
+    """The path as given to ``spark.read.parquet``: local paths become absolute ``file:`` URIs (a cluster's default
+    filesystem may be HDFS, while the lake's data path names the local or shared disk)."""
+    if "://" in path:
+        return path
+    return "file:" + os.path.abspath(path)
+
+
+def _group_files(
+    tasks: list[FileTask], schema: TableSchema, altered: bool, storage_options: dict[str, Any] | None
+) -> list[FileGroup]:
+    for t in tasks:
+        if t.file.mapping_id is not None:
+            raise _NotNative(f"data file {t.file.path} maps columns by name (no field ids; ducklake_add_data_files)")
+    same = tuple(ColumnRead(c, spark_type(c)) for c in schema.columns)
+    layouts: list[tuple[ColumnRead, ...]]
+    if altered:
+        footers = _footers([(t.file.path, t.file.file_size_bytes) for t in tasks], storage_options)
+        layouts = [_layout(footer, schema, t.file.path) for t, footer in zip(tasks, footers, strict=True)]
+    else:
+        layouts = [same] * len(tasks)
+    groups: dict[tuple[Any, ...], FileGroup] = {}
+    for t, layout in zip(tasks, layouts, strict=True):
+        deletes = t.file.delete_file is not None or bool(t.inlined_deleted_positions)
+        partial = t.file.partial_max is not None and t.file.partial_max > t.snapshot_id
+        key = (layout, deletes, partial)
+        if key not in groups:
+            groups[key] = FileGroup(layout, deletes, partial)
+        groups[key].files.append(t)
+    return list(groups.values())
+
+
+_footer_cache: dict[tuple[str, int | None], pa.Schema] = {}
+_footer_lock = threading.Lock()
+FOOTER_CACHE_MAX = 20_000
+
+
+def _footers(files: list[tuple[str, int | None]], storage_options: dict[str, Any] | None) -> list[pa.Schema]:
+    """The Arrow schemas (with field ids) of data files, read in parallel and cached (files never change)."""
+
+    def one(key: tuple[str, int | None]) -> pa.Schema:
+        with _footer_lock:
+            cached = _footer_cache.get(key)
+        if cached is not None:
+            return cached
+        fs, p = filesystem(key[0], storage_options)
+        with fs.open(p, "rb") as f:
+            schema = pq.read_schema(f)
+        with _footer_lock:
+            if len(_footer_cache) >= FOOTER_CACHE_MAX:
+                _footer_cache.clear()
+            _footer_cache[key] = schema
+        return schema
+
+    if len(files) <= 1:
+        return [one(k) for k in files]
+    with ThreadPoolExecutor(min(FOOTER_THREADS, len(files))) as pool:
+        return list(pool.map(one, files))
+
+
+def _layout(footer: pa.Schema, schema: TableSchema, path: str) -> tuple[ColumnRead, ...]:
+    by_id = {field_id(f): f for f in footer}
+    out = []
+    for c in schema.columns:
+        f = by_id.get(c.column_id)
+        if f is None:
+            if c.initial_default not in (None, "NULL") and not c.is_nested:
+                _default_table([c])  # fails here, while planning, when the default cannot be converted
+            out.append(ColumnRead(c, None))
+            continue
+        read_type = _stored_type(f, c, path)
+        out.append(ColumnRead(c, read_type, read_type != spark_type(c)))
+    return tuple(out)
+
+
+def _stored_type(f: pa.Field, column: Column, path: str) -> T.DataType:
+    """The Spark type to read the file's field with: the table's, or the stored type to cast from (promotions)."""
+    t = f.type
+    where = f"column {column.name} of data file {path}"
+    if column.is_nested:
+        _check_nested(f, column, path)
+        return spark_type(column)
+    if pa.types.is_nested(t):
+        raise _NotNative(f"{where} is stored as {t}, the table has {column.type}")
+    try:
+        stored = ducklake_type(t, where=column.name)
+    except UnsupportedTypeError as e:
+        raise _NotNative(f"{where} is stored as {t}") from e
+    if stored in NOT_NATIVE_TYPES:
+        raise _NotNative(f"{where} is stored as {stored}, which Spark's Parquet reader cannot read exactly")
+    wanted = spark_type(column)
+    stored_spark = spark_type(Column(column.column_id, column.name, stored))
+    if stored_spark == wanted:
+        return wanted
+    if can_promote(stored, column.type):
+        return stored_spark
+    raise _NotNative(f"{where} is stored as {stored}, which is not the table's {column.type} or a promotion of it")
+
+
+def _check_nested(f: pa.Field, column: Column, path: str) -> None:
+    """Nested columns must be stored as the table has them; struct fields may be missing (they read as NULL)."""
+    t = f.type
+    where = f"column {column.name} of data file {path}"
+    if column.type == "struct" and pa.types.is_struct(t):
+        by_id = {field_id(t.field(i)): t.field(i) for i in range(t.num_fields)}
+        for child in column.children:
+            sub = by_id.get(child.column_id)
+            if sub is None:
+                if child.initial_default not in (None, "NULL") and not child.is_nested:
+                    raise _NotNative(f"{where}: struct field {child.name} was added with a default")
+                continue
+            _check_same(sub, child, path)
+        return
+    if column.type == "list" and (pa.types.is_list(t) or pa.types.is_large_list(t)):
+        _check_same(t.value_field, column.children[0], path)
+        return
+    if column.type == "map" and pa.types.is_map(t):
+        _check_same(t.key_field, column.children[0], path)
+        _check_same(t.item_field, column.children[1], path)
+        return
+    raise _NotNative(f"{where} is stored as {t}, the table has {column.type}")
+
+
+def _check_same(f: pa.Field, column: Column, path: str) -> None:
+    if _stored_type(f, column, path) != spark_type(column):
+        raise _NotNative(f"nested field {column.name} of data file {path} changed type since the file was written")
+
+
+def _default_table(columns: list[Column], *, current: bool = False) -> pa.Table:
+    """One row of the columns' initial defaults (``current``: defaults for new rows), in the shape Spark takes."""
+    try:
+        arrays = [default_array(c, 1, current=current) for c in columns]
+        table = pa.Table.from_arrays(arrays, names=[c.name for c in columns])
+        target = spark_schema(TableSchema(tuple(columns)))
+        return pa.Table.from_batches([to_spark_batch(table, arrow_schema_for_spark(target))])
+    except (ValueError, TypeError, pa.ArrowException) as e:
+        raise _NotNative(f"the initial default of {', '.join(c.name for c in columns)} does not convert: {e}") from e
+
+
+def _deleted_positions(
+    groups: list[FileGroup], snapshot: int, storage_options: dict[str, Any] | None
+) -> dict[str, list[int]]:
+    tasks = [t for g in groups if g.deletes for t in g.files]
+
+    def one(task: FileTask) -> list[int]:
+        positions: set[int] = set(task.inlined_deleted_positions)
+        if task.file.delete_file is not None:
+            positions.update(read_delete_positions(task.file.delete_file.path, snapshot, storage_options).tolist())
+        return sorted(p for p in positions if p < task.file.record_count)
+
+    if len(tasks) <= 1:
+        found = [one(t) for t in tasks]
+    else:
+        with ThreadPoolExecutor(min(FOOTER_THREADS, len(tasks))) as pool:
+            found = list(pool.map(one, tasks))
+    return {t.file.path: p for t, p in zip(tasks, found, strict=True)}
+
+
+# --- the DataFrame ----------------------------------------------------------------------------------------------
+
+
+def with_field_ids(column: Column, dtype: T.DataType) -> T.DataType:
+    """``dtype`` with ``parquet.field.id`` on every struct field below it (lists and maps carry none in Spark)."""
+    if column.type == "struct" and isinstance(dtype, T.StructType):
+        return T.StructType(
+            [
+                T.StructField(f.name, with_field_ids(c, f.dataType), f.nullable, {FIELD_ID: c.column_id})
+                for c, f in zip(column.children, dtype.fields, strict=True)
+            ]
+        )
+    if column.type == "list" and isinstance(dtype, T.ArrayType):
+        return T.ArrayType(with_field_ids(column.children[0], dtype.elementType), dtype.containsNull)
+    if column.type == "map" and isinstance(dtype, T.MapType):
+        key, value = column.children
+        return T.MapType(
+            with_field_ids(key, dtype.keyType), with_field_ids(value, dtype.valueType), dtype.valueContainsNull
+        )
+    return dtype
+
+
+def _group_frame(spark: SparkSession, group: FileGroup, read: NativeRead, target: T.StructType) -> DataFrame:
+    fields = [
+        T.StructField(r.column.name, with_field_ids(r.column, r.read_type), True, {FIELD_ID: r.column.column_id})
+        for r in group.layout
+        if r.read_type is not None
+    ]
+    if group.partial:
+        fields.append(T.StructField(_SNAPSHOT_COLUMN, T.LongType(), True, {FIELD_ID: SNAPSHOT_ID_FIELD_ID}))
+    reader = (
+        spark.read.schema(T.StructType(fields))
+        .option("datetimeRebaseMode", "CORRECTED")
+        .option("int96RebaseMode", "CORRECTED")
+    )
+    df = reader.parquet(*[spark_path(t.file.path) for t in group.files])
+    if group.deletes:
+        df = _remove_deleted(spark, df, group, read)
+    if group.partial:
+        df = df.where(F.col(_SNAPSHOT_COLUMN).isNull() | (F.col(_SNAPSHOT_COLUMN) <= F.lit(read.snapshot)))
+    columns = []
+    for r, f in zip(group.layout, target.fields, strict=True):
+        if r.read_type is None:
+            columns.append(_default_literal(r.column, f.dataType).alias(f.name))
+        elif r.cast:
+            columns.append(F.col(f.name).cast(f.dataType).alias(f.name))
+        else:
+            columns.append(F.col(f.name))
+    return df.select(*columns)
+
+
+def _default_literal(column: Column, dtype: T.DataType, *, current: bool = False) -> SparkColumn:
+    """The column's initial default (``current``: its default for new rows) as a Spark literal of ``dtype``."""
+    has = _has_default(column, current=current)
+    value = _default_table([column], current=current).column(0)[0].as_py() if has else None
+    if value is None:
+        return F.lit(None).cast(dtype)
+    if isinstance(dtype, T.TimestampType):
+        return F.timestamp_micros(F.lit(_epoch_micros(value)))
+    if isinstance(dtype, T.TimestampNTZType):
+        return F.expr(f"TIMESTAMP_NTZ'{value.isoformat(sep=' ', timespec='microseconds')}'")
+    return F.lit(value).cast(dtype)
+
+
+def _epoch_micros(value: dt.datetime) -> int:
+    delta = value - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _has_default(column: Column, *, current: bool = False) -> bool:
+    raw = column.default_value if current else column.initial_default
+    return raw not in (None, "NULL") and not column.is_nested
+
+
+def _remove_deleted(spark: SparkSession, df: DataFrame, group: FileGroup, read: NativeRead) -> DataFrame:
+    """Rows of ``df`` whose (file, position) is not deleted at the read's snapshot.
+
+    A few deletes become a filter on (``_metadata.file_path``, ``_metadata.row_index``); more become a left anti
+    join with a table of them, broadcast unless it is very large.
+    """
+    keys = _qualified_paths(spark, [t.file.path for t in group.files])
+    deleted = [(key, read.deleted.get(t.file.path, [])) for t, key in zip(group.files, keys, strict=True)]
+    deleted = [(key, positions) for key, positions in deleted if positions]
+    total = sum(len(p) for _, p in deleted)
+    path, position = F.col("_metadata.file_path"), F.col("_metadata.row_index")
+    if total <= DELETE_FILTER_MAX and len(deleted) <= DELETE_FILTER_FILES_MAX:
+        if not deleted:
+            return df
+        gone = reduce(lambda a, b: a | b, [(path == key) & position.isin(p) for key, p in deleted])
+        return df.where(~gone)
+    files = pa.array([key for key, p in deleted for _ in p], pa.string())
+    positions = pa.array([x for _, p in deleted for x in p], pa.int64())
+    table = spark.createDataFrame(pa.table({_FILE_COLUMN: files, _POSITION_COLUMN: positions}))
+    if total <= BROADCAST_DELETES_MAX:
+        table = F.broadcast(table)
+    located = df.select("*", path.alias(_FILE_COLUMN), position.alias(_POSITION_COLUMN))
+    return located.join(table, [_FILE_COLUMN, _POSITION_COLUMN], "left_anti").drop(_FILE_COLUMN, _POSITION_COLUMN)
+
+
+def _qualified_paths(spark: SparkSession, paths: Iterable[str]) -> list[str]:
+    """Each path as Spark spells it in ``_metadata.file_path`` (qualified, URL-encoded)."""
+    jvm = _jvm(spark)
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    out = []
+    for p in paths:
+        hp = jvm.org.apache.hadoop.fs.Path(spark_path(p))
+        out.append(str(hp.getFileSystem(conf).makeQualified(hp).toUri().toString()))
+    return out
+
+
+__all__ = ["NativeRead", "plan_read", "read_table", "spark_path", "with_field_ids"]
