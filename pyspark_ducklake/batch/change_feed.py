@@ -16,6 +16,7 @@ from pyspark_ducklake.streaming.source import (
     BATCH_ROWS,
     ChangeRange,
     FeedOptions,
+    change_ranges,
     feed_schema,
     read_changes,
     resolve_start,
@@ -44,7 +45,7 @@ def _bounds(lake: Lake, options: dict[str, str]) -> tuple[int, int]:
 
 def change_feed_schema(config: LakeConfig, identifier: str, options: dict[str, str]) -> StructType:
     """The table's columns (at ``endingSnapshot``, else the latest) and the change columns."""
-    lake = Lake(config.catalog, config.data_path, retry=config.retry)
+    lake = config.connect()
     try:
         raw_end = _get(options, "endingSnapshot") or _get(options, "endingVersion")
         end = _bounds(lake, options)[1] if raw_end is not None else None
@@ -61,19 +62,23 @@ class ChangeFeedBatchReader(DataSourceReader):
         self.spark_schema = schema
 
     def partitions(self) -> list[InputPartition]:
-        lake = Lake(self.config.catalog, self.config.data_path, retry=self.config.retry)
+        lake = self.config.connect()
         try:
             start, end = _bounds(lake, self.options)
+            if end < start:
+                return []
+            schema_name, table_name = parse_identifier(self.identifier)
+            return list(change_ranges(lake, schema_name, table_name, start, end, schema_snapshot=end))
         finally:
             lake.close()
-        return [ChangeRange(start, end)] if end >= start else []
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, ChangeRange)
         schema_name, table_name = parse_identifier(self.identifier)
-        lake = Lake(self.config.catalog, self.config.data_path, retry=self.config.retry)
+        lake = self.config.connect()
         try:
-            stream = lake.table(self.identifier, snapshot=partition.last).table_schema
+            at = partition.last if partition.schema_snapshot is None else partition.schema_snapshot
+            stream = lake.table(self.identifier, snapshot=at).table_schema
             changes = read_changes(lake, schema_name, table_name, partition.first, partition.last, stream)
         finally:
             lake.close()

@@ -48,8 +48,9 @@ CHANGE_COLUMNS = [
     StructField("_commit_timestamp", TimestampType(), True),
 ]
 BATCH_ROWS = 65_536
-# Changes per Spark task, estimated from the catalog: a longer range is cut at snapshots into several tasks.
-PARTITION_ROWS = 400_000
+# Changes per Spark task, estimated from the catalog: a longer range is cut at snapshots into several tasks. Not
+# much smaller: every part reads in full each data file that lost rows in its snapshots.
+PARTITION_ROWS = 1_000_000
 
 
 class SchemaChangedError(DuckLakeError):
@@ -147,15 +148,29 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
         self.options = FeedOptions.parse(options)
         self.spark_schema = schema
         self._available_now: int | None = None
-        lake = self._lake()
-        try:
-            self.stream_schema = lake.table(identifier).table_schema
-            self._start = resolve_start(lake, self.options)
-        finally:
-            lake.close()
+        self._planner: Lake | None = None
+        lake = self._planner_lake()
+        self.stream_schema = lake.table(identifier).table_schema
+        self._start = resolve_start(lake, self.options)
 
     def _lake(self) -> Lake:
         return self.config.connect()
+
+    def _planner_lake(self) -> Lake:
+        """The lake of the offset and planning calls, kept for the query's life (one engine, cached statements)."""
+        if self._planner is None:
+            self._planner = self._lake()
+        return self._planner
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_planner"] = None  # an engine does not travel to the executors; read() opens its own
+        return state
+
+    def stop(self) -> None:
+        if self._planner is not None:
+            self._planner.close()
+            self._planner = None
 
     # --- offsets ------------------------------------------------------------------------------------------------
     def initialOffset(self) -> dict[str, int]:
@@ -169,36 +184,29 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        lake = self._lake()
-        try:
-            self._available_now = lake.current_snapshot_id()
-        finally:
-            lake.close()
+        self._available_now = self._planner_lake().current_snapshot_id()
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, int]:
         begin = SnapshotOffset.from_dict(start).snapshot_id
-        lake = self._lake()
-        try:
-            latest = lake.current_snapshot_id()
-            if begin > latest:
-                raise InvalidOptionError(
-                    f"the checkpoint's offset (snapshot {begin}) is beyond the newest snapshot {latest} of "
-                    f"{self.identifier}: the checkpoint belongs to another lake or table; use a new checkpoint location"
-                )
-            if self._available_now is not None:
-                latest = min(latest, self._available_now)
-            if latest <= begin:
-                return SnapshotOffset(begin).to_dict()
-            begin = self._check_data_loss(lake, begin)
-            if isinstance(limit, ReadMaxFiles):
-                changed = self._changed(lake, begin, latest)
-                if len(changed) > limit.max_files:
-                    return SnapshotOffset(changed[max(1, limit.max_files) - 1]).to_dict()
-            elif isinstance(limit, ReadMaxRows):
-                return SnapshotOffset(self._limit_rows(lake, begin, latest, limit.max_rows)).to_dict()
-            return SnapshotOffset(latest).to_dict()
-        finally:
-            lake.close()
+        lake = self._planner_lake()
+        latest = lake.current_snapshot_id()
+        if begin > latest:
+            raise InvalidOptionError(
+                f"the checkpoint's offset (snapshot {begin}) is beyond the newest snapshot {latest} of "
+                f"{self.identifier}: the checkpoint belongs to another lake or table; use a new checkpoint location"
+            )
+        if self._available_now is not None:
+            latest = min(latest, self._available_now)
+        if latest <= begin:
+            return SnapshotOffset(begin).to_dict()
+        begin = self._check_data_loss(lake, begin)
+        if isinstance(limit, ReadMaxFiles):
+            changed = self._changed(lake, begin, latest)
+            if len(changed) > limit.max_files:
+                return SnapshotOffset(changed[max(1, limit.max_files) - 1]).to_dict()
+        elif isinstance(limit, ReadMaxRows):
+            return SnapshotOffset(self._limit_rows(lake, begin, latest, limit.max_rows)).to_dict()
+        return SnapshotOffset(latest).to_dict()
 
     def _changed(self, lake: Lake, begin: int, latest: int) -> list[int]:
         """Snapshots after ``begin`` that changed the table's rows (maintenance and other tables' commits left out)."""
@@ -254,15 +262,12 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
         last = SnapshotOffset.from_dict(end).snapshot_id
         if last <= begin:
             return []
-        lake = self._lake()
-        try:
-            # latestOffset already failed (or, with failOnDataLoss=false, warned) for expired snapshots: skip them.
-            begin = self._check_data_loss(lake, begin)
-            if last <= begin:
-                return []
-            return list(change_ranges(lake, self.schema_name, self.table_name, begin + 1, last))
-        finally:
-            lake.close()
+        lake = self._planner_lake()
+        # latestOffset already failed (or, with failOnDataLoss=false, warned) for expired snapshots: skip them.
+        begin = self._check_data_loss(lake, begin)
+        if last <= begin:
+            return []
+        return list(change_ranges(lake, self.schema_name, self.table_name, begin + 1, last))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, ChangeRange)
@@ -290,7 +295,14 @@ def read_changes(lake: Lake, schema_name: str, table_name: str, first: int, last
     from pyspark_ducklake.table.changes import table_changes
 
     raw = table_changes(
-        lake.engine, lake.data_path, schema_name, table_name, first, last, storage_options=lake.storage_options
+        lake.engine,
+        lake.data_path,
+        schema_name,
+        table_name,
+        first,
+        last,
+        storage_options=lake.storage_options,
+        ordered=False,  # Spark keeps no order across partitions anyway
     )
     with lake.engine.connect() as conn:
         entry = R.table_by_name(conn, schema_name, table_name, last)
@@ -308,11 +320,11 @@ def read_changes(lake: Lake, schema_name: str, table_name: str, first: int, last
             )
         then = end_by_id.get(column.column_id)
         if then is None:
-            arrays.append(default_array(column, raw.num_rows))  # added after these snapshots
+            arrays.append(pa.chunked_array([default_array(column, raw.num_rows)]))  # added after these snapshots
         else:
-            arrays.append(raw.column(then.name).combine_chunks())
+            arrays.append(raw.column(then.name))
     names = stream.names()
     for extra in ("_change_type", "_snapshot_id", "_rowid", "_commit_timestamp"):
-        arrays.append(raw.column(extra).combine_chunks())
+        arrays.append(raw.column(extra))
         names.append(extra)
     return pa.Table.from_arrays(arrays, names=names)

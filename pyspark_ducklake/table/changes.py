@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from sqlalchemy import Connection, Engine, and_, select
+from sqlalchemy import Connection, Engine, and_, func, select
 
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import tables as T
@@ -458,7 +458,7 @@ def _file_changes(
 
 def _tag(data: pa.Table, columns: list[str], kind: str, snapshots: pa.Array | pa.ChunkedArray) -> pa.Table:
     out = data.select(columns)
-    out = out.append_column(CHANGE_TYPE, pa.array([kind] * data.num_rows, pa.string()))
+    out = out.append_column(CHANGE_TYPE, pa.repeat(pa.scalar(kind, pa.string()), data.num_rows))
     if isinstance(snapshots, pa.Array):
         snapshots = pa.chunked_array([snapshots])
     out = out.append_column(CHANGE_SNAPSHOT, snapshots.cast(pa.int64()))
@@ -500,37 +500,77 @@ def feed_schema(schema: TableSchema) -> pa.Schema:
     )
 
 
-def finish_changes(parts: Sequence[pa.Table | None], plan: ChangePlan, *, columns: bool = True) -> pa.Table:
-    """One version per (kind, snapshot, rowid); pairs of a delete and an insert become an update; ordered by
-    snapshot, rowid and pre-before-post; with each snapshot's commit time."""
+def finish_changes(
+    parts: Sequence[pa.Table | None], plan: ChangePlan, *, columns: bool = True, ordered: bool = True
+) -> pa.Table:
+    """One version per (kind, snapshot, rowid); pairs of a delete and an insert become an update; with each
+    snapshot's commit time; ordered by snapshot, rowid and pre-before-post (``ordered=False`` leaves the rows
+    where they are, which saves moving every row once)."""
     target = feed_schema(plan.schema if columns else TableSchema(()))
     without_time = pa.schema(list(target)[:-1])
     present = [p for p in parts if p is not None and p.num_rows]
     if not present:
         return target.empty_table()
     rows = pa.concat_tables([p.cast(without_time) if p.schema != without_time else p for p in present])
-    kind = rows.column(CHANGE_TYPE).to_numpy(zero_copy_only=False)
-    is_insert = (kind == INSERT).astype(np.int64)
+    is_insert = pc.equal(rows.column(CHANGE_TYPE), INSERT).to_numpy().astype(np.int64)
     snaps = rows.column(CHANGE_SNAPSHOT).to_numpy()
     rowids = rows.column(CHANGE_ROWID).to_numpy()
-    order = np.lexsort((is_insert, rowids, snaps))
-    snaps, rowids, is_insert = snaps[order], rowids[order], is_insert[order]
+    order = _change_order(snaps, rowids, is_insert)
+    s_snaps, s_rowids, s_insert = snaps[order], rowids[order], is_insert[order]
     # The same row version recorded twice (a rewritten file still in the catalog, say) is one change.
     unique = np.ones(len(order), dtype=bool)
-    unique[1:] = (snaps[1:] != snaps[:-1]) | (rowids[1:] != rowids[:-1]) | (is_insert[1:] != is_insert[:-1])
-    order, snaps, rowids, is_insert = order[unique], snaps[unique], rowids[unique], is_insert[unique]
+    unique[1:] = (s_snaps[1:] != s_snaps[:-1]) | (s_rowids[1:] != s_rowids[:-1]) | (s_insert[1:] != s_insert[:-1])
+    if not unique.all():
+        order, s_snaps, s_rowids, s_insert = order[unique], s_snaps[unique], s_rowids[unique], s_insert[unique]
     same_next = np.zeros(len(order), dtype=bool)
-    same_next[:-1] = (snaps[1:] == snaps[:-1]) & (rowids[1:] == rowids[:-1])
+    same_next[:-1] = (s_snaps[1:] == s_snaps[:-1]) & (s_rowids[1:] == s_rowids[:-1])
     same_prev = np.zeros(len(order), dtype=bool)
     same_prev[1:] = same_next[:-1]
-    kinds = np.where(is_insert == 1, INSERT, DELETE).astype(object)
-    kinds[same_next] = UPDATE_PREIMAGE  # sorted: the delete comes first
-    kinds[same_prev] = UPDATE_POSTIMAGE
-    out = rows.take(pa.array(order)).set_column(
-        rows.schema.get_field_index(CHANGE_TYPE), CHANGE_TYPE, pa.array(kinds.tolist(), pa.string())
-    )
-    times = [plan.commit_times.get(int(s)) for s in snaps]
-    return out.append_column(COMMIT_TIMESTAMP, pa.array(times, pa.timestamp("us", tz="UTC"))).cast(target)
+    # Codes into _KINDS; sorted, so of a pair the delete comes first.
+    codes = np.where(s_insert == 1, 0, 1).astype(np.int8)
+    codes[same_next] = 2
+    codes[same_prev] = 3
+    if ordered:
+        identity = len(order) == rows.num_rows and bool((order[1:] > order[:-1]).all())
+        out = rows if identity else rows.take(pa.array(order))
+        out_snaps = s_snaps
+    else:
+        keep = np.zeros(rows.num_rows, dtype=bool)
+        keep[order] = True
+        in_place = np.zeros(rows.num_rows, dtype=np.int8)
+        in_place[order] = codes
+        out = rows if keep.all() else rows.filter(pa.array(keep))
+        codes, out_snaps = in_place[keep], snaps[keep]
+    arrays = [out.column(i) for i in range(out.num_columns)]
+    arrays[out.schema.get_field_index(CHANGE_TYPE)] = _KINDS.take(pa.array(codes))
+    arrays.append(_commit_times_of(out_snaps, plan.commit_times))
+    return pa.Table.from_arrays(arrays, schema=target)
+
+
+_KINDS = pa.array([INSERT, DELETE, UPDATE_PREIMAGE, UPDATE_POSTIMAGE], pa.string())
+
+
+def _change_order(snaps: np.ndarray, rowids: np.ndarray, is_insert: np.ndarray) -> np.ndarray:
+    """The permutation sorting by (snapshot, rowid, delete before insert)."""
+    if len(snaps) and snaps.min() >= 0 and rowids.min() >= 0:
+        # One int64 key when snapshot and rowid fit side by side: one sort instead of lexsort's three passes.
+        row_bits = int(rowids.max()).bit_length() + 1
+        if int(snaps.max()).bit_length() + row_bits <= 62:
+            key = (snaps << row_bits) | (rowids << 1) | is_insert
+            return np.argsort(key, kind="stable")
+    return np.lexsort((is_insert, rowids, snaps))
+
+
+def _commit_times_of(snaps: np.ndarray, commit_times: dict[int, dt.datetime]) -> pa.Array:
+    """Each snapshot's commit time (null where the catalog has none), looked up without a Python loop."""
+    known = sorted(commit_times)
+    ids = np.array(known, dtype=np.int64)
+    times = pa.array([commit_times[s] for s in known], pa.timestamp("us", tz="UTC"))
+    if not len(ids):
+        return pa.nulls(len(snaps), pa.timestamp("us", tz="UTC"))
+    at = np.minimum(np.searchsorted(ids, snaps), len(ids) - 1)
+    missing = ids[at] != snaps
+    return times.take(pa.array(at, mask=missing if missing.any() else None))
 
 
 # --- public entry points -----------------------------------------------------------------------------------------
@@ -554,13 +594,14 @@ def table_changes(
     end_snapshot: SnapshotRef,
     *,
     storage_options: dict[str, Any] | None = None,
+    ordered: bool = True,
 ) -> pa.Table:
     """The changes of ``schema_name.table_name`` over ``[start_snapshot, end_snapshot]`` (both inclusive).
 
     Columns: the table's columns at the end snapshot, then ``_change_type`` (``insert``, ``delete``,
     ``update_preimage``, ``update_postimage``), ``_snapshot_id``, ``_rowid`` and ``_commit_timestamp``; ordered by
-    snapshot and rowid. Bounds are snapshot ids, or datetimes (the first snapshot at or after ``start``, the last
-    at or before ``end``).
+    snapshot and rowid (``ordered=False``: in no particular order, which saves moving every row once). Bounds are
+    snapshot ids, or datetimes (the first snapshot at or after ``start``, the last at or before ``end``).
 
     Raises:
         InvalidOptionError: ``start_snapshot`` is after ``end_snapshot`` (or a bound is not an id or time).
@@ -571,7 +612,7 @@ def table_changes(
     plan = _plan(engine, data_path, schema_name, table_name, start_snapshot, end_snapshot)
     parts = [execute_change_task(t, plan.schema, storage_options=storage_options) for t in plan.files]
     parts.append(inlined_changes(plan))
-    return finish_changes(parts, plan)
+    return finish_changes(parts, plan, ordered=ordered)
 
 
 def count_changes(
@@ -591,7 +632,7 @@ def count_changes(
     plan = _plan(engine, data_path, schema_name, table_name, start_snapshot, end_snapshot)
     parts = [count_task_changes(t, storage_options=storage_options) for t in plan.files]
     parts.append(inlined_changes(plan, columns=[]))
-    return finish_changes(parts, plan, columns=False).num_rows
+    return finish_changes(parts, plan, columns=False, ordered=False).num_rows
 
 
 def changed_snapshots(engine: Engine, table: TableEntry | int, start: int, end: int) -> list[int]:
@@ -614,6 +655,62 @@ def changed_snapshots(engine: Engine, table: TableEntry | int, start: int, end: 
     with engine.connect() as conn:
         changes = _snapshot_changes(conn, table_id, start, end)
     return sorted(s for s, c in changes.items() if c.logical)
+
+
+def split_range(
+    engine: Engine, table: TableEntry | int, start: int, end: int, *, target_rows: int
+) -> list[tuple[int, int]]:
+    """``[start, end]`` cut at snapshots into consecutive ranges of about ``target_rows`` changes each.
+
+    The feed of the whole range is the concatenation of the parts' feeds: every change belongs to one snapshot
+    (an update's pre and post image too). The sizes are estimated from the catalog alone: the rows of data files
+    and delete files begun at each snapshot. Every bound is an existing snapshot, so each part is a valid
+    :func:`table_changes` range; a range that holds less than two parts' worth comes back whole.
+
+    Raises:
+        InvalidOptionError: ``target_rows`` < 1.
+    """
+    if target_rows < 1:
+        raise InvalidOptionError(f"target_rows must be >= 1, got {target_rows}")
+    if start >= end:
+        return [(start, end)]
+    table_id = table.table_id if isinstance(table, TableEntry) else int(table)
+    d, x, s = T.ducklake_data_file, T.ducklake_delete_file, T.ducklake_snapshot
+    weights: dict[int, int] = {}
+    with engine.connect() as conn:
+        for files, rows in ((d, d.c.record_count), (x, x.c.delete_count)):
+            q = (
+                select(files.c.begin_snapshot, func.sum(rows))
+                .where(files.c.table_id == table_id, files.c.begin_snapshot.between(start, end))
+                .group_by(files.c.begin_snapshot)
+            )
+            for snapshot, n in conn.execute(q):
+                weights[int(snapshot)] = weights.get(int(snapshot), 0) + int(n or 0)
+        if sum(weights.values()) < 2 * target_rows:
+            return [(start, end)]
+        existing = [
+            int(r[0])
+            for r in conn.execute(
+                select(s.c.snapshot_id).where(s.c.snapshot_id.between(start, end)).order_by(s.c.snapshot_id)
+            )
+        ]
+    total = sum(weights.values())
+    share = total / max(1, round(total / target_rows))  # equal parts rather than a small last one
+    heavy = sorted(weights)
+    parts: list[tuple[int, int]] = []
+    first: int | None = start
+    acc, i = 0, 0
+    for snapshot in existing:
+        if first is None:
+            first = snapshot
+        while i < len(heavy) and heavy[i] <= snapshot:
+            acc += weights[heavy[i]]
+            i += 1
+        if acc >= share and snapshot < end:
+            parts.append((first, snapshot))
+            first, acc = None, 0
+    parts.append((end if first is None else first, end))
+    return parts
 
 
 __all__ = [
@@ -640,5 +737,6 @@ __all__ = [
     "inlined_changes",
     "plan_changes",
     "resolve_range",
+    "split_range",
     "table_changes",
 ]

@@ -1,0 +1,79 @@
+"""A long change-feed range cut into parts (``split_range``, one Spark task each) gives the same rows as the whole.
+
+The history is written by DuckDB, so UPDATEs are delete/insert pairs of one rowid in one snapshot, with inlined
+inserts, a flush and deletes that hit every earlier file; ``ordered=False`` (what the Spark source asks for) only
+changes the order of the rows.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import pyspark_ducklake as pdl
+from pyspark_ducklake.table.changes import split_range, table_changes
+from tests.support.catalogs import sqlite_location
+from tests.support.compare import canonical
+from tests.support.duck import open_duckdb
+
+
+def _rows(t: Any) -> Counter[tuple[Any, ...]]:
+    return Counter(tuple(canonical(v) for v in r.values()) for r in t.to_pylist())
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[pdl.Lake, int, int]]:
+    location = sqlite_location(tmp_path_factory.mktemp("lake"))
+    con = open_duckdb(location, inlining_row_limit=5)
+    con.execute("CREATE TABLE lake.main.t (id BIGINT, v VARCHAR, n INTEGER)")
+    first = con.execute("SELECT max(snapshot_id) FROM lake.snapshots()").fetchone()[0]
+    lo = 0
+    for i in range(8):
+        size = 3 if i % 3 == 2 else 200  # every third insert is inlined
+        con.execute(f"INSERT INTO lake.main.t SELECT r, 'v' || r, r % 7 FROM range({lo}, {lo + size}) x(r)")
+        lo += size
+        if i % 2 == 1:
+            con.execute(f"UPDATE lake.main.t SET n = n + 100, v = 'u{i}' WHERE id % 11 = {i}")
+            con.execute(f"DELETE FROM lake.main.t WHERE id % 13 = {i}")
+    con.execute("CALL ducklake_flush_inlined_data('lake')")
+    con.execute("UPDATE lake.main.t SET n = -1 WHERE id % 17 = 0")
+    last = con.execute("SELECT max(snapshot_id) FROM lake.snapshots()").fetchone()[0]
+    con.close()
+    lake = pdl.connect(location.url)
+    yield lake, first, last
+    lake.close()
+
+
+@pytest.mark.parametrize("target_rows", [1, 50, 150, 400, 10**6])
+def test_parts_are_consecutive_and_add_up_to_the_whole(history: tuple[pdl.Lake, int, int], target_rows: int) -> None:
+    lake, first, last = history
+    whole = table_changes(lake.engine, lake.data_path, "main", "t", first, last)
+    assert {"update_preimage", "update_postimage", "delete", "insert"} <= set(whole.column("_change_type").to_pylist())
+    parts = split_range(lake.engine, 1, first, last, target_rows=target_rows)
+    assert parts[0][0] == first and parts[-1][1] == last
+    assert all(a <= b for a, b in parts)
+    assert all(b + 1 <= c for (_, b), (c, _) in itertools.pairwise(parts))
+    snapshots = {s.snapshot_id for s in lake.snapshots()}
+    assert all(a in snapshots and b in snapshots for a, b in parts)
+    if target_rows >= whole.num_rows:
+        assert parts == [(first, last)]
+    elif target_rows <= 50:
+        assert len(parts) > 3
+    got: Counter[tuple[Any, ...]] = Counter()
+    for a, b in parts:
+        got += _rows(table_changes(lake.engine, lake.data_path, "main", "t", a, b, ordered=False))
+    assert got == _rows(whole)
+
+
+def test_unordered_feed_is_the_same_rows(history: tuple[pdl.Lake, int, int]) -> None:
+    lake, first, last = history
+    ordered = table_changes(lake.engine, lake.data_path, "main", "t", first, last)
+    unordered = table_changes(lake.engine, lake.data_path, "main", "t", first, last, ordered=False)
+    assert unordered.schema == ordered.schema
+    assert _rows(unordered) == _rows(ordered)
+    keys = list(zip(ordered.column("_snapshot_id").to_pylist(), ordered.column("_rowid").to_pylist(), strict=True))
+    assert keys == sorted(keys)
