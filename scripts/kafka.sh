@@ -16,7 +16,9 @@
 #   KAFKA_STATE_DIR       where the broker keeps its config, data, log and pid (default .cache/kafka/broker)
 #   KAFKA_PORT            client port (default: a free one, kept across restarts); KAFKA_CONTROLLER_PORT likewise
 #   KAFKA_HEAP_OPTS       JVM heap (default -Xms512m -Xmx1g)
-#   PYTHON                the python with pyspark (default .venv/bin/python, else python3)
+#   PYTHON                the python with pyspark (default .venv/bin/python, else python3); the connector matches
+#                         its pyspark, so another interpreter gets the jars for its Spark, in their own folder
+#                         (bench/kafka_bench.py: PYTHON=.cache/venv-delta/bin/python for Delta on Spark 4.2)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -154,8 +156,8 @@ fetch_spark() {
             fi
         done
         [[ -n "$connector" ]] || { rm -rf "$tmp"; die "Maven Central serves no spark-sql-kafka-0-10_2.13 up to $want"; }
-        log "warning: Maven Central does not serve spark-sql-kafka-0-10_2.13:$want; using $connector" \
-            "(token provider $token)"
+        log "warning: Maven Central does not serve spark-sql-kafka-0-10_2.13 and spark-token-provider-kafka-0-10_2.13" \
+            "$want together; using the connector $connector with the token provider $token"
     fi
     # Keep only what pyspark does not ship (pyspark/jars/<artifactId>-<version>.jar, any version).
     while IFS= read -r jar; do

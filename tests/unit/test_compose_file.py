@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 EXAMPLE = ROOT / "examples" / "kafka_to_lake.py"
+FEED_EXAMPLE = ROOT / "examples" / "change_feed.py"
 # What the example is configured by (its docstring's table); the S3 variables are read by s3fs and the example.
 EXAMPLE_ENV = {"KAFKA_BOOTSTRAP", "KAFKA_TOPIC", "DUCKLAKE_CATALOG", "DUCKLAKE_DATA_PATH"}
 S3_ENV = {"AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"}
@@ -55,15 +56,15 @@ def host_ports(service: dict[str, Any]) -> dict[int, int]:
     return ports
 
 
-def example_strings() -> set[str]:
+def example_strings(path: Path = EXAMPLE) -> set[str]:
     """Every string literal in the example's source (environment variable names among them)."""
-    tree = ast.parse(EXAMPLE.read_text())
+    tree = ast.parse(path.read_text())
     return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
 
 
-def example_env_reads() -> set[str]:
+def example_env_reads(path: Path = EXAMPLE) -> set[str]:
     """Names the example passes to ``os.environ.get(...)`` or lists in its S3_ENV tuple."""
-    tree = ast.parse(EXAMPLE.read_text())
+    tree = ast.parse(path.read_text())
     names = set()
     for node in ast.walk(tree):
         if (
@@ -80,8 +81,8 @@ def example_env_reads() -> set[str]:
     return names
 
 
-def load_example() -> Any:
-    spec = importlib.util.spec_from_file_location("kafka_to_lake", EXAMPLE)
+def load_example(path: Path = EXAMPLE) -> Any:
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     sys.modules.setdefault(spec.name, module)
@@ -203,3 +204,31 @@ def test_dockerfile_builds_the_app(services: dict[str, Any]) -> None:
     for copied in re.findall(r"^COPY (\S+)", text, re.M):
         if not copied.startswith("--"):
             assert (ROOT / copied).exists(), copied
+
+
+def test_feed_follows_the_apps_lake(compose: dict[str, Any], services: dict[str, Any]) -> None:
+    """The feed service runs examples/change_feed.py on the lake the app writes, configured by what it reads."""
+    feed, app = env_of(services["feed"]), env_of(services["app"])
+    reads = example_env_reads(FEED_EXAMPLE)
+    assert {"DUCKLAKE_CATALOG", "CHANGE_FEED_STARTING_SNAPSHOT", "CHANGE_FEED_CHECKPOINT"} <= reads
+    assert set(feed) - S3_ENV <= reads, f"set but never read: {sorted(set(feed) - S3_ENV - reads)}"
+    # Same catalog and object store as the app (the data path itself comes from the catalog).
+    for name in {"DUCKLAKE_CATALOG"} | S3_ENV:
+        assert feed[name] == app[name], name
+    assert "DUCKLAKE_DATA_PATH" not in reads
+    assert set(services["feed"]["depends_on"]) == {"postgres", "minio-init"}
+    assert services["feed"]["build"] == services["app"]["build"]
+
+    command = services["feed"]["command"]
+    command = shlex.split(command) if isinstance(command, str) else command
+    assert command[:2] == ["python", "examples/change_feed.py"]
+    args = load_example(FEED_EXAMPLE).build_parser().parse_args(command[2:])  # SystemExit on an unknown flag
+    # Unbounded (it follows the table), and its checkpoint outlives the container on a named volume apart from
+    # the app's.
+    assert not (args.available_now or args.max_seconds or args.max_changes)
+    mounts = dict(v.split(":", 1)[::-1] for v in services["feed"]["volumes"])
+    checkpoint = feed["CHANGE_FEED_CHECKPOINT"]
+    mount = next(m for m in mounts if checkpoint.startswith(m + "/"))
+    assert mounts[mount] in compose["volumes"]
+    app_args = load_example().build_parser().parse_args(services["app"]["command"][2:])
+    assert not app_args.checkpoint.startswith(checkpoint) and not checkpoint.startswith(app_args.checkpoint)
