@@ -13,7 +13,7 @@ define run_pytest
 	exit $$rc
 endef
 
-.PHONY: help install bench-batch demo demo-python kafka-start kafka-stop kafka-demo test-kafka test test-unit test-conformance test-integration lint format pg-start pg-stop clean
+.PHONY: help install bench-batch bench-sink bench-kafka bench-feed demo demo-python kafka-start kafka-stop kafka-demo test-kafka test test-unit test-conformance test-integration lint format pg-start pg-stop clean
 
 help: ## List the targets
 	@echo "usage: make <target>"
@@ -66,6 +66,21 @@ test-kafka: install ## Run the Kafka end-to-end tests (a real broker, Spark's Ka
 
 bench-batch: install ## Spark batch write/read vs plain Parquet, 5M rows, SQLite and PostgreSQL (bench/README.md)
 	$(PYTHON) bench/batch_bench.py --rows 5000000 --repeat 3 --backends sqlite,postgres --out bench/results/batch.json
+
+bench-sink: install ## foreachBatch sink vs Delta Lake: 2,000 small + 3 large batches, 100k-snapshot latency, ~45 min (bench/README.md)
+	bash bench/fetch_delta.sh --venv >/dev/null
+	$(PYTHON) bench/sink_bench.py --small-batches 2000 --small-rows 100 --large-rows 1000000 --large-batches 3 \
+		--backends sqlite,postgres --latency-snapshots 100000 --latency-batches 200 --control-batches 300 \
+		--delta-defaults-batches 50 --out bench/results/sink.json --plot bench/results/sink.png
+
+bench-feed: install ## Change feed vs DuckDB's table_changes and Delta Lake's CDF (2.35M changes) + stream latency, ~25 min (bench/README.md)
+	bash bench/fetch_delta.sh --venv >/dev/null
+	$(PYTHON) bench/feed_bench.py --backends sqlite,postgres --out bench/results/feed.json --plot bench/results/feed.png
+
+bench-kafka: install ## Kafka -> Spark -> DuckLake vs Delta Lake: end-to-end throughput and latency, ~12 min (bench/README.md)
+	bash bench/fetch_delta.sh --venv >/dev/null
+	$(PYTHON) -m pip install --quiet duckdb-extension-delta==1.5.5
+	$(PYTHON) bench/kafka_bench.py --out bench/results/kafka.json
 
 pg-start: ## Start the test PostgreSQL (127.0.0.1, port from DUCKLAKE_PG_PORT, default 54329)
 	@bash scripts/postgres.sh start

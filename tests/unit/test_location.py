@@ -9,7 +9,7 @@ import pytest
 from pyspark_ducklake.catalog.catalog import normalize_data_path, uuid7
 from pyspark_ducklake.catalog.location import parse_location
 from pyspark_ducklake.catalog.paths import path_component
-from pyspark_ducklake.exceptions import InvalidOptionError
+from pyspark_ducklake.exceptions import InvalidOptionError, NotADuckLakeCatalogError
 
 
 def test_sqlite_spellings_agree(tmp_path: os.PathLike[str]) -> None:
@@ -71,3 +71,28 @@ def test_data_path_normalised(tmp_path: os.PathLike[str]) -> None:
     assert normalize_data_path("s3://bucket/x") == "s3://bucket/x/"
     with pytest.raises(InvalidOptionError):
         normalize_data_path(" ")
+
+
+def test_sqlite_catalogs_use_wal_and_other_databases_are_left_alone(tmp_path: os.PathLike[str]) -> None:
+    """A DuckLake catalog on SQLite is switched to WAL, so readers such as DuckDB neither wait for nor hold back a
+    commit; a database that is not a catalog is never changed."""
+    import sqlite3
+
+    import pyarrow as pa
+
+    import pyspark_ducklake as pdl
+
+    lake_file = os.path.join(str(tmp_path), "lake.sqlite")
+    with pdl.connect(f"sqlite:///{lake_file}", os.path.join(str(tmp_path), "data")) as lake:
+        lake.create_table("main.t", pa.schema([("id", pa.int64())]))
+    with sqlite3.connect(lake_file) as con:
+        assert con.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+    other = os.path.join(str(tmp_path), "other.db")
+    with sqlite3.connect(other) as con:
+        con.execute("CREATE TABLE notes (x INTEGER)")
+    with pytest.raises(NotADuckLakeCatalogError):
+        pdl.connect(f"sqlite:///{other}")
+    with sqlite3.connect(other) as con:
+        assert con.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+    assert not [name for name in os.listdir(str(tmp_path)) if name.startswith("other.db-")]
