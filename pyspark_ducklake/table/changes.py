@@ -38,8 +38,11 @@ tasks could run on executors. Only :func:`finish_changes` (update pairing) needs
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import os
 import re
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +81,7 @@ UPDATE_PREIMAGE = "update_preimage"
 UPDATE_POSTIMAGE = "update_postimage"
 
 _ALL_ROWS = 2**62  # a snapshot id newer than any: read every row version of a file
+_MAX_THREADS = 4  # files read at once by table_changes
 _COMPACTED = re.compile(r"(?:^|,)compacted_table:(\d+)")
 
 SnapshotRef = int | dt.datetime
@@ -531,8 +535,7 @@ def finish_changes(
     codes[same_next] = 2
     codes[same_prev] = 3
     if ordered:
-        identity = len(order) == rows.num_rows and bool((order[1:] > order[:-1]).all())
-        out = rows if identity else rows.take(pa.array(order))
+        out = _reorder(rows, order)
         out_snaps = s_snaps
     else:
         keep = np.zeros(rows.num_rows, dtype=bool)
@@ -545,6 +548,38 @@ def finish_changes(
     arrays[out.schema.get_field_index(CHANGE_TYPE)] = _KINDS.take(pa.array(codes))
     arrays.append(_commit_times_of(out_snaps, plan.commit_times))
     return pa.Table.from_arrays(arrays, schema=target)
+
+
+_MIN_RUN = 4096  # rows already in order that _reorder slices instead of copying
+
+
+def _reorder(rows: pa.Table, order: np.ndarray) -> pa.Table:
+    """``rows.take(order)``, but stretches of ``order`` that step by one (a file's inserts, mostly) are sliced, not
+    copied: only the interleaved rest (deletes, update pairs) is gathered."""
+    n = len(order)
+    if n == 0:
+        return rows.slice(0, 0)
+    run_starts = np.concatenate([[0], np.flatnonzero(np.diff(order) != 1) + 1])
+    run_ends = np.append(run_starts[1:], n)
+    if len(run_starts) == 1 and order[0] == 0 and n == rows.num_rows:
+        return rows
+    long = (run_ends - run_starts) >= _MIN_RUN
+    if not long.any():
+        return rows.take(pa.array(order))
+    # Segments: each long run alone, and each stretch of short runs between them.
+    new_segment = long.copy()
+    new_segment[1:] |= long[:-1]
+    new_segment[0] = True
+    seg_first_run = np.flatnonzero(new_segment)
+    seg_last_run = np.append(seg_first_run[1:], len(run_starts)) - 1
+    pieces = []
+    for first, last in zip(seg_first_run, seg_last_run, strict=True):
+        lo, hi = int(run_starts[first]), int(run_ends[last])
+        if long[first]:
+            pieces.append(rows.slice(int(order[lo]), hi - lo))
+        else:
+            pieces.append(rows.take(pa.array(order[lo:hi])))
+    return pa.concat_tables(pieces)
 
 
 _KINDS = pa.array([INSERT, DELETE, UPDATE_PREIMAGE, UPDATE_POSTIMAGE], pa.string())
@@ -610,9 +645,20 @@ def table_changes(
         DataFileError: a data or delete file cannot be read.
     """
     plan = _plan(engine, data_path, schema_name, table_name, start_snapshot, end_snapshot)
-    parts = [execute_change_task(t, plan.schema, storage_options=storage_options) for t in plan.files]
+    parts = _in_threads(
+        [functools.partial(execute_change_task, t, plan.schema, storage_options=storage_options) for t in plan.files]
+    )
     parts.append(inlined_changes(plan))
     return finish_changes(parts, plan, ordered=ordered)
+
+
+def _in_threads(calls: list[functools.partial[pa.Table | None]]) -> list[pa.Table | None]:
+    """Run the file tasks a few at a time: Parquet decoding releases the GIL, so files overlap their waits."""
+    workers = min(len(calls), os.cpu_count() or 1, _MAX_THREADS)
+    if workers <= 1:
+        return [call() for call in calls]
+    with ThreadPoolExecutor(workers, thread_name_prefix="ducklake-changes") as pool:
+        return list(pool.map(lambda call: call(), calls))
 
 
 def count_changes(

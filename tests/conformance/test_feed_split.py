@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import pyspark_ducklake as pdl
+from pyspark_ducklake.table import changes
 from pyspark_ducklake.table.changes import split_range, table_changes
 from tests.support.catalogs import sqlite_location
 from tests.support.compare import canonical
@@ -77,3 +78,15 @@ def test_unordered_feed_is_the_same_rows(history: tuple[pdl.Lake, int, int]) -> 
     assert _rows(unordered) == _rows(ordered)
     keys = list(zip(ordered.column("_snapshot_id").to_pylist(), ordered.column("_rowid").to_pylist(), strict=True))
     assert keys == sorted(keys)
+
+
+@pytest.mark.parametrize("min_run", [1, 8, 150])
+def test_ordering_slices_runs_already_in_order(
+    history: tuple[pdl.Lake, int, int], monkeypatch: pytest.MonkeyPatch, min_run: int
+) -> None:
+    lake, first, last = history
+    gathered = table_changes(lake.engine, lake.data_path, "main", "t", first, last)  # runs too short to slice
+    monkeypatch.setattr(changes, "_MIN_RUN", min_run)
+    sliced = table_changes(lake.engine, lake.data_path, "main", "t", first, last)
+    assert sliced.equals(gathered)
+    assert sliced.column(0).num_chunks > 1  # pieces of the files' tables, not one gathered copy
