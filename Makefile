@@ -77,7 +77,7 @@ bench-feed: install ## Change feed vs DuckDB's table_changes and Delta Lake's CD
 	bash bench/fetch_delta.sh --venv >/dev/null
 	$(PYTHON) bench/feed_bench.py --backends sqlite,postgres --out bench/results/feed.json --plot bench/results/feed.png
 
-bench-kafka: install ## Kafka -> Spark -> DuckLake vs Delta Lake: end-to-end throughput and latency, ~12 min (bench/README.md)
+bench-kafka: install ## Kafka -> Spark -> DuckLake vs Delta Lake: end-to-end throughput and latency (bench/README.md)
 	bash bench/fetch_delta.sh --venv >/dev/null
 	$(PYTHON) -m pip install --quiet duckdb-extension-delta==1.5.5
 	$(PYTHON) bench/kafka_bench.py --out bench/results/kafka.json

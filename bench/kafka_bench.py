@@ -29,7 +29,7 @@ once, and each turn starts with a few untimed events so that it starts warm. Pha
    again (its ``commits/<n>`` removed from the checkpoint, the query restarted) and must change nothing.
 
     bash bench/fetch_delta.sh --venv && .venv/bin/pip install duckdb-extension-delta==1.5.5   # once (make does it)
-    python bench/kafka_bench.py --out bench/results/kafka.json                   # full run, about 12 minutes
+    python bench/kafka_bench.py --out bench/results/kafka.json                   # full run, 6-15 minutes
     python bench/kafka_bench.py --events 6000 --rate 1000 --rounds 1 --max-events 30000 --warmup-events 3000 \\
         --out /tmp/kafka.json                                                      # smoke run, about 4 minutes
 
@@ -930,7 +930,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--events", type=int, default=200_000, help="latency phase: events per sink")
     p.add_argument("--rate", type=float, default=2000, help="latency phase: events produced per second")
-    p.add_argument("--max-events", type=int, default=300_000, help="throughput phase: events per sink")
+    p.add_argument("--max-events", type=int, default=600_000, help="throughput phase: events per sink")
     p.add_argument("--rounds", type=int, default=2, help="turns per sink in each phase (A B B A ...)")
     p.add_argument("--warmup-events", type=int, default=20_000)
     p.add_argument("--touch-events", type=int, default=500, help="untimed events at the start of each turn")
