@@ -33,7 +33,7 @@ Delta has no release for the project's Spark 4.3, so the Delta side runs in a wo
 ``batch_bench.py``); a measurement during which they took more than ``--max-contention`` of the machine is redone.
 
     bash bench/fetch_delta.sh --venv
-    python bench/feed_bench.py --out bench/results/feed.json              # full size, about 15 minutes
+    python bench/feed_bench.py --out bench/results/feed.json              # full size, 15-25 minutes
     python bench/feed_bench.py --inserts 4 --insert-rows 5000 --repeat 1 --latency-commits 10 --out /tmp/feed.json
 """
 
@@ -460,11 +460,12 @@ def run_feed(
     }
     rows: dict[str, int] = {}
     try:
-        say(f"  warm-up ({', '.join(engines)})")
-        for e in engines:
-            runs[e]()
-            if "t" in holder:
-                rows[e] = holder.pop("t").num_rows
+        say(f"  warm-up: {args.warmup} untimed read(s) each ({', '.join(engines)})")
+        for _ in range(args.warmup):  # the JVMs' JIT and Spark's Python workers, for every reader alike
+            for e in engines:
+                runs[e]()
+                if "t" in holder:
+                    rows[e] = holder.pop("t").num_rows
         times: dict[str, list[Timed]] = {e: [] for e in engines}
         for rep in range(1, args.repeat + 1):
             for e in engines:
@@ -711,6 +712,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backends", default="sqlite", help="catalog backends, comma-separated: sqlite,postgres")
     p.add_argument("--engines", default=",".join(ENGINES), help=f"readers to time (default {','.join(ENGINES)})")
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=2, help="untimed reads per reader before the timed ones")
     p.add_argument("--latency-commits", type=int, default=100, help="timed commits of the latency test; 0 skips")
     p.add_argument("--latency-warmup", type=int, default=5)
     p.add_argument("--latency-rows", type=int, default=100)

@@ -555,30 +555,30 @@ _MIN_RUN = 4096  # rows already in order that _reorder slices instead of copying
 
 def _reorder(rows: pa.Table, order: np.ndarray) -> pa.Table:
     """``rows.take(order)``, but stretches of ``order`` that step by one (a file's inserts, mostly) are sliced, not
-    copied: only the interleaved rest (deletes, update pairs) is gathered."""
+    copied: only the interleaved rest (deletes, update pairs) is gathered, in one take."""
     n = len(order)
-    if n == 0:
-        return rows.slice(0, 0)
-    run_starts = np.concatenate([[0], np.flatnonzero(np.diff(order) != 1) + 1])
-    run_ends = np.append(run_starts[1:], n)
-    if len(run_starts) == 1 and order[0] == 0 and n == rows.num_rows:
+    run_starts = np.concatenate([[0], np.flatnonzero(np.diff(order) != 1) + 1]) if n else np.zeros(0, np.int64)
+    if len(run_starts) <= 1 and n == rows.num_rows and (n == 0 or order[0] == 0):
         return rows
-    long = (run_ends - run_starts) >= _MIN_RUN
+    run_lengths = np.diff(np.append(run_starts, n))
+    long = run_lengths >= _MIN_RUN
     if not long.any():
         return rows.take(pa.array(order))
+    gathered = rows.take(pa.array(order[np.repeat(~long, run_lengths)]))
     # Segments: each long run alone, and each stretch of short runs between them.
     new_segment = long.copy()
     new_segment[1:] |= long[:-1]
     new_segment[0] = True
-    seg_first_run = np.flatnonzero(new_segment)
-    seg_last_run = np.append(seg_first_run[1:], len(run_starts)) - 1
-    pieces = []
-    for first, last in zip(seg_first_run, seg_last_run, strict=True):
-        lo, hi = int(run_starts[first]), int(run_ends[last])
+    firsts = np.flatnonzero(new_segment)
+    lasts = np.append(firsts[1:], len(run_starts)) - 1
+    pieces, taken = [], 0
+    for first, last in zip(firsts, lasts, strict=True):
+        lo, size = int(run_starts[first]), int(run_starts[last] + run_lengths[last] - run_starts[first])
         if long[first]:
-            pieces.append(rows.slice(int(order[lo]), hi - lo))
+            pieces.append(rows.slice(int(order[lo]), size))
         else:
-            pieces.append(rows.take(pa.array(order[lo:hi])))
+            pieces.append(gathered.slice(taken, size))
+            taken += size
     return pa.concat_tables(pieces)
 
 
