@@ -42,13 +42,10 @@ from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from sqlalchemy import Connection, or_, select
 
 from pyspark_ducklake.batch.reader import SNAPSHOT_OPTIONS, TIMESTAMP_OPTIONS, resolve_read_snapshot
 from pyspark_ducklake.batch.spark_types import arrow_schema_for_spark, spark_schema, spark_type, to_spark_batch
 from pyspark_ducklake.catalog import reader as R
-from pyspark_ducklake.catalog import tables as CT
-from pyspark_ducklake.catalog.entries import TableEntry
 from pyspark_ducklake.catalog.types import Column, TableSchema, can_promote, ducklake_type
 from pyspark_ducklake.exceptions import UnsupportedTypeError
 from pyspark_ducklake.io.fileio import filesystem
@@ -186,7 +183,7 @@ def plan_read(
         with lake.engine.connect() as conn:
             entry = R.table_by_name(conn, schema_name, table_name, snap)
             scan = plan_scan(conn, entry, snap, lake.data_path)
-            altered = _schema_changed(conn, entry)
+            altered = R.columns_changed_since_creation(conn, entry)
         data_path_root = lake.data_path
     finally:
         lake.close()
@@ -244,24 +241,6 @@ def _data_source_frame(spark: SparkSession, identifier: str, options: dict[str, 
 
 
 # --- planning ---------------------------------------------------------------------------------------------------
-
-
-def _schema_changed(conn: Connection, table: TableEntry) -> bool:
-    """Whether any column of the table was added, altered, renamed or dropped after the table was created.
-
-    If not, every data file holds exactly the table's columns in the table's types (files are written with the
-    schema of their snapshot), and no footer needs to be read to plan the read.
-    """
-    c = CT.ducklake_column
-    row = conn.execute(
-        select(c.c.column_id)
-        .where(
-            c.c.table_id == table.table_id,
-            or_(c.c.begin_snapshot != table.begin_snapshot, c.c.end_snapshot.is_not(None)),
-        )
-        .limit(1)
-    ).first()
-    return row is not None
 
 
 def _check_types(schema: TableSchema) -> None:

@@ -197,6 +197,24 @@ def build_schema(rows: Any) -> TableSchema:
     return TableSchema(tuple(build(r) for r in by_parent.get(None, [])))
 
 
+def columns_changed_since_creation(conn: Connection, table: TableEntry) -> bool:
+    """Whether any column of the table was added, altered, renamed or dropped after the table was created.
+
+    If not, every data file holds exactly the table's columns in the table's types (files are written with the
+    schema of their snapshot).
+    """
+    c = T.ducklake_column
+    row = conn.execute(
+        select(c.c.column_id)
+        .where(
+            c.c.table_id == table.table_id,
+            or_(c.c.begin_snapshot != table.begin_snapshot, c.c.end_snapshot.is_not(None)),
+        )
+        .limit(1)
+    ).first()
+    return row is not None
+
+
 def table_schema_version_snapshot(conn: Connection, table_id: int, schema_version: int) -> int | None:
     """The snapshot at which a table's schema version began (for the columns of an old inlined table)."""
     v = T.ducklake_schema_versions

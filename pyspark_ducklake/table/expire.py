@@ -20,20 +20,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from sqlalchemy import Connection, Engine, MetaData, Table, and_, delete, insert, or_, select
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.schema import DropTable
-from sqlalchemy.sql.elements import ColumnElement
 
-from pyspark_ducklake.catalog import reader
-from pyspark_ducklake.catalog import tables as T
+from pyspark_ducklake.catalog import expiry, reader
 from pyspark_ducklake.catalog.transaction import now_utc
 from pyspark_ducklake.exceptions import CommitFailedError, DataFileError, InvalidOptionError
 from pyspark_ducklake.io.fileio import delete_files, file_size
 from pyspark_ducklake.table.maintenance import MaintenanceReport
 
 DEFAULT_DELETE_OLDER_THAN = "2 days"  # the reference's default for ducklake_cleanup_old_files
-_CHUNK = 500
 _INTERVAL_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]+)")
 _INTERVAL_UNITS = {
     "microsecond": dt.timedelta(microseconds=1),
@@ -144,17 +140,6 @@ class CleanupReport(MaintenanceReport):
         return text
 
 
-def _unreferenced(table: Table) -> ColumnElement[bool]:
-    """Rows ended before every remaining snapshot could see them: no snapshot in ``[begin, end)``."""
-    s = T.ducklake_snapshot
-    visible_somewhere = (
-        select(s.c.snapshot_id)
-        .where(s.c.snapshot_id >= table.c.begin_snapshot, s.c.snapshot_id < table.c.end_snapshot)
-        .exists()
-    )
-    return and_(table.c.end_snapshot.is_not(None), ~visible_somewhere)
-
-
 def expire_snapshots(
     engine: Engine,
     data_path: str,
@@ -195,8 +180,7 @@ def expire_snapshots(
 def _expire(
     conn: Connection, data_path: str, older_than: When | None, versions: Sequence[int] | None, dry_run: bool
 ) -> ExpireReport:
-    s = T.ducklake_snapshot
-    rows = conn.execute(select(s.c.snapshot_id, s.c.snapshot_time).order_by(s.c.snapshot_id)).all()
+    rows = expiry.snapshot_times(conn)
     latest = rows[-1].snapshot_id if rows else None
     not_found: tuple[int, ...] = ()
     if versions is not None:
@@ -222,131 +206,15 @@ def _expire(
         ]
     if not chosen:
         return ExpireReport(dry_run=dry_run, not_found=not_found)
-    for table in (T.ducklake_snapshot, T.ducklake_snapshot_changes):
-        for i in range(0, len(chosen), _CHUNK):
-            conn.execute(delete(table).where(table.c.snapshot_id.in_(chosen[i : i + _CHUNK])))
-    dirs = _table_dirs(conn, data_path)
-    gone_tables = _unreachable_tables(conn)
-    scheduled: list[str] = []
-    size = 0
-
-    d = T.ducklake_data_file
-    cond = _unreferenced(d)
-    if gone_tables:
-        cond = or_(d.c.table_id.in_(gone_tables), cond)
-    files = conn.execute(
-        select(d.c.data_file_id, d.c.table_id, d.c.path, d.c.path_is_relative, d.c.file_size_bytes).where(cond)
-    ).all()
-    file_ids = [int(r.data_file_id) for r in files]
-    for table in (
-        T.ducklake_data_file,
-        T.ducklake_file_column_stats,
-        T.ducklake_file_variant_stats,
-        T.ducklake_file_partition_value,
-    ):
-        for i in range(0, len(file_ids), _CHUNK):
-            conn.execute(delete(table).where(table.c.data_file_id.in_(file_ids[i : i + _CHUNK])))
-
-    x = T.ducklake_delete_file
-    cond = _unreferenced(x)
-    if gone_tables:
-        cond = or_(x.c.table_id.in_(gone_tables), cond)
-    deletes = {r.delete_file_id: r for r in conn.execute(select(x).where(cond))}
-    for i in range(0, len(file_ids), _CHUNK):
-        for r in conn.execute(select(x).where(x.c.data_file_id.in_(file_ids[i : i + _CHUNK]))):
-            deletes[r.delete_file_id] = r
-    delete_ids = sorted(deletes)
-    for i in range(0, len(delete_ids), _CHUNK):
-        conn.execute(delete(x).where(x.c.delete_file_id.in_(delete_ids[i : i + _CHUNK])))
-
-    to_schedule = [(r.data_file_id, r.table_id, r.path, r.path_is_relative, r.file_size_bytes) for r in files]
-    to_schedule += [
-        (r.delete_file_id, r.table_id, r.path, r.path_is_relative, r.file_size_bytes) for r in deletes.values()
-    ]
-    rows_out = []
-    for file_id, table_id, path, relative, nbytes in to_schedule:
-        full = reader.resolve(dirs.get(table_id, data_path), path, relative)
-        inside = full.startswith(data_path)
-        scheduled.append(full)
-        size += nbytes or 0
-        rows_out.append(
-            {
-                "data_file_id": file_id,
-                "path": full[len(data_path) :] if inside else full,
-                "path_is_relative": inside,
-                "schedule_start": now_utc(),
-            }
-        )
-    if rows_out:
-        conn.execute(insert(T.ducklake_files_scheduled_for_deletion), rows_out)
-    if gone_tables:
-        _drop_tables(conn, gone_tables)
-    _drop_unreachable_entries(conn)
+    removed = expiry.remove_snapshots(conn, data_path, chosen)
     return ExpireReport(
         dry_run=dry_run,
         snapshots=tuple(chosen),
-        files_scheduled=tuple(scheduled),
-        bytes_scheduled=size,
-        tables_removed=tuple(gone_tables),
+        files_scheduled=removed.files_scheduled,
+        bytes_scheduled=removed.bytes_scheduled,
+        tables_removed=removed.tables_removed,
         not_found=not_found,
     )
-
-
-def _table_dirs(conn: Connection, data_path: str) -> dict[int, str]:
-    """Every table's folder (dropped ones too), for resolving relative file paths."""
-    schemas = {
-        r.schema_id: reader.resolve(data_path, r.path or "", r.path_is_relative is not False)
-        for r in conn.execute(select(T.ducklake_schema))
-    }
-    out: dict[int, str] = {}
-    for r in conn.execute(select(T.ducklake_table)):
-        base = schemas.get(r.schema_id, data_path)
-        path = reader.resolve(base, r.path or "", r.path_is_relative is not False)
-        out[int(r.table_id)] = path if path.endswith("/") else path + "/"
-    return out
-
-
-def _unreachable_tables(conn: Connection) -> list[int]:
-    """Dropped tables that no remaining snapshot can see (every row of the table id ended and unreferenced)."""
-    t = T.ducklake_table
-    all_ids = {int(r[0]) for r in conn.execute(select(t.c.table_id).distinct())}
-    reachable = {int(r[0]) for r in conn.execute(select(t.c.table_id).where(~_unreferenced(t)).distinct())}
-    return sorted(all_ids - reachable)
-
-
-def _drop_tables(conn: Connection, table_ids: list[int]) -> None:
-    i = T.ducklake_inlined_data_tables
-    names = [r[0] for r in conn.execute(select(i.c.table_name).where(i.c.table_id.in_(table_ids)))]
-    names += [T.inlined_delete_table_name(tid) for tid in table_ids]
-    for table in (
-        T.ducklake_table,
-        T.ducklake_table_stats,
-        T.ducklake_table_column_stats,
-        T.ducklake_partition_info,
-        T.ducklake_partition_column,
-        T.ducklake_column,
-        T.ducklake_column_tag,
-        T.ducklake_sort_info,
-        T.ducklake_sort_expression,
-        T.ducklake_schema_versions,
-        T.ducklake_inlined_data_tables,
-        T.ducklake_column_mapping,
-    ):
-        conn.execute(delete(table).where(table.c.table_id.in_(table_ids)))
-    for name in names:
-        conn.execute(DropTable(Table(name, MetaData()), if_exists=True))
-
-
-def _drop_unreachable_entries(conn: Connection) -> None:
-    for table in (T.ducklake_schema, T.ducklake_view, T.ducklake_tag, T.ducklake_macro):
-        conn.execute(delete(table).where(_unreferenced(table)))
-    m = T.ducklake_macro
-    for table in (T.ducklake_macro_impl, T.ducklake_macro_parameters):
-        conn.execute(
-            delete(table).where(table.c.macro_id.not_in(select(m.c.macro_id).where(m.c.macro_id.is_not(None))))
-        )
-    c, n = T.ducklake_column_mapping, T.ducklake_name_mapping
-    conn.execute(delete(n).where(n.c.mapping_id.not_in(select(c.c.mapping_id).where(c.c.mapping_id.is_not(None)))))
 
 
 def cleanup_old_files(
@@ -369,7 +237,6 @@ def cleanup_old_files(
     """
     if older_than is not None and cleanup_all:
         raise InvalidOptionError("cleanup_old_files: pass either older_than or cleanup_all, not both")
-    f = T.ducklake_files_scheduled_for_deletion
     with engine.connect() as conn:
         cutoff: dt.datetime | None = None
         if not cleanup_all:
@@ -377,7 +244,7 @@ def cleanup_old_files(
                 configured = reader.metadata_value(conn, "delete_older_than") or DEFAULT_DELETE_OLDER_THAN
                 older_than = parse_interval(configured, name="delete_older_than")
             cutoff = cutoff_time(older_than, name="older_than")
-        rows = conn.execute(select(f.c.data_file_id, f.c.path, f.c.path_is_relative, f.c.schedule_start)).all()
+        rows = expiry.scheduled_files(conn)
         referenced = reader.all_referenced_paths(conn, data_path, include_scheduled=False)
     due = [
         (r, reader.resolve(data_path, r.path, r.path_is_relative))
@@ -397,12 +264,7 @@ def cleanup_old_files(
         failed = set(delete_files(list(sizes), storage_options))
         done = [r for r, p in due if p not in failed]
         with engine.connect().execution_options(ducklake_write=True) as conn, conn.begin():
-            ids = [int(r.data_file_id) for r in done if r.data_file_id is not None]
-            for i in range(0, len(ids), _CHUNK):
-                conn.execute(delete(f).where(f.c.data_file_id.in_(ids[i : i + _CHUNK])))
-            for r in done:
-                if r.data_file_id is None:
-                    conn.execute(delete(f).where(f.c.data_file_id.is_(None), f.c.path == r.path))
+            expiry.unschedule(conn, done)
     deleted = [p for p in sizes if p not in failed]
     report = CleanupReport(
         dry_run=dry_run,
