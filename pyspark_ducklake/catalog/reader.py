@@ -5,7 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import Connection, Table, and_, func, inspect, or_, select
+from sqlalchemy import BigInteger, Connection, MetaData, Table, and_, func, inspect, or_, select
+from sqlalchemy import Column as SAColumn
 from sqlalchemy.sql.elements import ColumnElement
 
 from pyspark_ducklake.catalog import tables as T
@@ -314,6 +315,23 @@ def inlined_tables(conn: Connection, table_id: int) -> list[tuple[str, int]]:
         select(i.c.table_name, i.c.schema_version).where(i.c.table_id == table_id).order_by(i.c.schema_version)
     )
     return [(r.table_name, int(r.schema_version)) for r in rows]
+
+
+def inlined_rows_waiting(conn: Connection, table_id: int) -> tuple[int, dt.datetime | None]:
+    """Rows (all versions) in the table's inlined-data tables, and the commit time of the oldest one's snapshot."""
+    count = 0
+    oldest: int | None = None
+    for name, _ in inlined_tables(conn, table_id):
+        if has_table(conn, name):
+            t = Table(name, MetaData(), SAColumn("begin_snapshot", BigInteger))
+            n, first = conn.execute(select(func.count(), func.min(t.c.begin_snapshot))).one()
+            count += int(n)
+            if first is not None:
+                oldest = int(first) if oldest is None else min(oldest, int(first))
+    if oldest is None:
+        return count, None
+    s = T.ducklake_snapshot
+    return count, conn.execute(select(s.c.snapshot_time).where(s.c.snapshot_id == oldest)).scalar()
 
 
 def table_stats(conn: Connection, table_id: int) -> Any:

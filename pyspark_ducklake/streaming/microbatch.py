@@ -16,12 +16,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection
 
 from pyspark_ducklake._faults import AFTER_CATALOG_COMMIT, AFTER_FILES_WRITTEN, DURING_FLUSH, crash_point
 from pyspark_ducklake.catalog import app_progress
 from pyspark_ducklake.catalog import reader as R
-from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.catalog import writer as W
 from pyspark_ducklake.catalog.entries import TableEntry
 from pyspark_ducklake.catalog.partitioning import (
@@ -346,7 +345,7 @@ class MicroBatchCommitter:
             if known is not None:
                 count, oldest = known.inlined_rows, known.oldest_inlined
             else:
-                count, oldest = _inlined_state(ctx, entry.table_id)
+                count, oldest = R.inlined_rows_waiting(ctx.conn, entry.table_id)
             inlined = known.inlined if known is not None else None
             if inline_rows is not None:
                 if inlined is None:
@@ -436,26 +435,6 @@ class MicroBatchCommitter:
             if estimated >= s.flush_bytes:
                 return True
         return oldest is not None and (dt.datetime.now(dt.timezone.utc) - oldest).total_seconds() >= s.flush_interval
-
-
-def _inlined_state(ctx: CommitContext, table_id: int) -> tuple[int, dt.datetime | None]:
-    """Rows (all versions) in the table's inlined-data tables and the time of the oldest one's snapshot."""
-    from sqlalchemy import BigInteger, MetaData, Table, func
-    from sqlalchemy import Column as SAColumn
-
-    count = 0
-    oldest: int | None = None
-    for name, _ in R.inlined_tables(ctx.conn, table_id):
-        if R.has_table(ctx.conn, name):
-            t = Table(name, MetaData(), SAColumn("begin_snapshot", BigInteger))
-            n, first = ctx.conn.execute(select(func.count(), func.min(t.c.begin_snapshot))).one()
-            count += int(n)
-            if first is not None:
-                oldest = int(first) if oldest is None else min(oldest, int(first))
-    if oldest is None:
-        return count, None
-    s = T.ducklake_snapshot
-    return count, ctx.conn.execute(select(s.c.snapshot_time).where(s.c.snapshot_id == oldest)).scalar()
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from sqlalchemy import BigInteger, Connection, MetaData, Table, delete, func, select
+from sqlalchemy import BigInteger, MetaData, Table, delete, select
 from sqlalchemy import Column as SAColumn
 from sqlalchemy.schema import DropTable
 
@@ -143,13 +143,3 @@ def _write_flush_files(
         begin_snapshot=min(s for _, s in ended),
         logical=False,
     )
-
-
-def inlined_row_count(conn: Connection, table_id: int) -> int:
-    """Rows (all versions) waiting in the table's inlined-data tables."""
-    total = 0
-    for name, _ in reader.inlined_tables(conn, table_id):
-        if reader.has_table(conn, name):
-            t = Table(name, MetaData(), SAColumn("row_id", BigInteger))
-            total += int(conn.execute(select(func.count()).select_from(t)).scalar_one())
-    return total
