@@ -18,6 +18,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -125,78 +126,158 @@ def serve_worker(make_worker: Callable[[dict[str, Any]], Any]) -> None:
 
 
 class ForeignLoad:
-    """CPU seconds used by processes outside this benchmark's process tree (PostgreSQL servers excluded).
+    """CPU used by processes outside this benchmark's process tree, sampled from /proc in a background thread.
 
-    Processes the benchmark started outside its tree (a daemon such as the Kafka broker) are added to ``also_ours``.
+    The machine may be shared (other test runs start their own Spark); a measurement taken while something else
+    burns CPU is not comparable, so each one records the foreign CPU share and contended ones are redone.
+    PostgreSQL server processes are not counted as foreign: they serve this benchmark's own catalog too.
     """
 
-    def __init__(self, interval: float = 0.5) -> None:
+    def __init__(self, interval: float = 0.25) -> None:
         self.interval = interval
+        self.cpu_seconds = 0.0
+        self.own_cpu_seconds = 0.0  # CPU of this benchmark's process tree: driver, JVM, Python workers
+        self.own_by_command: dict[str, float] = {}  # the same by command name ("java", "python", ...)
+        self.by_process: dict[str, float] = {}
+        # processes the benchmark started outside its own tree (a daemon such as the Kafka broker): ours too
         self.also_ours: set[int] = set()
-        self.total = 0.0
-        self.top: dict[str, float] = {}
-        self._tick = os.sysconf("SC_CLK_TCK")
-        self._last: dict[int, float] = {}
+        self._last: dict[int, float] | None = None
+        self._tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         self._lock = threading.Lock()
+        self._sample_lock = threading.Lock()
+        self._stop = threading.Event()
         self.available = os.path.isdir("/proc/self")
         if self.available:
             self._sample()
             threading.Thread(target=self._run, daemon=True, name="foreign-load").start()
 
-    def _procs(self) -> dict[int, tuple[int, str, float]]:
+    def _processes(self) -> dict[int, tuple[int, str, float]]:
+        """pid -> (ppid, command name, user + system CPU seconds)."""
         out = {}
-        for e in os.listdir("/proc"):
-            if not e.isdigit():
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
                 continue
             try:
-                with open(f"/proc/{e}/stat") as f:
+                with open(f"/proc/{entry}/stat") as f:
                     raw = f.read()
             except OSError:
                 continue
             comm = raw[raw.index("(") + 1 : raw.rindex(")")]
             rest = raw[raw.rindex(")") + 2 :].split()
-            out[int(e)] = (int(rest[1]), comm, (int(rest[11]) + int(rest[12])) / self._tick)
+            out[int(entry)] = (int(rest[1]), comm, (int(rest[11]) + int(rest[12])) / self._tick)
         return out
 
     def _sample(self) -> None:
-        procs = self._procs()
-        me = os.getpid()
-        ours = set()
-        for pid in procs:
-            p, seen = pid, 0
-            while p and p in procs and seen < 64:
-                if p == me or p in self.also_ours:
-                    ours.add(pid)
-                    break
-                p = procs[p][0]
-                seen += 1
-        now: dict[int, float] = {}
-        delta = 0.0
-        for pid, (_, comm, cpu) in procs.items():
-            if pid in ours or comm.startswith("postgres"):
-                continue
-            now[pid] = cpu
-            if pid in self._last:
-                d = max(0.0, cpu - self._last[pid])
-                delta += d
-                if d:
-                    self.top[comm] = self.top.get(comm, 0.0) + d
+        with self._sample_lock:
+            self._sample_locked()
+
+    def _sample_locked(self) -> None:
+        procs = self._processes()
+        children: dict[int, list[int]] = {}
+        for pid, (ppid, *_) in procs.items():
+            children.setdefault(ppid, []).append(pid)
+        ours, todo = set(), [os.getpid(), *self.also_ours]
+        while todo:
+            pid = todo.pop()
+            ours.add(pid)
+            todo.extend(children.get(pid, ()))
+        cpu = {pid: c for pid, (_, _, c) in procs.items()}
         with self._lock:
-            if self._last:
-                self.total += delta
-            self._last = now
+            if self._last is not None:
+                for pid, c in cpu.items():
+                    # CPU since the last sample (all of it for a process started since); a process that exits
+                    # loses at most one interval.
+                    delta = c - self._last.get(pid, 0.0)
+                    if delta <= 0:
+                        continue
+                    ppid, comm, _ = procs[pid]
+                    if pid in ours:
+                        self.own_cpu_seconds += delta
+                        self.own_by_command[comm] = self.own_by_command.get(comm, 0.0) + delta
+                    # Kernel threads (children of kthreadd, pid 2) mostly do this benchmark's own I/O, and the
+                    # PostgreSQL server also serves this benchmark's catalog: neither counts as foreign.
+                    elif pid != 2 and ppid != 2 and not comm.startswith("postgres"):
+                        self.cpu_seconds += delta
+                        key = f"{comm}:{pid}"
+                        self.by_process[key] = self.by_process.get(key, 0.0) + delta
+            self._last = cpu
 
     def _run(self) -> None:
-        while True:
-            time.sleep(self.interval)
-            try:
-                self._sample()
-            except Exception:
-                continue
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def now(self) -> float:
+        with self._lock:
+            return self.cpu_seconds
 
     def read(self) -> float:
+        """Foreign CPU seconds so far (the same as :meth:`now`)."""
+        return self.now()
+
+    def by_command(self, n: int = 10) -> dict[str, float]:
+        """Foreign CPU seconds so far by command name, the ``n`` busiest."""
         with self._lock:
-            return self.total
+            totals: dict[str, float] = {}
+            for key, v in self.by_process.items():
+                comm = key.rsplit(":", 1)[0]
+                totals[comm] = totals.get(comm, 0.0) + v
+        return {k: round(v, 2) for k, v in sorted(totals.items(), key=lambda kv: -kv[1])[:n]}
+
+    def own(self) -> tuple[float, dict[str, float]]:
+        if self.available:
+            self._sample()
+        with self._lock:
+            return self.own_cpu_seconds, dict(self.own_by_command)
+
+    def top(self, since: dict[str, float], n: int = 3) -> dict[str, float]:
+        """The foreign processes that used the most CPU seconds since the ``by_process`` copy ``since``."""
+        with self._lock:
+            deltas = {k: v - since.get(k, 0.0) for k, v in self.by_process.items()}
+        return {k: round(v, 2) for k, v in sorted(deltas.items(), key=lambda kv: -kv[1])[:n] if v >= 0.05}
+
+    def snapshot(self) -> dict[str, float]:
+        with self._lock:
+            return dict(self.by_process)
+
+    def wait_quiet(self, max_wait: float, window: float = 3.0, threshold: float = 0.1) -> float:
+        """Wait until foreign processes used < ``threshold`` cores over ``window`` seconds; returns the wait."""
+        if not self.available:
+            return 0.0
+        t0 = time.perf_counter()
+        while True:
+            before = self.now()
+            time.sleep(window)
+            if (self.now() - before) / window < threshold or time.perf_counter() - t0 >= max_wait:
+                return time.perf_counter() - t0 - window
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+@dataclass
+class Measurement:
+    seconds: float
+    foreign_share: float  # foreign CPU seconds / (cores x wall seconds)
+    foreign_top: dict[str, float]  # "comm:pid" -> CPU seconds of the busiest foreign processes
+    cpu_seconds: float  # CPU used by this benchmark's own processes (JVM, Python workers, driver)
+    cpu_by_command: dict[str, float]  # the same split by command name: "java" (Spark), "python" (workers, driver)
+
+
+def measure(load: ForeignLoad, fn: Callable[[], object]) -> Measurement:
+    cores = os.cpu_count() or 1
+    own0, by_command0 = load.own()
+    f0, by0, t0 = load.now(), load.snapshot(), time.perf_counter()
+    fn()
+    elapsed = time.perf_counter() - t0
+    own1, by_command1 = load.own()
+    split = {k: round(v - by_command0.get(k, 0.0), 2) for k, v in by_command1.items()}
+    return Measurement(
+        elapsed,
+        (load.now() - f0) / (cores * elapsed),
+        load.top(by0),
+        own1 - own0,
+        {k: v for k, v in split.items() if v >= 0.01},
+    )
 
 
 class WorkerProcess:

@@ -62,15 +62,17 @@ from _common import (  # bench/_common.py, next to this script
     DELTA_VERSION,
     REPO_ROOT,
     Catalogs,
+    ForeignLoad,
+    Measurement,
     WorkerProcess,
     delta_jars,
     machine_info,
+    measure,
     pct,
     serve_worker,
     spark_info,
     start_worker_spark,
 )
-from batch_bench import ForeignLoad, Measurement, measure
 
 TABLE = "main.events"
 LATENCY_TABLE = "main.ticks"

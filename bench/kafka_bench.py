@@ -985,7 +985,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {
             **machine,
             "loadavg_end": os.getloadavg(),
-            "foreign_cpu_top": dict(sorted(bench.load.top.items(), key=lambda kv: -kv[1])[:10]),
+            "foreign_cpu_top": bench.load.by_command(10),
         },
         "delta_version": args.delta_version,
         "workers": {e: w.info for e, w in bench.workers.items()},

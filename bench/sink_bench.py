@@ -332,12 +332,11 @@ class Worker:
 
 def _inlined_rows(lake: Any, table: str) -> int:
     from pyspark_ducklake.catalog import reader as R
-    from pyspark_ducklake.table.flush import inlined_row_count
 
     schema, name = table.split(".")
     with lake.engine.connect() as conn:
         entry = R.table_by_name(conn, schema, name, R.latest_snapshot(conn).snapshot_id)
-        return inlined_row_count(conn, entry.table_id)
+        return R.inlined_rows_waiting(conn, entry.table_id)[0]
 
 
 def populate_snapshots(url: str, count: int, chunk: int = 10_000) -> dict[str, Any]:
@@ -1135,7 +1134,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {
             **machine,
             "loadavg_end": os.getloadavg(),
-            "foreign_cpu_top": dict(sorted(load.top.items(), key=lambda kv: -kv[1])[:10]),
+            "foreign_cpu_top": load.by_command(10),
         },
         "delta_version": args.delta_version,
         "delta_jars": jars,
