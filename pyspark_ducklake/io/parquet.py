@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pyspark_ducklake.exceptions import DataFileError, DuckLakeError, UnsupportedTypeError
@@ -135,8 +136,15 @@ def write_table(
     :class:`UnsupportedTypeError` before anything is written.
     """
     intervals = _interval_columns(table)
+    leaves = leaf_fields(table.schema)
+    arrays = leaf_arrays(table)
+    nan_leaves = _nan_leaves(leaves, arrays)
+    no_stats = set(intervals)
+    if nan_leaves:
+        paths = _leaf_paths(table.schema)
+        no_stats.update(paths[i] for i in nan_leaves)
     try:
-        size, footer_size, metadata = _write_file(table, path, intervals, compression, storage_options)
+        size, footer_size, metadata = _write_file(table, path, intervals, no_stats, compression, storage_options)
     except DuckLakeError:
         raise
     except Exception as e:  # the store failed (unreachable, denied, full...): no half-written file may stay behind
@@ -145,8 +153,6 @@ def write_table(
             f"could not write data file {path}: {describe_error(e, storage_options)}; check that the data path is "
             "reachable and writable (endpoint, credentials, permissions) and retry: nothing was committed"
         ) from e
-    leaves = leaf_fields(table.schema)
-    arrays = leaf_arrays(table)
     described = []
     for i, (lf, arr) in enumerate(zip(leaves, arrays, strict=False)):
         size_bytes = 0
@@ -163,6 +169,10 @@ def write_table(
             # no statistics in the file (DuckDB writes none for INTERVAL): count nulls here, no min/max
             null_count = arr.null_count
             lo, hi, nan = None, None, None
+        elif i in nan_leaves:
+            # no statistics in the file either (see _nan_leaves): count nulls here; the catalog keeps min/max + NaN
+            null_count = arr.null_count
+            lo, hi, nan = stats(fid, arr) if stats is not None and fid is not None else (None, None, None)
         else:
             lo, hi, nan = stats(fid, arr) if stats is not None and fid is not None else (None, None, None)
         # DuckDB's value_count counts non-NULL values only (Parquet's num_values counts NULL slots too)
@@ -171,14 +181,33 @@ def write_table(
     return WrittenFile(path, table.num_rows, size, footer_size, tuple(described))
 
 
+def _nan_leaves(leaves: list[pa.Field], arrays: list[pa.Array]) -> set[int]:
+    """Indexes of the floating-point leaves holding a NaN.
+
+    pyarrow leaves NaN out of a column chunk's min/max, and DuckDB prunes row groups with those bounds while it
+    orders NaN above every number: ``WHERE x > 100`` would skip the row group of a NaN. DuckDB's own writer writes
+    no min/max for such a column, and so do we.
+    """
+    out = set()
+    for i, (lf, arr) in enumerate(zip(leaves, arrays, strict=False)):
+        if pa.types.is_floating(lf.type) and len(arr) and pc.any(pc.is_nan(arr)).as_py():
+            out.add(i)
+    return out
+
+
 def _write_file(
-    table: pa.Table, path: str, intervals: list[str], compression: str, storage_options: dict[str, Any] | None
+    table: pa.Table,
+    path: str,
+    intervals: list[str],
+    no_stats: set[str],
+    compression: str,
+    storage_options: dict[str, Any] | None,
 ) -> tuple[int, int, Any]:
-    """Write the file; its size, footer size and Parquet metadata."""
+    """Write the file (no statistics for the leaf paths ``no_stats``); its size, footer size and Parquet metadata."""
     ensure_parent(path, storage_options)
     fs, p = filesystem(path, storage_options)
     if intervals:
-        data = _interval_file_bytes(table, intervals, compression)
+        data = _interval_file_bytes(table, intervals, no_stats, compression)
         with fs.open(p, "wb") as out:
             out.write(data)
         size = len(data)
@@ -187,7 +216,10 @@ def _write_file(
     else:
         with fs.open(p, "wb") as raw:
             out = _TailKeeper(raw)
-            writer = _parquet_writer(out, table.schema, compression, True)
+            statistics: bool | list[str] = True
+            if no_stats:
+                statistics = [p for p in _leaf_paths(table.schema) if p not in no_stats] or False
+            writer = _parquet_writer(out, table.schema, compression, statistics)
             writer.write_table(table, row_group_size=ROW_GROUP_SIZE)
             writer.close()
             metadata = writer.writer.metadata
@@ -329,7 +361,7 @@ def _leaf_paths(schema: pa.Schema) -> list[str]:
     return [s.column(i).path for i in range(len(s))]
 
 
-def _interval_file_bytes(table: pa.Table, intervals: list[str], compression: str) -> bytes:
+def _interval_file_bytes(table: pa.Table, intervals: list[str], no_stats: set[str], compression: str) -> bytes:
     """The whole Parquet file for a table with top-level INTERVAL columns, footer annotated as DuckDB's."""
     wanted = set(intervals)
     columns = []
@@ -342,7 +374,7 @@ def _interval_file_bytes(table: pa.Table, intervals: list[str], compression: str
             columns.append(col)
             fields.append(f)
     converted = pa.Table.from_arrays(columns, schema=pa.schema(fields, table.schema.metadata))
-    with_stats = [p for p in _leaf_paths(converted.schema) if p not in wanted]
+    with_stats = [p for p in _leaf_paths(converted.schema) if p not in wanted and p not in no_stats]
     sink = pa.BufferOutputStream()
     writer = _parquet_writer(sink, converted.schema, compression, with_stats or False)
     writer.write_table(converted, row_group_size=ROW_GROUP_SIZE)

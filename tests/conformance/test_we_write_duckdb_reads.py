@@ -212,3 +212,57 @@ def test_repeated_deletes_keep_every_snapshot_right(catalog: Any) -> None:
         con.close()
     assert files == (1,)
     assert sorted(lake.scan("main.d").column(0).to_pylist()) == [i for i in range(10, 90) if not 40 <= i <= 50]
+
+
+NAN_PREDICATES = [
+    "x > 100",
+    "x >= 'nan'::DOUBLE",
+    "x = 'nan'::DOUBLE",
+    "x < 0",
+    "x BETWEEN 10 AND 20",
+    "f > 100",
+    "isnan(x)",
+    "list_max(xs) > 100",
+]
+
+
+def test_filters_on_nan_columns_match_duckdbs_own_files(catalog: Any) -> None:
+    """DuckDB prunes row groups by the Parquet min/max and orders NaN above every number: a file whose bounds leave
+    NaN out loses the NaN rows from ``x > 100``. DuckDB's own files, written from the same rows, are the oracle."""
+    n = 3000
+    xs = [float(i % 100) for i in range(n)]
+    fs = [float(i % 50) for i in range(n)]
+    xs[7] = float("nan")
+    xs[2500] = None  # type: ignore[call-overload]
+    fs[11] = float("nan")
+    lists = [[float(i % 30), float("nan") if i == 13 else 1.0] for i in range(n)]
+    data = pa.table(
+        {
+            "id": pa.array(range(n), pa.int64()),
+            "x": pa.array(xs, pa.float64()),
+            "f": pa.array(fs, pa.float32()),
+            "xs": pa.array(lists, pa.list_(pa.float64())),
+        }
+    )
+    with pdl.connect(catalog.url, catalog.data_path) as lake:
+        lake.create_table("main.nan_ours", data.schema)
+        lake.append("main.nan_ours", data)  # 3,000 rows: a Parquet file, not inlined
+    con = open_duckdb(catalog)
+    try:
+        con.execute("CREATE TABLE lake.main.nan_duck AS SELECT * FROM lake.main.nan_ours")
+        for predicate in NAN_PREDICATES:
+            got = con.execute(f"SELECT list(id ORDER BY id) FROM lake.main.nan_ours WHERE {predicate}").fetchone()
+            want = con.execute(f"SELECT list(id ORDER BY id) FROM lake.main.nan_duck WHERE {predicate}").fetchone()
+            assert got == want, predicate
+        assert con.execute("SELECT count(*) FROM lake.main.nan_ours WHERE x > 100").fetchone() == (1,)
+        stats = """
+            SELECT c.column_name, s.value_count, s.null_count, s.min_value, s.max_value, s.contains_nan
+            FROM __ducklake_metadata_lake.ducklake_file_column_stats s
+            JOIN __ducklake_metadata_lake.ducklake_column c USING (table_id, column_id)
+            WHERE c.column_name IN ('x', 'f')
+              AND s.table_id = (SELECT table_id FROM __ducklake_metadata_lake.ducklake_table WHERE table_name = '{t}')
+            ORDER BY 1
+        """
+        assert con.execute(stats.format(t="nan_ours")).fetchall() == con.execute(stats.format(t="nan_duck")).fetchall()
+    finally:
+        con.close()
