@@ -84,4 +84,4 @@ class ChangeFeedBatchReader(DataSourceReader):
             lake.close()
         target = arrow_schema_for_spark(self.spark_schema)
         for batch in changes.to_batches(max_chunksize=BATCH_ROWS):
-            yield to_spark_batch(pa.Table.from_batches([batch], schema=changes.schema), target)
+            yield to_spark_batch(batch, target)

@@ -141,7 +141,7 @@ class DuckLakeBatchReader(DataSourceReader):
                 partition.task, partition.schema, storage_options=self.config.storage_options
             ).drop_columns(["rowid", "snapshot_id"])
         for batch in table.to_batches(max_chunksize=BATCH_ROWS):
-            yield to_spark_batch(pa.Table.from_batches([batch]), target)
+            yield to_spark_batch(batch, target)
 
 
 class PruningBatchReader(DuckLakeBatchReader):

@@ -107,9 +107,17 @@ def to_spark_array(arr: pa.Array, target: pa.DataType) -> pa.Array:
     return arr.cast(target)
 
 
-def to_spark_batch(table: pa.Table, target: pa.Schema) -> pa.RecordBatch:
-    arrays = [to_spark_array(table.column(i).combine_chunks(), target.field(i).type) for i in range(table.num_columns)]
+def to_spark_batch(table: pa.Table | pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    """``table`` as one record batch of exactly the Arrow types Spark expects (columns that already have them are
+    passed on without a copy)."""
+    arrays = [to_spark_array(_one_array(table.column(i)), target.field(i).type) for i in range(table.num_columns)]
     return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def _one_array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    if isinstance(column, pa.ChunkedArray):
+        return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+    return column
 
 
 def columns_from_spark(schema: T.StructType) -> TableSchema:

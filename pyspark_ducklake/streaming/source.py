@@ -280,13 +280,20 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
             lake.close()
         target = arrow_schema_for_spark(self.spark_schema)
         for batch in changes.to_batches(max_chunksize=BATCH_ROWS):
-            yield to_spark_batch(pa.Table.from_batches([batch], schema=changes.schema), target)
+            yield to_spark_batch(batch, target)
 
     def commit(self, end: dict[str, Any]) -> None:
         SnapshotOffset.from_dict(end)  # validates the checkpoint's offset; nothing to release
 
 
-def read_changes(lake: Lake, schema_name: str, table_name: str, first: int, last: int, stream: TableSchema) -> pa.Table:
+def read_changes(
+    lake: Lake,
+    schema_name: str,
+    table_name: str,
+    first: int,
+    last: int,
+    stream: TableSchema,
+) -> pa.Table:
     """Changes in snapshots first..last, in the stream's columns (matched by column id), plus the change columns.
 
     Raises:
