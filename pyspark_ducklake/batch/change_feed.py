@@ -79,7 +79,9 @@ class ChangeFeedBatchReader(DataSourceReader):
         try:
             at = partition.last if partition.schema_snapshot is None else partition.schema_snapshot
             stream = lake.table(self.identifier, snapshot=at).table_schema
-            changes = read_changes(lake, schema_name, table_name, partition.first, partition.last, stream)
+            changes = read_changes(
+                lake, schema_name, table_name, partition.first, partition.last, stream, running=False
+            )
         finally:
             lake.close()
         target = arrow_schema_for_spark(self.spark_schema)

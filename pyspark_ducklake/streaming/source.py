@@ -293,8 +293,13 @@ def read_changes(
     first: int,
     last: int,
     stream: TableSchema,
+    *,
+    running: bool = True,
 ) -> pa.Table:
     """Changes in snapshots first..last, in the stream's columns (matched by column id), plus the change columns.
+
+    ``running``: a stream, which stops when one of its columns is dropped or retyped in the table now; a batch read
+    (``running=False``) takes the columns of its end snapshot whatever happened to them later.
 
     Raises:
         SchemaChangedError: a stream column was dropped or retyped since the stream started.
@@ -314,13 +319,13 @@ def read_changes(
     with lake.engine.connect() as conn:
         entry = R.table_by_name(conn, schema_name, table_name, last)
         at_end = R.table_schema(conn, entry.table_id, last)
-        current = R.table_schema(conn, entry.table_id, R.latest_snapshot(conn).snapshot_id)
+        current = R.table_schema(conn, entry.table_id, R.latest_snapshot(conn).snapshot_id) if running else at_end
     end_by_id = at_end.by_id()
     current_by_id = current.by_id()
     arrays = []
     for column in stream.columns:
         now = current_by_id.get(column.column_id)
-        if now is None or now.shape()[2:] != column.shape()[2:]:
+        if running and (now is None or now.shape()[2:] != column.shape()[2:]):
             raise SchemaChangedError(
                 f"column {column.name!r} of {schema_name}.{table_name} was dropped or changed type while the change "
                 "feed was running; restart the query to continue from its checkpoint with the new columns"

@@ -73,6 +73,25 @@ def test_batch_change_feed_matches_duckdb(spark: SparkSession, catalog: Any) -> 
     assert df.schema["_commit_timestamp"].dataType.simpleString() == "timestamp"
 
 
+def test_batch_feed_of_a_range_before_a_column_drop(spark: SparkSession, sqlite_catalog: Any) -> None:
+    """A batch read takes the columns of its end snapshot, even when one was dropped or retyped since."""
+    pdl.register(spark)
+    lake = history(sqlite_catalog)
+    before = lake.current_snapshot_id()
+    lake.drop_column("main.a", "s")
+    lake.add_column("main.a", "s", pa.int32())  # a new column with the old name: not the one read
+    df = (
+        spark.read.format("ducklake")
+        .option("catalog", sqlite_catalog.url)
+        .option("readChangeFeed", "true")
+        .option("startingSnapshot", 2)
+        .option("endingSnapshot", before)
+        .load("main.a")
+    )
+    assert df.schema["s"].dataType.simpleString() == "string"
+    assert rows(df) == duck_feed(sqlite_catalog, 2, before)
+
+
 def test_stream_restarts_without_gaps_or_duplicates(spark: SparkSession, catalog: Any, tmp_path: Path) -> None:
     pdl.register(spark)
     lake = history(catalog)
