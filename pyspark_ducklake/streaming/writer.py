@@ -15,9 +15,16 @@ from dataclasses import dataclass
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
+from sqlalchemy.exc import DBAPIError
 
 from pyspark_ducklake.batch.spark_types import columns_from_spark
-from pyspark_ducklake.exceptions import InvalidOptionError, SchemaMismatchError
+from pyspark_ducklake.catalog.transaction import RECONNECT_MAX_WAIT_S, is_connection_error
+from pyspark_ducklake.exceptions import (
+    CatalogUnreachableError,
+    CommitStateUnknownError,
+    InvalidOptionError,
+    SchemaMismatchError,
+)
 from pyspark_ducklake.io.fileio import delete_files
 from pyspark_ducklake.lake import Lake
 from pyspark_ducklake.options import LakeConfig, _get, option_as_bool, option_as_float, option_as_int
@@ -74,7 +81,7 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
         if self.settings.flush_interval < 0:
             raise InvalidOptionError(f"option flush_interval must be seconds >= 0, got {self.settings.flush_interval}")
         self.incoming = columns_from_spark(schema)
-        lake = self._lake()
+        lake = self._open()  # Spark makes a writer for every micro-batch: it waits out an outage too
         try:
             self.plan: BatchPlan = MicroBatchCommitter(lake, identifier, self.settings).plan(self.incoming)[0]
         finally:
@@ -91,16 +98,70 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
         return StreamTaskMessage(write_task(self.plan, iterator), query_id)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Commit the batch; through a catalog outage (a refused or lost connection, a COMMIT of unknown outcome)
+        wait up to ``reconnect_timeout`` for the catalog and try again: the replay check finds a batch that did land.
+
+        Raises:
+            CatalogUnreachableError: the catalog stayed unreachable; restart the query from its checkpoint.
+        """
         started = time.monotonic()
+        retry = self.settings.retry
+        error: Exception | None = None
+        for _ in range(max(retry.max_retry_count, 1)):
+            try:
+                return self._commit(messages, batchId, started)
+            except CommitStateUnknownError as e:
+                error = e
+            except DBAPIError as e:
+                if not is_connection_error(e):
+                    raise
+                error = e
+            log.warning(
+                "ducklake sink %s batch %d: catalog connection lost (%s); waiting", self.identifier, batchId, error
+            )
+        raise CatalogUnreachableError(
+            f"the catalog connection kept failing during batch {batchId} ({error}); restart the query from its "
+            "checkpoint once the database is stable"
+        ) from error
+
+    def _open(self) -> Lake:
+        """The lake, waiting up to ``reconnect_timeout`` seconds for a catalog that refuses connections."""
+        retry = self.settings.retry
+        deadline = time.monotonic() + retry.reconnect_timeout
+        attempt = 0
+        while True:
+            try:
+                return self._lake()
+            except (CatalogUnreachableError, DBAPIError) as e:
+                # Refused, or accepted and then dropped (a server starting up or shutting down).
+                if isinstance(e, DBAPIError) and not is_connection_error(e):
+                    raise
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    if isinstance(e, CatalogUnreachableError):
+                        raise
+                    raise CatalogUnreachableError(
+                        f"the catalog has been unreachable for {retry.reconnect_timeout:g} s (last error: "
+                        f"{getattr(e, 'orig', e)}); restart the query from its checkpoint once the database is up "
+                        "(option 'reconnect_timeout' sets how long to wait)"
+                    ) from e
+                time.sleep(min(retry.wait_seconds(attempt), RECONNECT_MAX_WAIT_S, left))
+                attempt += 1
+
+    def _commit(self, messages: list[WriterCommitMessage | None], batchId: int, started: float) -> None:
         ours = [m for m in messages if isinstance(m, StreamTaskMessage)]
         app_id = self.app_id or next((m.query_id for m in ours if m.query_id), None)
         if not app_id:
             raise InvalidOptionError("cannot tell the streaming query id; set option app_id on the writer")
-        lake = self._lake()
+        lake = self._open()
         try:
             committer = MicroBatchCommitter(lake, self.identifier, self.settings)
             if committer.committed_snapshot(app_id, batchId) is not None:
-                delete_files([f.written.path for m in ours for f in m.output.files], self.config.storage_options)
+                # A replay writes new files; a retry after a COMMIT of unknown outcome may find its own files
+                # referenced by the snapshot that landed: only unreferenced ones go.
+                paths = [f.written.path for m in ours for f in m.output.files]
+                referenced = lake.referenced_files(paths) if paths else set()
+                delete_files([p for p in paths if p not in referenced], self.config.storage_options)
                 log.info("ducklake sink %s batch %d: already committed; skipped", self.identifier, batchId)
                 return
             plan, tplan = committer.plan(self.incoming)

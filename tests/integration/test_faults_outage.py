@@ -1,4 +1,4 @@
-"""Catalog outage: the catalog's PostgreSQL is stopped for 20 seconds while two streams write, then started again.
+"""Catalog outage: the catalog's PostgreSQL is stopped for 20 seconds while three streams write, then started again.
 
 Runs on a PostgreSQL instance of its own (``tests.support.pg_instance``), never the suite's shared server. Both
 behaviours the README documents are exercised in the same outage:
@@ -6,7 +6,8 @@ behaviours the README documents are exercised in the same outage:
 - the ``patient`` stream (default ``reconnect_timeout=60``) waits with backoff inside its micro-batch and continues
   when the catalog is back;
 - the ``impatient`` stream (``reconnect_timeout=2``) fails with ``CatalogUnreachableError`` saying to restart, and a
-  restart from its checkpoint after the outage continues.
+  restart from its checkpoint after the outage continues;
+- the ``writer`` stream, ``writeStream.format("ducklake")`` with ``reconnect_timeout=60``, waits like the patient one.
 
 Either way each table ends with every source row exactly once (DuckDB agrees), one snapshot per micro-batch, and
 no unreferenced file after orphan clean-up.
@@ -71,7 +72,8 @@ def test_catalog_outage_mid_stream(spark: SparkSession, own_pg: PgInstance, tmp_
     finally:
         admin.dispose()
     lake = pdl.connect(location.url, location.data_path)
-    expected = {name: write_source(tmp_path / name, SIZES) for name in ("patient", "impatient")}
+    sizes = {"patient": SIZES, "impatient": SIZES, "writer": SIZES * 3}  # the writer starts first and runs longest
+    expected = {name: write_source(tmp_path / name, sizes[name]) for name in sizes}
 
     def sink(name: str, reconnect_timeout: float) -> Any:
         return ducklake_sink(
@@ -83,15 +85,31 @@ def test_catalog_outage_mid_stream(spark: SparkSession, own_pg: PgInstance, tmp_
             reconnect_timeout=reconnect_timeout,
         )
 
-    patient_sink = sink("patient", 60)
-    patient = start_stream(spark, tmp_path / "patient", tmp_path / "cp-patient", patient_sink)
-    impatient = start_stream(spark, tmp_path / "impatient", tmp_path / "cp-impatient", sink("impatient", 2))
+    pdl.register(spark)
+    writer = (  # the same sink as a streaming data source: writeStream.format("ducklake")
+        file_stream(spark, tmp_path / "writer")
+        .writeStream.format("ducklake")
+        .option("catalog", location.url)
+        .option("app_id", "writer")
+        .option("data_inlining_row_limit", "100")
+        .option("flush_rows", "150")
+        .option("reconnect_timeout", "60")
+        .option("checkpointLocation", str(tmp_path / "cp-writer"))
+        .trigger(availableNow=True)
+        .start("main.writer")
+    )
 
     def committed(app: str) -> int:
         return len(batch_ids_by_app(lake).get(app, []))
 
-    # The outage starts once both streams are a few batches in.
-    wait_until(lambda: committed("patient") >= 3 and committed("impatient") >= 3, 180, "3 batches per stream")
+    wait_until(lambda: committed("writer") >= 1, 120, "the writer's first batch")
+    patient_sink = sink("patient", 60)
+    patient = start_stream(spark, tmp_path / "patient", tmp_path / "cp-patient", patient_sink)
+    impatient = start_stream(spark, tmp_path / "impatient", tmp_path / "cp-impatient", sink("impatient", 2))
+    # The outage starts once every stream is a few batches in.
+    wait_until(
+        lambda: all(committed(app) >= 3 for app in ("patient", "impatient", "writer")), 180, "3 batches per stream"
+    )
     lake.close()
     own_pg.stop()
     stopped = time.monotonic()
@@ -109,6 +127,7 @@ def test_catalog_outage_mid_stream(spark: SparkSession, own_pg: PgInstance, tmp_
 
     # The patient stream rode through; the impatient one continues from its checkpoint.
     assert patient.awaitTermination(timeout=180), "the patient stream did not finish"
+    assert writer.awaitTermination(timeout=180), "the writeStream.format('ducklake') stream did not finish"
     impatient = start_stream(spark, tmp_path / "impatient", tmp_path / "cp-impatient", sink("impatient", 60))
     assert impatient.awaitTermination(timeout=180), "the restarted stream did not finish"
 
@@ -116,25 +135,34 @@ def test_catalog_outage_mid_stream(spark: SparkSession, own_pg: PgInstance, tmp_
     for name, ids in expected.items():
         assert_exact(lake, location, f"main.{name}", ids)
     by_app = batch_ids_by_app(lake)
-    assert by_app == {"patient": list(range(len(SIZES))), "impatient": list(range(len(SIZES)))}
+    assert by_app == {app: list(range(len(sizes[app]))) for app in sizes}
     orphans = assert_no_orphans_after_cleanup(lake)
+
     # The patient stream met the outage inside a batch: its commits pause for about the outage's length.
-    times = [
-        s.snapshot.snapshot_time for s in lake.snapshots() if s.commit_extra_info and '"patient"' in s.commit_extra_info
-    ]
-    waited = max((b - a).total_seconds() for a, b in itertools.pairwise(times))
+    def longest_pause(app: str) -> float:
+        times = [
+            s.snapshot.snapshot_time
+            for s in lake.snapshots()
+            if s.commit_extra_info and f'"{app}"' in s.commit_extra_info
+        ]
+        return max((b - a).total_seconds() for a, b in itertools.pairwise(times))
+
+    waited = longest_pause("patient")
     assert waited >= OUTAGE_S / 2, f"the patient stream's commits never paused for the outage ({waited:.1f} s)"
+    writer_waited = longest_pause("writer")
+    assert writer_waited >= OUTAGE_S / 2, f"the writer's commits never paused for the outage ({writer_waited:.1f} s)"
     assert len(patient_sink.metrics) == len(SIZES)
     lake.close()
     record_figures(
         "catalog_outage",
         {
             "outage_seconds": round(outage_s, 1),
-            "streams": 2,
+            "streams": 3,
             "rows": sum(len(v) for v in expected.values()),
             "rows_lost": 0,
             "rows_duplicated": 0,
             "patient_longest_commit_gap_s": round(waited, 1),
+            "writer_longest_commit_gap_s": round(writer_waited, 1),
             "impatient_failed_with": "CatalogUnreachableError",
             "orphans_deleted": orphans,
         },

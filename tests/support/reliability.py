@@ -49,8 +49,13 @@ def table() -> str:
                 "catalog outage survived (PostgreSQL stopped mid-stream)",
                 f"{outage['outage_seconds']:g} s",
                 f"catalog outage: one stream waited and continued (commits paused "
-                f"{outage['patient_longest_commit_gap_s']:g} s), one failed with `CatalogUnreachableError` and "
-                f"continued after a restart; {outage['rows']} rows",
+                f"{outage['patient_longest_commit_gap_s']:g} s)"
+                + (
+                    f', so did `writeStream.format("ducklake")` ({outage["writer_longest_commit_gap_s"]:g} s)'
+                    if "writer_longest_commit_gap_s" in outage
+                    else ""
+                )
+                + f", one failed with `CatalogUnreachableError` and continued after a restart; {outage['rows']} rows",
             )
         )
     else:
