@@ -41,7 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("--dry-run", action="store_true", help="report what would be done, change nothing")
     report.add_argument("--json", action="store_true", help="print the report as JSON")
     orphans = sub.add_parser(
-        "orphans", parents=[report], help="delete Parquet files no snapshot references (dry run unless --delete)"
+        "orphans",
+        parents=[report],
+        help="delete Parquet files no snapshot references and abort stale S3 uploads (dry run unless --delete)",
     )
     orphans.add_argument("--older-than-hours", type=float, default=1.0, help="safety age (default 1)")
     orphans.add_argument("--delete", action="store_true")

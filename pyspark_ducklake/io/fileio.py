@@ -106,3 +106,33 @@ def _mtime(info: dict[str, Any]) -> dt.datetime | None:
         except (TypeError, ValueError):
             continue
     return None
+
+
+def incomplete_uploads(
+    root: str, storage_options: dict[str, Any] | None = None
+) -> list[tuple[str, str, dt.datetime | None]]:
+    """S3 multipart uploads started under ``root`` and never completed or aborted (a writer killed mid-upload leaves
+    them: invisible parts that are stored and billed): ``(url, upload id, initiated)``. Empty for other stores."""
+    if root.split("://", 1)[0] not in S3_PROTOCOLS:
+        return []
+    fs, p = filesystem(root, storage_options)
+    bucket, _, prefix = p.partition("/")
+    scheme = root.split("://", 1)[0]
+    out: list[tuple[str, str, dt.datetime | None]] = []
+    markers: dict[str, str] = {}
+    while True:
+        page = fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=prefix, **markers)
+        for upload in page.get("Uploads", []):
+            out.append(
+                (f"{scheme}://{bucket}/{upload['Key']}", upload["UploadId"], _mtime({"mtime": upload.get("Initiated")}))
+            )
+        if not page.get("IsTruncated"):
+            return out
+        markers = {"KeyMarker": page["NextKeyMarker"], "UploadIdMarker": page["NextUploadIdMarker"]}
+
+
+def abort_upload(url: str, upload_id: str, storage_options: dict[str, Any] | None = None) -> None:
+    """Abort one S3 multipart upload (its parts are deleted)."""
+    fs, p = filesystem(url, storage_options)
+    bucket, _, key = p.partition("/")
+    fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=key, UploadId=upload_id)

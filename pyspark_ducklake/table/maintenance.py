@@ -18,7 +18,8 @@ from sqlalchemy import Engine
 
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.exceptions import DataFileError
-from pyspark_ducklake.io.fileio import delete_files, file_size, list_files
+from pyspark_ducklake.io.fileio import abort_upload, delete_files, file_size, incomplete_uploads, list_files
+from pyspark_ducklake.io.storage import describe_error
 
 log = logging.getLogger("pyspark_ducklake.maintenance")
 
@@ -60,6 +61,8 @@ class OrphanReport(MaintenanceReport):
     deleted: tuple[str, ...] = ()
     failed: tuple[str, ...] = ()
     bytes: int = 0
+    # S3 multipart uploads under the data path never completed, older than the age: aborted (or would be)
+    stale_uploads: tuple[str, ...] = ()
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.orphans if self.dry_run else self.deleted)
@@ -74,6 +77,8 @@ class OrphanReport(MaintenanceReport):
             text += f"; {self.skipped_recent} unreferenced files are younger than the safety age and were kept"
         if self.failed:
             text += f"; {len(self.failed)} could not be deleted"
+        if self.stale_uploads:
+            text += f"; {'would abort' if self.dry_run else 'aborted'} {len(self.stale_uploads)} incomplete upload(s)"
         return text
 
 
@@ -100,8 +105,17 @@ def find_orphans(
             recent += 1
             continue
         orphans.append(full)
+    stale = [
+        (url, upload_id)
+        for url, upload_id, started in incomplete_uploads(data_path, storage_options)
+        if started is None or now - started >= older_than
+    ]
     return OrphanReport(
-        dry_run=True, orphans=tuple(orphans), skipped_recent=recent, bytes=_total_size(orphans, storage_options)
+        dry_run=True,
+        orphans=tuple(orphans),
+        skipped_recent=recent,
+        bytes=_total_size(orphans, storage_options),
+        stale_uploads=tuple(f"{url}?uploadId={upload_id}" for url, upload_id in stale),
     )
 
 
@@ -117,6 +131,13 @@ def delete_orphans(
     report = find_orphans(engine, data_path, older_than=older_than, storage_options=storage_options)
     if not dry_run:
         failed = delete_files(list(report.orphans), storage_options) if report.orphans else []
+        for upload in report.stale_uploads:
+            url, _, upload_id = upload.partition("?uploadId=")
+            try:
+                abort_upload(url, upload_id, storage_options)
+            except Exception as e:  # best effort, like the deletes
+                log.warning("could not abort the incomplete upload %s: %s", upload, describe_error(e, storage_options))
+                failed.append(upload)
         deleted = tuple(p for p in report.orphans if p not in set(failed))
         report = dataclasses.replace(report, dry_run=False, deleted=deleted, failed=tuple(failed))
     report.log()
