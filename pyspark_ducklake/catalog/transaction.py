@@ -15,7 +15,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, insert, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
@@ -316,12 +316,28 @@ def is_connection_error(e: DBAPIError) -> bool:
 
 # Longest single wait between probes of an unreachable catalog.
 RECONNECT_MAX_WAIT_S = 5.0
+_T = TypeVar("_T")
 
 
 def wait_for_catalog(engine: Engine, retry: RetryConfig, error: Exception) -> None:
     """After a refused or lost connection, probe the catalog with backoff until it answers again.
 
-    Waits ``retry_wait_ms x retry_backoff^n x random(0.5..1)`` (at most 5 s) between probes.
+    Raises:
+        CatalogUnreachableError: still unreachable after ``retry.reconnect_timeout`` seconds.
+    """
+
+    def probe() -> None:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("SELECT 1")
+
+    retry_while_unreachable(probe, retry, error)
+
+
+def retry_while_unreachable(attempt: Callable[[], _T], retry: RetryConfig, error: Exception) -> _T:
+    """Call ``attempt`` again, with backoff, while the catalog refuses or drops connections (``error`` was the
+    first such failure); its result once it gets through.
+
+    Waits ``retry_wait_ms x retry_backoff^n x random(0.5..1)`` (at most 5 s) between tries.
 
     Raises:
         CatalogUnreachableError: still unreachable after ``retry.reconnect_timeout`` seconds.
@@ -339,12 +355,15 @@ def wait_for_catalog(engine: Engine, retry: RetryConfig, error: Exception) -> No
         time.sleep(min(retry.wait_seconds(probe), RECONNECT_MAX_WAIT_S, left))
         probe += 1
         try:
-            with engine.connect() as conn:
-                conn.exec_driver_sql("SELECT 1")
-            if probe > 1:
-                log.warning("the catalog is reachable again after %d probes", probe)
-            return
+            result = attempt()
+        except CatalogUnreachableError as e:
+            error = e
+            continue
         except DBAPIError as e:
             if not is_connection_error(e):
                 raise
             error = e
+            continue
+        if probe > 1:
+            log.warning("the catalog is reachable again after %d probes", probe)
+        return result

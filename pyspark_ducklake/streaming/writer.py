@@ -18,7 +18,7 @@ from pyspark.sql.types import StructType
 from sqlalchemy.exc import DBAPIError
 
 from pyspark_ducklake.batch.spark_types import columns_from_spark
-from pyspark_ducklake.catalog.transaction import RECONNECT_MAX_WAIT_S, is_connection_error
+from pyspark_ducklake.catalog.transaction import is_connection_error, retry_while_unreachable
 from pyspark_ducklake.exceptions import (
     CatalogUnreachableError,
     CommitStateUnknownError,
@@ -125,28 +125,13 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
         ) from error
 
     def _open(self) -> Lake:
-        """The lake, waiting up to ``reconnect_timeout`` seconds for a catalog that refuses connections."""
-        retry = self.settings.retry
-        deadline = time.monotonic() + retry.reconnect_timeout
-        attempt = 0
-        while True:
-            try:
-                return self._lake()
-            except (CatalogUnreachableError, DBAPIError) as e:
-                # Refused, or accepted and then dropped (a server starting up or shutting down).
-                if isinstance(e, DBAPIError) and not is_connection_error(e):
-                    raise
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    if isinstance(e, CatalogUnreachableError):
-                        raise
-                    raise CatalogUnreachableError(
-                        f"the catalog has been unreachable for {retry.reconnect_timeout:g} s (last error: "
-                        f"{getattr(e, 'orig', e)}); restart the query from its checkpoint once the database is up "
-                        "(option 'reconnect_timeout' sets how long to wait)"
-                    ) from e
-                time.sleep(min(retry.wait_seconds(attempt), RECONNECT_MAX_WAIT_S, left))
-                attempt += 1
+        """The lake, waiting up to ``reconnect_timeout`` seconds for a catalog that refuses or drops connections."""
+        try:
+            return self._lake()
+        except (CatalogUnreachableError, DBAPIError) as e:
+            if isinstance(e, DBAPIError) and not is_connection_error(e):
+                raise
+            return retry_while_unreachable(self._lake, self.settings.retry, e)
 
     def _commit(self, messages: list[WriterCommitMessage | None], batchId: int, started: float) -> None:
         ours = [m for m in messages if isinstance(m, StreamTaskMessage)]
