@@ -367,3 +367,30 @@ def retry_while_unreachable(attempt: Callable[[], _T], retry: RetryConfig, error
         if probe > 1:
             log.warning("the catalog is reachable again after %d probes", probe)
         return result
+
+
+def run_through_outages(
+    attempt: Callable[[], _T], retry: RetryConfig, on_loss: Callable[[Exception], None], what: str
+) -> _T:
+    """Run ``attempt``; after a lost catalog connection or a COMMIT of unknown outcome call ``on_loss(error)`` (log,
+    wait for the catalog) and run it again, up to ``max_retry_count`` times. ``attempt`` must be safe to repeat (a
+    sink's replay check finds a batch that did land).
+
+    Raises:
+        CatalogUnreachableError: the connection kept failing; ``what`` names the work in the message.
+    """
+    error: Exception | None = None
+    for _ in range(max(retry.max_retry_count, 1)):
+        try:
+            return attempt()
+        except CommitStateUnknownError as e:
+            error = e
+        except DBAPIError as e:
+            if not is_connection_error(e):
+                raise
+            error = e
+        on_loss(error)
+    raise CatalogUnreachableError(
+        f"the catalog connection kept failing during {what} ({error}); restart the query from its checkpoint once "
+        "the database is stable"
+    ) from error

@@ -10,11 +10,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
-from sqlalchemy.exc import DBAPIError
 
 from pyspark_ducklake.batch.spark_types import columns_from_spark
-from pyspark_ducklake.catalog.transaction import RetryConfig, is_connection_error, wait_for_catalog
-from pyspark_ducklake.exceptions import CatalogUnreachableError, CommitStateUnknownError, InvalidOptionError
+from pyspark_ducklake.catalog.transaction import RetryConfig, run_through_outages, wait_for_catalog
+from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.options import SPARK_CONF_KEYS, LakeConfig
 from pyspark_ducklake.streaming.microbatch import (
     FLUSH_BYTES_DEFAULT,
@@ -80,23 +79,14 @@ class DuckLakeSink:
         run it again: the replay check finds a batch that did land. ``CatalogUnreachableError`` after
         ``reconnect_timeout`` seconds without the catalog."""
         retry = self.settings.retry
-        error: Exception | None = None
-        for _ in range(max(retry.max_retry_count, 1)):
-            try:
-                return self._handle(batch_df, batch_id)
-            except CommitStateUnknownError as e:
-                error = e
-            except DBAPIError as e:
-                if not is_connection_error(e) or self._committer is None:
-                    raise
-                error = e
-            assert self._committer is not None
+
+        def wait(error: Exception) -> None:
+            if self._committer is None:  # the lake was never opened: nothing to wait on
+                raise error
             log.warning("ducklake sink %s batch %d: catalog connection lost (%s); waiting", self.table, batch_id, error)
             wait_for_catalog(self._committer.lake.engine, retry, error)
-        raise CatalogUnreachableError(
-            f"the catalog connection kept failing during batch {batch_id} ({error}); restart the query from its "
-            "checkpoint once the database is stable"
-        ) from error
+
+        run_through_outages(lambda: self._handle(batch_df, batch_id), retry, wait, f"batch {batch_id}")
 
     def _handle(self, batch_df: Any, batch_id: int) -> None:
         started = time.monotonic()

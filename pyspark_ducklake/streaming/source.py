@@ -319,13 +319,13 @@ def read_changes(
     with lake.engine.connect() as conn:
         entry = R.table_by_name(conn, schema_name, table_name, last)
         at_end = R.table_schema(conn, entry.table_id, last)
-        current = R.table_schema(conn, entry.table_id, R.latest_snapshot(conn).snapshot_id) if running else at_end
+        current = R.table_schema(conn, entry.table_id, R.latest_snapshot(conn).snapshot_id) if running else None
     end_by_id = at_end.by_id()
-    current_by_id = current.by_id()
+    current_by_id = current.by_id() if current is not None else {}
     arrays = []
     for column in stream.columns:
         now = current_by_id.get(column.column_id)
-        if running and (now is None or now.shape()[2:] != column.shape()[2:]):
+        if current is not None and (now is None or now.shape()[2:] != column.shape()[2:]):
             raise SchemaChangedError(
                 f"column {column.name!r} of {schema_name}.{table_name} was dropped or changed type while the change "
                 "feed was running; restart the query to continue from its checkpoint with the new columns"

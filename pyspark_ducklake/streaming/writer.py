@@ -18,13 +18,8 @@ from pyspark.sql.types import StructType
 from sqlalchemy.exc import DBAPIError
 
 from pyspark_ducklake.batch.spark_types import columns_from_spark
-from pyspark_ducklake.catalog.transaction import is_connection_error, retry_while_unreachable
-from pyspark_ducklake.exceptions import (
-    CatalogUnreachableError,
-    CommitStateUnknownError,
-    InvalidOptionError,
-    SchemaMismatchError,
-)
+from pyspark_ducklake.catalog.transaction import is_connection_error, retry_while_unreachable, run_through_outages
+from pyspark_ducklake.exceptions import CatalogUnreachableError, InvalidOptionError, SchemaMismatchError
 from pyspark_ducklake.io.fileio import delete_files
 from pyspark_ducklake.lake import Lake
 from pyspark_ducklake.options import LakeConfig, _get, option_as_bool, option_as_float, option_as_int
@@ -105,24 +100,15 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
             CatalogUnreachableError: the catalog stayed unreachable; restart the query from its checkpoint.
         """
         started = time.monotonic()
-        retry = self.settings.retry
-        error: Exception | None = None
-        for _ in range(max(retry.max_retry_count, 1)):
-            try:
-                return self._commit(messages, batchId, started)
-            except CommitStateUnknownError as e:
-                error = e
-            except DBAPIError as e:
-                if not is_connection_error(e):
-                    raise
-                error = e
+
+        def lost(error: Exception) -> None:  # the next attempt's _open waits for the catalog
             log.warning(
                 "ducklake sink %s batch %d: catalog connection lost (%s); waiting", self.identifier, batchId, error
             )
-        raise CatalogUnreachableError(
-            f"the catalog connection kept failing during batch {batchId} ({error}); restart the query from its "
-            "checkpoint once the database is stable"
-        ) from error
+
+        run_through_outages(
+            lambda: self._commit(messages, batchId, started), self.settings.retry, lost, f"batch {batchId}"
+        )
 
     def _open(self) -> Lake:
         """The lake, waiting up to ``reconnect_timeout`` seconds for a catalog that refuses or drops connections."""
