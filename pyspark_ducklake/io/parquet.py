@@ -28,8 +28,8 @@ FIELD_ID_KEY = b"PARQUET:field_id"
 DEFAULT_COMPRESSION = "snappy"
 ROW_GROUP_SIZE = 122_880  # DuckDB's default row group size
 # Dictionary encoding only for leaves whose values repeat: a dictionary of (nearly) unique values makes files larger
-# and Spark's reader about 25% slower over them (measured, bench/batch_bench.py), as in DuckDB's and parquet-mr's
-# writers, which fall back to plain encoding when a dictionary does not pay. Decided on a sample of the first rows.
+# and Spark's reader about 25% slower over them (measured: bench/README.md, batch results), as in DuckDB's and
+# parquet-mr's writers, which fall back to plain encoding when a dictionary does not pay. Decided on a sample.
 DICTIONARY_SAMPLE_ROWS = 20_000
 DICTIONARY_MAX_DISTINCT_SHARE = 0.5
 
