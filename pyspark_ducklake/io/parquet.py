@@ -480,11 +480,19 @@ def read_table(
     storage_options: dict[str, Any] | None = None,
     footer_size: int | None = None,
 ) -> pa.Table:
-    """Read a whole Parquet file (schema metadata, including field ids, preserved)."""
+    """Read a whole Parquet file, or ``columns`` of it (schema metadata, including field ids, preserved)."""
+    return read_columns(path, lambda _schema: columns, storage_options=storage_options)
+
+
+def read_columns(
+    path: str, pick: Callable[[pa.Schema], list[str] | None], *, storage_options: dict[str, Any] | None = None
+) -> pa.Table:
+    """Read the columns that ``pick`` chooses from the file's schema (None: all), opening the file once."""
     fs, p = filesystem(path, storage_options)
     try:
         with fs.open(p, "rb") as f:
-            return pq.ParquetFile(f).read(columns=columns, use_threads=True)
+            pf = pq.ParquetFile(f)
+            return pf.read(columns=pick(pf.schema_arrow), use_threads=True)
     except FileNotFoundError as e:
         raise DataFileError(
             f"data file {path} is missing: the lake's files were removed or moved (its data_path is recorded in the "

@@ -22,8 +22,9 @@ from pyspark_ducklake.catalog.inlined_codec import decode_values, inlined_select
 from pyspark_ducklake.catalog.stats_values import parse_stat
 from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_field
 from pyspark_ducklake.exceptions import InvalidOptionError
-from pyspark_ducklake.io.parquet import read_table
+from pyspark_ducklake.io.parquet import read_columns, read_table
 from pyspark_ducklake.table.conform import conform_table, default_array
+from pyspark_ducklake.table.write import DELETE_POS_ID
 
 ROW_ID_FIELD_ID = 2147483540
 SNAPSHOT_ID_FIELD_ID = 2147483539
@@ -211,26 +212,39 @@ def _fid(f: pa.Field) -> int | None:
     return None
 
 
+def read_delete_file(path: str, storage_options: dict[str, Any] | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(positions, snapshots)`` of a delete file: ``snapshots`` per row where the file has
+    ``_ducklake_internal_snapshot_id`` (flush and rewrite output, and DuckDB's cumulative files), else None. Only
+    those columns are read (not the repeated ``file_path``)."""
+
+    def pick(schema: pa.Schema) -> list[str]:
+        by_id = {_fid(f): f.name for f in schema}
+        pos = by_id.get(DELETE_POS_ID) or ("pos" if "pos" in schema.names else schema.names[1])
+        snap = by_id.get(SNAPSHOT_ID_FIELD_ID) or (
+            "_ducklake_internal_snapshot_id" if "_ducklake_internal_snapshot_id" in schema.names else None
+        )
+        return [pos] if snap is None else [pos, snap]
+
+    raw = read_columns(path, pick, storage_options=storage_options)
+    positions = raw.column(0).to_numpy().astype(np.int64, copy=False)
+    snapshots = raw.column(1).to_numpy().astype(np.int64, copy=False) if raw.num_columns > 1 else None
+    return positions, snapshots
+
+
 def read_delete_positions(path: str, snapshot_id: int, storage_options: dict[str, Any] | None = None) -> np.ndarray:
     """Deleted positions of a delete file; rows tagged with a later snapshot (flush/rewrite output) are kept."""
-    raw = read_table(path, storage_options=storage_options)
-    names = raw.column_names
-    pos = raw.column("pos").to_numpy() if "pos" in names else raw.column(1).to_numpy()
-    if "_ducklake_internal_snapshot_id" in names:
-        snaps = raw.column("_ducklake_internal_snapshot_id").to_numpy()
-        pos = pos[snaps <= snapshot_id]
-    return np.asarray(pos, dtype=np.int64)
+    positions, snapshots = read_delete_file(path, storage_options)
+    return positions if snapshots is None else positions[snapshots <= snapshot_id]
 
 
 def read_delete_entries(
     path: str, begin_snapshot: int, storage_options: dict[str, Any] | None = None
 ) -> tuple[list[int], list[int]]:
     """Every position of a delete file with the snapshot that deleted it (the file's own begin without per-row ids)."""
-    raw = read_table(path, storage_options=storage_options)
-    positions = (raw.column("pos") if "pos" in raw.column_names else raw.column(1)).to_pylist()
-    if "_ducklake_internal_snapshot_id" in raw.column_names:
-        return positions, raw.column("_ducklake_internal_snapshot_id").to_pylist()
-    return positions, [begin_snapshot] * len(positions)
+    positions, snapshots = read_delete_file(path, storage_options)
+    if snapshots is None:
+        return positions.tolist(), [begin_snapshot] * len(positions)
+    return positions.tolist(), snapshots.tolist()
 
 
 def execute_plan(
