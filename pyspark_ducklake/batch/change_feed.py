@@ -8,17 +8,14 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from pyspark_ducklake.batch.spark_types import arrow_schema_for_spark, to_spark_batch
 from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.lake import Lake, parse_identifier
 from pyspark_ducklake.options import LakeConfig, _get
 from pyspark_ducklake.streaming.source import (
-    BATCH_ROWS,
-    ChangeRange,
     FeedOptions,
-    change_ranges,
+    change_partitions,
     feed_schema,
-    read_changes,
+    read_partition,
     resolve_start,
 )
 
@@ -68,22 +65,10 @@ class ChangeFeedBatchReader(DataSourceReader):
             if end < start:
                 return []
             schema_name, table_name = parse_identifier(self.identifier)
-            return list(change_ranges(lake, schema_name, table_name, start, end, schema_snapshot=end))
+            return change_partitions(lake, schema_name, table_name, start, end)
         finally:
             lake.close()
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, ChangeRange)
-        schema_name, table_name = parse_identifier(self.identifier)
-        lake = self.config.connect()
-        try:
-            at = partition.last if partition.schema_snapshot is None else partition.schema_snapshot
-            stream = lake.table(self.identifier, snapshot=at).table_schema
-            changes = read_changes(
-                lake, schema_name, table_name, partition.first, partition.last, stream, running=False
-            )
-        finally:
-            lake.close()
-        target = arrow_schema_for_spark(self.spark_schema)
-        for batch in changes.to_batches(max_chunksize=BATCH_ROWS):
-            yield to_spark_batch(batch, target)
+        """The task's files, read without the catalog: the columns are the range's end snapshot's."""
+        yield from read_partition(partition, None, self.spark_schema, storage_options=self.config.storage_options)

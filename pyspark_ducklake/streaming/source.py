@@ -37,19 +37,22 @@ from pyspark_ducklake.exceptions import (
 from pyspark_ducklake.lake import Lake, parse_identifier
 from pyspark_ducklake.options import LakeConfig, _get, option_as_bool, option_as_int
 from pyspark_ducklake.streaming.offsets import SnapshotOffset
+from pyspark_ducklake.table.change_split import ChangePart
 from pyspark_ducklake.table.conform import default_array
 
 log = logging.getLogger("pyspark_ducklake.source")
 
+# Never null, and declared so: Spark then skips a null check per value when it takes the rows in. The commit time
+# is null for a snapshot the catalog holds no time for.
 CHANGE_COLUMNS = [
-    StructField("_change_type", StringType(), True),
-    StructField("_snapshot_id", LongType(), True),
-    StructField("_rowid", LongType(), True),
+    StructField("_change_type", StringType(), False),
+    StructField("_snapshot_id", LongType(), False),
+    StructField("_rowid", LongType(), False),
     StructField("_commit_timestamp", TimestampType(), True),
 ]
 BATCH_ROWS = 65_536
-# Changes per Spark task, estimated from the catalog: a longer range is cut at snapshots into several tasks. Not
-# much smaller: every part reads in full each data file that lost rows in its snapshots.
+# Changes per Spark task: a feed of more is cut into several tasks, each reading whole data files (balanced by the
+# rows they hand to Spark and decode).
 PARTITION_ROWS = 1_000_000
 
 
@@ -116,26 +119,45 @@ def resolve_start(lake: Lake, options: FeedOptions) -> int:
 
 
 @dataclass(frozen=True)
-class ChangeRange(InputPartition):
-    """Snapshots ``first..last`` of the feed; the columns are the table's at ``schema_snapshot`` (default ``last``)."""
+class ChangeFeedPartition(InputPartition):
+    """One Spark task's share of the feed: whole data files, planned on the driver (see ``table.change_split``)."""
 
-    first: int
-    last: int
-    schema_snapshot: int | None = None
+    part: ChangePart
 
 
-def change_ranges(
-    lake: Lake, schema_name: str, table_name: str, first: int, last: int, *, schema_snapshot: int | None = None
-) -> list[ChangeRange]:
-    """Snapshots ``first..last`` as consecutive ranges of about :data:`PARTITION_ROWS` changes, one per task."""
-    from pyspark_ducklake.table.changes import split_range
+def change_partitions(lake: Lake, schema_name: str, table_name: str, first: int, last: int) -> list[InputPartition]:
+    """The changes of snapshots ``first..last`` (in the table's columns at ``last``) as tasks of about
+    :data:`PARTITION_ROWS` changes each, every data file read by one task only."""
+    from pyspark_ducklake.table.change_split import split_plan
+    from pyspark_ducklake.table.changes import plan_changes
 
     with lake.engine.connect() as conn:
         entry = R.table_by_name(conn, schema_name, table_name, last)
-    return [
-        ChangeRange(a, b, schema_snapshot)
-        for a, b in split_range(lake.engine, entry, first, last, target_rows=PARTITION_ROWS)
-    ]
+        plan = plan_changes(conn, entry, first, last, lake.data_path)
+    parts = split_plan(plan, target_rows=PARTITION_ROWS, storage_options=lake.storage_options)
+    return [ChangeFeedPartition(part) for part in parts]
+
+
+def read_partition(
+    partition: InputPartition,
+    stream: TableSchema | None,
+    spark: StructType,
+    *,
+    storage_options: dict[str, Any] | None,
+) -> Iterator[pa.RecordBatch]:
+    """A task's changes in the stream's columns (None: the range's end snapshot's), as Arrow batches of exactly
+    Spark's types, file by file."""
+    from pyspark_ducklake.table.change_split import execute_part
+
+    if not isinstance(partition, ChangeFeedPartition):
+        return  # Spark's stand-in partition when there are none: an empty range
+    target = arrow_schema_for_spark(spark)
+    at_end = partition.part.plan.schema
+    for changes in execute_part(partition.part, storage_options=storage_options):
+        if stream is not None:
+            changes = stream_columns(changes, at_end, stream)
+        for batch in changes.to_batches(max_chunksize=BATCH_ROWS):
+            yield to_spark_batch(batch, target)
 
 
 class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -267,69 +289,47 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
         begin = self._check_data_loss(lake, begin)
         if last <= begin:
             return []
-        return list(change_ranges(lake, self.schema_name, self.table_name, begin + 1, last))
+        return change_partitions(lake, self.schema_name, self.table_name, begin + 1, last)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, ChangeRange)
         lake = self._lake()
         try:
-            changes = read_changes(
-                lake, self.schema_name, self.table_name, partition.first, partition.last, self.stream_schema
-            )
+            check_stream_columns(lake, self.schema_name, self.table_name, self.stream_schema)
         finally:
             lake.close()
-        target = arrow_schema_for_spark(self.spark_schema)
-        for batch in changes.to_batches(max_chunksize=BATCH_ROWS):
-            yield to_spark_batch(batch, target)
+        yield from read_partition(
+            partition, self.stream_schema, self.spark_schema, storage_options=self.config.storage_options
+        )
 
     def commit(self, end: dict[str, Any]) -> None:
         SnapshotOffset.from_dict(end)  # validates the checkpoint's offset; nothing to release
 
 
-def read_changes(
-    lake: Lake,
-    schema_name: str,
-    table_name: str,
-    first: int,
-    last: int,
-    stream: TableSchema,
-    *,
-    running: bool = True,
-) -> pa.Table:
-    """Changes in snapshots first..last, in the stream's columns (matched by column id), plus the change columns.
-
-    ``running``: a stream, which stops when one of its columns is dropped or retyped in the table now; a batch read
-    (``running=False``) takes the columns of its end snapshot whatever happened to them later.
+def check_stream_columns(lake: Lake, schema_name: str, table_name: str, stream: TableSchema) -> None:
+    """Fail when a column of a running stream was dropped or retyped in the table since the stream started.
 
     Raises:
-        SchemaChangedError: a stream column was dropped or retyped since the stream started.
+        SchemaChangedError: naming the column; a restart continues from the checkpoint with the new columns.
     """
-    from pyspark_ducklake.table.changes import table_changes
-
-    raw = table_changes(
-        lake.engine,
-        lake.data_path,
-        schema_name,
-        table_name,
-        first,
-        last,
-        storage_options=lake.storage_options,
-        ordered=False,  # Spark keeps no order across partitions anyway
-    )
     with lake.engine.connect() as conn:
-        entry = R.table_by_name(conn, schema_name, table_name, last)
-        at_end = R.table_schema(conn, entry.table_id, last)
-        current = R.table_schema(conn, entry.table_id, R.latest_snapshot(conn).snapshot_id) if running else None
-    end_by_id = at_end.by_id()
-    current_by_id = current.by_id() if current is not None else {}
-    arrays = []
+        latest = R.latest_snapshot(conn).snapshot_id
+        entry = R.table_by_name(conn, schema_name, table_name, latest)
+        current = R.table_schema(conn, entry.table_id, latest).by_id()
     for column in stream.columns:
-        now = current_by_id.get(column.column_id)
-        if current is not None and (now is None or now.shape()[2:] != column.shape()[2:]):
+        now = current.get(column.column_id)
+        if now is None or now.shape()[2:] != column.shape()[2:]:
             raise SchemaChangedError(
                 f"column {column.name!r} of {schema_name}.{table_name} was dropped or changed type while the change "
                 "feed was running; restart the query to continue from its checkpoint with the new columns"
             )
+
+
+def stream_columns(raw: pa.Table, at_end: TableSchema, stream: TableSchema) -> pa.Table:
+    """Changes read in the columns of ``at_end`` (the range's last snapshot), in the stream's columns (matched by
+    column id; columns added after the range are filled in), plus the change columns."""
+    end_by_id = at_end.by_id()
+    arrays = []
+    for column in stream.columns:
         then = end_by_id.get(column.column_id)
         if then is None:
             arrays.append(pa.chunked_array([default_array(column, raw.num_rows)]))  # added after these snapshots

@@ -31,8 +31,9 @@ Where DuckDB 1.5.5 reports something else, it is a bug on its side, and this mod
 * a data file holding two versions of one row (an inlined row updated, then flushed) reports both deletions at
   one snapshot when both are in the range (DuckDB maps deleted rows to snapshots by rowid).
 
-The plan (:func:`plan_changes`) reads the catalog only; each :class:`FileChangeTask` reads its own files, so the
-tasks could run on executors. Only :func:`finish_changes` (update pairing) needs all rows together.
+The plan (:func:`plan_changes`) reads the catalog only; each :class:`FileChangeTask` reads its own files. Only
+:func:`finish_changes` (update pairing) needs all rows together; ``table.change_split`` decides the pairing from the
+changes' keys first, so that Spark tasks can read the files apart.
 """
 
 from __future__ import annotations
@@ -44,12 +45,12 @@ import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from sqlalchemy import Connection, Engine, and_, func, select
+from sqlalchemy import Connection, Engine, and_, select
 
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import tables as T
@@ -57,7 +58,7 @@ from pyspark_ducklake.catalog.changes import ChangeSet
 from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
 from pyspark_ducklake.catalog.types import TableSchema, arrow_field
 from pyspark_ducklake.exceptions import InvalidOptionError, NoSuchSnapshotError
-from pyspark_ducklake.io.parquet import field_id, read_schema, read_table
+from pyspark_ducklake.io.parquet import field_id, read_columns
 from pyspark_ducklake.table.scan import (
     FILE_POSITION,
     ROW_ID_FIELD_ID,
@@ -66,6 +67,7 @@ from pyspark_ducklake.table.scan import (
     SNAPSHOT_ID_FIELD_ID,
     FileTask,
     execute_file_task,
+    read_delete_file,
     read_inlined_rows,
 )
 
@@ -85,6 +87,7 @@ _MAX_THREADS = 4  # files read at once by table_changes
 _COMPACTED = re.compile(r"(?:^|,)compacted_table:(\d+)")
 
 SnapshotRef = int | dt.datetime
+_T = TypeVar("_T")
 
 
 # --- snapshots and their changes ---------------------------------------------------------------------------------
@@ -354,20 +357,17 @@ def deleted_positions(
     pos_parts: list[np.ndarray] = []
     snap_parts: list[np.ndarray] = []
     for ref in task.delete_files:
-        raw = read_table(ref.path, storage_options=storage_options)
-        names = raw.column_names
-        pos = (raw.column("pos") if "pos" in names else raw.column(1)).to_numpy().astype(np.int64)
-        snap_col = _column_by_id_or_name(raw, SNAPSHOT_ID_FIELD_ID, "_ducklake_internal_snapshot_id")
-        snaps = snap_col.to_numpy().astype(np.int64) if snap_col is not None else np.full(len(pos), ref.begin_snapshot)
+        pos, snaps = read_delete_file(ref.path, storage_options)
         pos_parts.append(pos)
-        snap_parts.append(snaps.astype(np.int64))
+        snap_parts.append(np.full(len(pos), ref.begin_snapshot, dtype=np.int64) if snaps is None else snaps)
     if task.inlined_deletes:
         arr = np.array(task.inlined_deletes, dtype=np.int64).reshape(-1, 2)
         pos_parts.append(arr[:, 0])
         snap_parts.append(arr[:, 1])
     positions = np.concatenate(pos_parts) if pos_parts else np.empty(0, np.int64)
     snapshots = np.concatenate(snap_parts) if snap_parts else np.empty(0, np.int64)
-    if len(positions):
+    # Already sorted and unique (one delete file, as DuckDB writes them): nothing to merge.
+    if len(positions) > 1 and not bool(np.all(positions[1:] > positions[:-1])):
         order = np.lexsort((snapshots, positions))
         positions, snapshots = positions[order], snapshots[order]
         first = np.ones(len(positions), dtype=bool)
@@ -383,13 +383,6 @@ def deleted_positions(
         snapshots = np.concatenate([snapshots[earlier], np.full(len(rest), task.ended_at, dtype=np.int64)])
     in_range = (snapshots >= task.start) & (snapshots <= task.end)
     return positions[in_range], snapshots[in_range]
-
-
-def _column_by_id_or_name(raw: pa.Table, fid: int, name: str) -> pa.ChunkedArray | None:
-    for i, f in enumerate(raw.schema):
-        if field_id(f) == fid:
-            return raw.column(i)
-    return raw.column(name) if name in raw.column_names else None
 
 
 def execute_change_task(
@@ -419,23 +412,28 @@ def count_task_changes(task: FileChangeTask, *, storage_options: dict[str, Any] 
 
 def _read_versions(f: DataFileEntry, storage_options: dict[str, Any] | None) -> pa.Table:
     """``rowid`` and ``snapshot_id`` of every row version of a data file, and its position."""
-    schema = read_schema(f.path, storage_options=storage_options)
-    by_id = {field_id(x): x.name for x in schema}
-    wanted = [by_id[i] for i in (ROW_ID_FIELD_ID, SNAPSHOT_ID_FIELD_ID) if i in by_id]
-    n = f.record_count
-    if wanted:
-        raw = read_table(f.path, columns=wanted, storage_options=storage_options)
-        n = raw.num_rows
-    if ROW_ID_FIELD_ID in by_id:
-        row_ids = raw.column(by_id[ROW_ID_FIELD_ID]).combine_chunks().cast(pa.int64())
+    return versions(f, read_columns(f.path, internal_columns, storage_options=storage_options))
+
+
+def versions(f: DataFileEntry, raw: pa.Table) -> pa.Table:
+    """:func:`_read_versions` from the file's internal columns (``raw``: what :func:`internal_columns` picks)."""
+    n = raw.num_rows if raw.num_columns else f.record_count
+    ids = {field_id(x): x.name for x in raw.schema}
+    if ROW_ID_FIELD_ID in ids:
+        row_ids = raw.column(ids[ROW_ID_FIELD_ID]).combine_chunks().cast(pa.int64())
     else:
         start = f.row_id_start or 0
         row_ids = pa.array(np.arange(start, start + n, dtype=np.int64))
-    if SNAPSHOT_ID_FIELD_ID in by_id:
-        snaps = raw.column(by_id[SNAPSHOT_ID_FIELD_ID]).combine_chunks().cast(pa.int64())
+    if SNAPSHOT_ID_FIELD_ID in ids:
+        snaps = raw.column(ids[SNAPSHOT_ID_FIELD_ID]).combine_chunks().cast(pa.int64())
     else:
         snaps = pa.array(np.full(n, f.begin_snapshot, dtype=np.int64))
     return pa.table({ROWID: row_ids, SNAPSHOT_ID: snaps, FILE_POSITION: pa.array(np.arange(n, dtype=np.int64))})
+
+
+def internal_columns(schema: pa.Schema) -> list[str]:
+    """The names of a data file's ``rowid`` and ``snapshot_id`` columns, where it has them."""
+    return [f.name for f in schema if field_id(f) in (ROW_ID_FIELD_ID, SNAPSHOT_ID_FIELD_ID)]
 
 
 def _file_changes(
@@ -518,22 +516,8 @@ def finish_changes(
     rows = pa.concat_tables([p.cast(without_time) if p.schema != without_time else p for p in present])
     is_insert = pc.equal(rows.column(CHANGE_TYPE), INSERT).to_numpy().astype(np.int64)
     snaps = rows.column(CHANGE_SNAPSHOT).to_numpy()
-    rowids = rows.column(CHANGE_ROWID).to_numpy()
-    order = _change_order(snaps, rowids, is_insert)
-    s_snaps, s_rowids, s_insert = snaps[order], rowids[order], is_insert[order]
-    # The same row version recorded twice (a rewritten file still in the catalog, say) is one change.
-    unique = np.ones(len(order), dtype=bool)
-    unique[1:] = (s_snaps[1:] != s_snaps[:-1]) | (s_rowids[1:] != s_rowids[:-1]) | (s_insert[1:] != s_insert[:-1])
-    if not unique.all():
-        order, s_snaps, s_rowids, s_insert = order[unique], s_snaps[unique], s_rowids[unique], s_insert[unique]
-    same_next = np.zeros(len(order), dtype=bool)
-    same_next[:-1] = (s_snaps[1:] == s_snaps[:-1]) & (s_rowids[1:] == s_rowids[:-1])
-    same_prev = np.zeros(len(order), dtype=bool)
-    same_prev[1:] = same_next[:-1]
-    # Codes into _KINDS; sorted, so of a pair the delete comes first.
-    codes = np.where(s_insert == 1, 0, 1).astype(np.int8)
-    codes[same_next] = 2
-    codes[same_prev] = 3
+    order, codes = pair_changes(snaps, rows.column(CHANGE_ROWID).to_numpy(), is_insert)
+    s_snaps = snaps[order]
     if ordered:
         out = _reorder(rows, order)
         out_snaps = s_snaps
@@ -548,6 +532,52 @@ def finish_changes(
     arrays[out.schema.get_field_index(CHANGE_TYPE)] = _KINDS.take(pa.array(codes))
     arrays.append(_commit_times_of(out_snaps, plan.commit_times))
     return pa.Table.from_arrays(arrays, schema=target)
+
+
+def pair_changes(snaps: np.ndarray, rowids: np.ndarray, is_insert: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(order, codes)``: the rows to keep, sorted by snapshot, rowid and delete-before-insert, and each one's
+    index into :data:`_KINDS`. A row version recorded twice (a rewritten file still in the catalog, say) is one
+    change: the first of them in the input is kept. A delete and an insert of one rowid in one snapshot are an
+    update's pre and post image."""
+    key = _packed_key(snaps, rowids, is_insert)
+    if key is not None:
+        order = np.argsort(key, kind="stable")
+        sorted_key = key[order]
+        unique = np.ones(len(order), dtype=bool)
+        unique[1:] = sorted_key[1:] != sorted_key[:-1]
+        if not unique.all():
+            order, sorted_key = order[unique], sorted_key[unique]
+        change = sorted_key >> 1  # (snapshot, rowid)
+        inserted = sorted_key & 1
+    else:
+        order = np.lexsort((is_insert, rowids, snaps))
+        s_snaps, s_rowids, inserted = snaps[order], rowids[order], is_insert[order]
+        unique = np.ones(len(order), dtype=bool)
+        unique[1:] = (s_snaps[1:] != s_snaps[:-1]) | (s_rowids[1:] != s_rowids[:-1]) | (inserted[1:] != inserted[:-1])
+        if not unique.all():
+            order, s_snaps, s_rowids, inserted = order[unique], s_snaps[unique], s_rowids[unique], inserted[unique]
+        change = np.zeros(len(order), dtype=np.int64)
+        change[1:] = np.cumsum((s_snaps[1:] != s_snaps[:-1]) | (s_rowids[1:] != s_rowids[:-1]))
+    same_next = np.zeros(len(order), dtype=bool)
+    same_next[:-1] = change[1:] == change[:-1]
+    # Sorted, so of a pair the delete comes first.
+    codes = (inserted ^ 1).astype(np.int8)
+    codes[same_next] = 2
+    codes[1:][same_next[:-1]] = 3
+    return order, codes
+
+
+def _packed_key(snaps: np.ndarray, rowids: np.ndarray, is_insert: np.ndarray) -> np.ndarray | None:
+    """``(snapshot, rowid, is_insert)`` as one sortable int64, or None when they do not fit side by side."""
+    if not len(snaps) or snaps.min() < 0 or rowids.min() < 0:
+        return None
+    row_bits = int(rowids.max()).bit_length() + 1
+    if int(snaps.max()).bit_length() + row_bits > 62:
+        return None
+    key = snaps.astype(np.int64) << row_bits  # a new array: the in-place steps below leave the input alone
+    key |= rowids.astype(np.int64, copy=False) << 1
+    key |= is_insert.astype(np.int64, copy=False)
+    return key
 
 
 _MIN_RUN = 4096  # rows already in order that _reorder slices instead of copying
@@ -583,17 +613,6 @@ def _reorder(rows: pa.Table, order: np.ndarray) -> pa.Table:
 
 
 _KINDS = pa.array([INSERT, DELETE, UPDATE_PREIMAGE, UPDATE_POSTIMAGE], pa.string())
-
-
-def _change_order(snaps: np.ndarray, rowids: np.ndarray, is_insert: np.ndarray) -> np.ndarray:
-    """The permutation sorting by (snapshot, rowid, delete before insert)."""
-    if len(snaps) and snaps.min() >= 0 and rowids.min() >= 0:
-        # One int64 key when snapshot and rowid fit side by side: one sort instead of lexsort's three passes.
-        row_bits = int(rowids.max()).bit_length() + 1
-        if int(snaps.max()).bit_length() + row_bits <= 62:
-            key = (snaps << row_bits) | (rowids << 1) | is_insert
-            return np.argsort(key, kind="stable")
-    return np.lexsort((is_insert, rowids, snaps))
 
 
 def _commit_times_of(snaps: np.ndarray, commit_times: dict[int, dt.datetime]) -> pa.Array:
@@ -652,7 +671,7 @@ def table_changes(
     return finish_changes(parts, plan, ordered=ordered)
 
 
-def _in_threads(calls: list[functools.partial[pa.Table | None]]) -> list[pa.Table | None]:
+def _in_threads(calls: list[functools.partial[_T]]) -> list[_T]:
     """Run the file tasks a few at a time: Parquet decoding releases the GIL, so files overlap their waits."""
     workers = min(len(calls), os.cpu_count() or 1, _MAX_THREADS)
     if workers <= 1:
@@ -703,62 +722,6 @@ def changed_snapshots(engine: Engine, table: TableEntry | int, start: int, end: 
     return sorted(s for s, c in changes.items() if c.logical)
 
 
-def split_range(
-    engine: Engine, table: TableEntry | int, start: int, end: int, *, target_rows: int
-) -> list[tuple[int, int]]:
-    """``[start, end]`` cut at snapshots into consecutive ranges of about ``target_rows`` changes each.
-
-    The feed of the whole range is the concatenation of the parts' feeds: every change belongs to one snapshot
-    (an update's pre and post image too). The sizes are estimated from the catalog alone: the rows of data files
-    and delete files begun at each snapshot. Every bound is an existing snapshot, so each part is a valid
-    :func:`table_changes` range; a range that holds less than two parts' worth comes back whole.
-
-    Raises:
-        InvalidOptionError: ``target_rows`` < 1.
-    """
-    if target_rows < 1:
-        raise InvalidOptionError(f"target_rows must be >= 1, got {target_rows}")
-    if start >= end:
-        return [(start, end)]
-    table_id = table.table_id if isinstance(table, TableEntry) else int(table)
-    d, x, s = T.ducklake_data_file, T.ducklake_delete_file, T.ducklake_snapshot
-    weights: dict[int, int] = {}
-    with engine.connect() as conn:
-        for files, rows in ((d, d.c.record_count), (x, x.c.delete_count)):
-            q = (
-                select(files.c.begin_snapshot, func.sum(rows))
-                .where(files.c.table_id == table_id, files.c.begin_snapshot.between(start, end))
-                .group_by(files.c.begin_snapshot)
-            )
-            for snapshot, n in conn.execute(q):
-                weights[int(snapshot)] = weights.get(int(snapshot), 0) + int(n or 0)
-        if sum(weights.values()) < 2 * target_rows:
-            return [(start, end)]
-        existing = [
-            int(r[0])
-            for r in conn.execute(
-                select(s.c.snapshot_id).where(s.c.snapshot_id.between(start, end)).order_by(s.c.snapshot_id)
-            )
-        ]
-    total = sum(weights.values())
-    share = total / max(1, round(total / target_rows))  # equal parts rather than a small last one
-    heavy = sorted(weights)
-    parts: list[tuple[int, int]] = []
-    first: int | None = start
-    acc, i = 0, 0
-    for snapshot in existing:
-        if first is None:
-            first = snapshot
-        while i < len(heavy) and heavy[i] <= snapshot:
-            acc += weights[heavy[i]]
-            i += 1
-        if acc >= share and snapshot < end:
-            parts.append((first, snapshot))
-            first, acc = None, 0
-    parts.append((end if first is None else first, end))
-    return parts
-
-
 __all__ = [
     "CHANGE_COLUMNS",
     "CHANGE_ROWID",
@@ -781,8 +744,8 @@ __all__ = [
     "feed_schema",
     "finish_changes",
     "inlined_changes",
+    "pair_changes",
     "plan_changes",
     "resolve_range",
-    "split_range",
     "table_changes",
 ]

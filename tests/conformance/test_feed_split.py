@@ -1,4 +1,4 @@
-"""A long change-feed range cut into parts (``split_range``, one Spark task each) gives the same rows as the whole.
+"""A change-feed range cut into parts (``split_plan``, one Spark task each) gives the same rows as the whole.
 
 The history is written by DuckDB, so UPDATEs are delete/insert pairs of one rowid in one snapshot, with inlined
 inserts, a flush and deletes that hit every earlier file; ``ordered=False`` (what the Spark source asks for) only
@@ -7,16 +7,20 @@ changes the order of the rows.
 
 from __future__ import annotations
 
-import itertools
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 import pyspark_ducklake as pdl
+from pyspark_ducklake.catalog import reader
+from pyspark_ducklake.exceptions import DataFileError
 from pyspark_ducklake.table import changes
-from pyspark_ducklake.table.changes import split_range, table_changes
+from pyspark_ducklake.table.change_split import ChangePart, _cost, execute_part, split_plan
+from pyspark_ducklake.table.changes import plan_changes, table_changes
 from tests.support.catalogs import sqlite_location
 from tests.support.compare import canonical
 from tests.support.duck import open_duckdb
@@ -49,25 +53,57 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[pdl.Lake
     lake.close()
 
 
+def _parts(lake: pdl.Lake, first: int, last: int, target_rows: int) -> list[ChangePart]:
+    with lake.engine.connect() as conn:
+        table = reader.table_by_name(conn, "main", "t", last)
+        plan = plan_changes(conn, table, first, last, lake.data_path)
+    return split_plan(plan, target_rows=target_rows)
+
+
 @pytest.mark.parametrize("target_rows", [1, 50, 150, 400, 10**6])
-def test_parts_are_consecutive_and_add_up_to_the_whole(history: tuple[pdl.Lake, int, int], target_rows: int) -> None:
+def test_parts_add_up_to_the_whole(history: tuple[pdl.Lake, int, int], target_rows: int) -> None:
     lake, first, last = history
     whole = table_changes(lake.engine, lake.data_path, "main", "t", first, last)
     assert {"update_preimage", "update_postimage", "delete", "insert"} <= set(whole.column("_change_type").to_pylist())
-    parts = split_range(lake.engine, 1, first, last, target_rows=target_rows)
-    assert parts[0][0] == first and parts[-1][1] == last
-    assert all(a <= b for a, b in parts)
-    assert all(b + 1 <= c for (_, b), (c, _) in itertools.pairwise(parts))
-    snapshots = {s.snapshot_id for s in lake.snapshots()}
-    assert all(a in snapshots and b in snapshots for a, b in parts)
+    parts = _parts(lake, first, last, target_rows)
+    pieces = [p for part in parts for p in part.pieces]
     if target_rows >= whole.num_rows:
-        assert parts == [(first, last)]
-    elif target_rows <= 50:
-        assert len(parts) > 3
+        assert len(parts) == 1
+    elif target_rows == 1:
+        assert all(len(part.pieces) == 1 for part in parts)  # one file (or the inlined rows) each
+    # Every data file is read by one part at most.
+    files = [p.task.file.data_file_id for p in pieces if p.task is not None]
+    assert len(files) == len(set(files))
     got: Counter[tuple[Any, ...]] = Counter()
-    for a, b in parts:
-        got += _rows(table_changes(lake.engine, lake.data_path, "main", "t", a, b, ordered=False))
+    for part in parts:
+        tables = list(execute_part(part))
+        assert sum(t.num_rows for t in tables) == part.rows
+        for t in tables:
+            assert t.schema == whole.schema
+            got += _rows(t)
     assert got == _rows(whole)
+
+
+def test_parts_are_balanced_by_their_work(history: tuple[pdl.Lake, int, int]) -> None:
+    lake, first, last = history
+    whole = table_changes(lake.engine, lake.data_path, "main", "t", first, last)
+    parts = _parts(lake, first, last, whole.num_rows // 3)
+    assert len(parts) == 3
+    loads = sorted(sum(_cost(p) for p in part.pieces) for part in parts)
+    biggest = max(_cost(p) for part in parts for p in part.pieces)
+    assert loads[-1] - loads[0] <= biggest  # greedy by size: no part exceeds another by more than one piece
+
+
+def test_a_file_changed_after_planning_is_an_error(history: tuple[pdl.Lake, int, int], tmp_path: Any) -> None:
+    lake, first, last = history
+    (part,) = _parts(lake, first, last, 10**6)
+    piece = next(p for p in part.pieces if p.task is not None and p.inserts)
+    shorter = pq.read_table(piece.task.file.path).slice(1)
+    copy = tmp_path / "shorter.parquet"
+    pq.write_table(shorter, copy)
+    moved = replace(piece, task=replace(piece.task, file=replace(piece.task.file, path=str(copy))))
+    with pytest.raises(DataFileError, match=r"planned \d+: the file or catalog changed"):
+        list(execute_part(ChangePart(part.plan, (moved,))))
 
 
 def test_unordered_feed_is_the_same_rows(history: tuple[pdl.Lake, int, int]) -> None:

@@ -36,10 +36,13 @@ from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.exceptions import InvalidOptionError, NoSuchSnapshotError, NoSuchTableError
 from pyspark_ducklake.io.parquet import read_schema
+from pyspark_ducklake.table.change_split import execute_part, split_plan
 from pyspark_ducklake.table.changes import (
     CHANGE_COLUMNS,
     changed_snapshots,
     count_changes,
+    feed_schema,
+    plan_changes,
     table_changes,
 )
 from pyspark_ducklake.table.scan import execute_file_task, plan_scan
@@ -297,7 +300,17 @@ class History:
         return Counter(tuple(canonical(v) for v in r.values()) for r in t.to_pylist())
 
     def our_feed(self, start: int, end: int, columns: tuple[str, ...] | None = None) -> Counter[tuple[Any, ...]]:
-        t = table_changes(self.lake.engine, self.lake.data_path, "main", "t", start, end)
+        return self._counted(table_changes(self.lake.engine, self.lake.data_path, "main", "t", start, end), columns)
+
+    def parts_feed(self, start: int, end: int, columns: tuple[str, ...] | None = None) -> Counter[tuple[Any, ...]]:
+        """The feed as Spark's readers get it: cut into parts of one file each, decided before any is read."""
+        with self.lake.engine.connect() as conn:
+            table = reader.table_by_name(conn, "main", "t", end)
+            plan = plan_changes(conn, table, start, end, self.lake.data_path)
+        tables = [t for part in split_plan(plan, target_rows=1) for t in execute_part(part)]
+        return self._counted(pa.concat_tables(tables) if tables else feed_schema(plan.schema).empty_table(), columns)
+
+    def _counted(self, t: pa.Table, columns: tuple[str, ...] | None) -> Counter[tuple[Any, ...]]:
         cols = [c for c in t.column_names if c not in CHANGE_COLUMNS] if columns is None else list(columns)
         t = t.select(["_snapshot_id", "_rowid", "_change_type", *cols])
         return Counter(tuple(canonical(v) for v in r.values()) for r in t.to_pylist())
@@ -347,6 +360,8 @@ def test_feed_equals_duckdb(duck: Any, catalog: Any, seed: int) -> None:
         for start, end in sorted(ranges):
             ours, theirs = h.our_feed(start, end), h.duck_feed(start, end)
             assert ours == theirs, f"[{start}, {end}] after {h.log}\n{_diff(ours, theirs)}"
+            parts = h.parts_feed(start, end)
+            assert parts == theirs, f"parts [{start}, {end}] after {h.log}\n{_diff(parts, theirs)}"
         # The streaming helpers agree with the feed. changed_snapshots may name a few more: DuckDB records a flush
         # of inlined deletes alone as deleted_from_table (no inline_flush).
         full = table_changes(h.lake.engine, h.lake.data_path, "main", "t", 1, last)
@@ -401,11 +416,13 @@ def test_feed_equals_model(duck: Any, sqlite_catalog: Any, seed: int) -> None:
             for i, r in zip(feed.column("id").to_pylist(), feed.column("_rowid").to_pylist(), strict=False):
                 assert rowids.setdefault(i, r) == r, f"id {i} has rowids {rowids[i]} and {r}"
             per_snapshot[s] = h.our_feed(s, s, BASE)
+            assert h.parts_feed(s, s, BASE) == per_snapshot[s], f"parts of snapshot {s} after {h.log}"
         rng = random.Random(seed)
         for _ in range(6):
             a, b = sorted(rng.sample(snaps[1:], 2))
             union = sum((per_snapshot[s] for s in snaps if a <= s <= b), Counter())
             assert h.our_feed(a, b, BASE) == union, f"[{a}, {b}] after {h.log}"
+            assert h.parts_feed(a, b, BASE) == union, f"parts [{a}, {b}] after {h.log}"
     finally:
         h.close()
 
