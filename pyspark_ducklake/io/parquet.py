@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from fsspec.implementations.local import LocalFileSystem
 
 from pyspark_ducklake.exceptions import DataFileError, DuckLakeError, UnsupportedTypeError
 from pyspark_ducklake.io import thrift_compact as tc
@@ -490,6 +491,9 @@ def read_columns(
     """Read the columns that ``pick`` chooses from the file's schema (None: all), opening the file once."""
     fs, p = filesystem(path, storage_options)
     try:
+        if isinstance(fs, LocalFileSystem):  # pyarrow's own file: no Python call per read, ~1 ms less per file
+            pf = pq.ParquetFile(fs._strip_protocol(p))
+            return pf.read(columns=pick(pf.schema_arrow), use_threads=True)
         with fs.open(p, "rb") as f:
             pf = pq.ParquetFile(f)
             return pf.read(columns=pick(pf.schema_arrow), use_threads=True)

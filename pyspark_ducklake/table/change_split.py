@@ -7,9 +7,9 @@ processes cannot see each other's rows, so here those decisions come first, from
 and hands them on file by file.
 
 The keys are cheap: deletes come from the delete files, and inserts from the internal ``rowid`` and
-``snapshot_id`` columns of the data files that have them. Files that have neither (most files of most tables)
-are not read at all: their inserts are a run of rowids ``row_id_start + position`` in one snapshot, which can only
-meet another change where another key falls inside the run, and only those rows take part in the pairing.
+``snapshot_id`` columns of the data files that have them. Of files that have neither (most files of most tables)
+only the footer is read: their inserts are a run of rowids ``row_id_start + position`` in one snapshot, which can
+only meet another change where another key falls inside the run, and only those rows take part in the pairing.
 """
 
 from __future__ import annotations
@@ -180,9 +180,10 @@ def _decide(keys: list[_Keys | None]) -> tuple[list[np.ndarray], list[np.ndarray
     runs = _list_overlapping_runs(runs, listed)
     where, snaps, rowids, is_insert = listed.arrays()
     where, snaps, rowids, is_insert = _with_run_rows_met(runs, where, snaps, rowids, is_insert)
-    # Ties keep the order of the concatenation, as finish_changes does.
-    first = np.argsort(where, kind="stable")
-    where, snaps, rowids, is_insert = where[first], snaps[first], rowids[first], is_insert[first]
+    # Ties keep the order of the concatenation, as finish_changes does (only rows met in runs come out of order).
+    if len(where) > 1 and not bool(np.all(where[1:] > where[:-1])):
+        first = np.argsort(where, kind="stable")
+        where, snaps, rowids, is_insert = where[first], snaps[first], rowids[first], is_insert[first]
     order, codes = pair_changes(snaps, rowids, is_insert)
     fate = np.full(len(where), _DROP, dtype=np.int8)
     fate[order] = codes
@@ -226,13 +227,18 @@ def _with_run_rows_met(
     run_lo = np.array([r[1] for r in runs], dtype=np.int64)
     run_n = np.array([r[2] for r in runs], dtype=np.int64)
     run_base = np.array([r[3] for r in runs], dtype=np.int64)
+    # Only keys of a snapshot that has runs can meet one (most deletes are in snapshots that insert nothing).
+    candidates = np.flatnonzero(np.isin(snaps, np.unique(run_snaps)))
+    if not len(candidates):
+        return where, snaps, rowids, is_insert
+    c_snaps, c_rowids = snaps[candidates], rowids[candidates]
     # Runs are sorted by (snapshot, first rowid) and disjoint within a snapshot: the last run starting at or
     # before a key is the only one that can hold it.
-    i = np.maximum(_search_pairs(run_snaps, run_lo, snaps, rowids) - 1, 0)
-    hit = (run_snaps[i] == snaps) & (run_lo[i] <= rowids) & (rowids < run_lo[i] + run_n[i])
+    i = np.maximum(_search_pairs(run_snaps, run_lo, c_snaps, c_rowids) - 1, 0)
+    hit = (run_snaps[i] == c_snaps) & (run_lo[i] <= c_rowids) & (c_rowids < run_lo[i] + run_n[i])
     if not hit.any():
         return where, snaps, rowids, is_insert
-    runs_hit, met_snaps, met_rowids = i[hit], snaps[hit], rowids[hit]
+    runs_hit, met_snaps, met_rowids = i[hit], c_snaps[hit], c_rowids[hit]
     met, first = np.unique(run_base[runs_hit] + met_rowids - run_lo[runs_hit], return_index=True)
     return (
         np.concatenate([where, met]),
@@ -325,14 +331,16 @@ def execute_piece(
         )
     if rows is None or piece.out_rows == 0:
         return None
-    fates = np.full(piece.rows, _DELETE, dtype=np.int8)
-    fates[: piece.inserts] = _INSERT
-    fates[piece.at] = piece.codes
-    keep = fates != _DROP
-    if not keep.all():
-        rows, fates = rows.filter(pa.array(keep)), fates[keep]
     arrays = [rows.column(i) for i in range(rows.num_columns)]
-    arrays[rows.schema.get_field_index(CHANGE_TYPE)] = pa.chunked_array([_KINDS.take(pa.array(fates))])
+    if len(piece.at):  # else every row is what execute_change_task tagged it
+        fates = np.full(piece.rows, _DELETE, dtype=np.int8)
+        fates[: piece.inserts] = _INSERT
+        fates[piece.at] = piece.codes
+        keep = fates != _DROP
+        if not keep.all():
+            rows, fates = rows.filter(pa.array(keep)), fates[keep]
+            arrays = [rows.column(i) for i in range(rows.num_columns)]
+        arrays[rows.schema.get_field_index(CHANGE_TYPE)] = pa.chunked_array([_KINDS.take(pa.array(fates))])
     snaps = rows.column(CHANGE_SNAPSHOT).to_numpy()
     arrays.append(pa.chunked_array([_commit_times_of(snaps, plan.commit_times)]))
     target = feed_schema(plan.schema)
