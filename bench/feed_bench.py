@@ -713,7 +713,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--small-inserts", type=int, default=4, help="5-row inserts DuckDB inlines (default 4)")
     p.add_argument("--backends", default="sqlite", help="catalog backends, comma-separated: sqlite,postgres")
     p.add_argument("--engines", default=",".join(ENGINES), help=f"readers to time (default {','.join(ENGINES)})")
-    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--repeat", type=int, default=5, help="timed reads per reader (default 5; medians reported)")
     p.add_argument("--warmup", type=int, default=2, help="untimed reads per reader before the timed ones")
     p.add_argument("--latency-commits", type=int, default=100, help="timed commits of the latency test; 0 skips")
     p.add_argument("--latency-warmup", type=int, default=5)
