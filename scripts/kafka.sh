@@ -134,7 +134,8 @@ fetch_spark() {
     read -r pyspark_version pyspark_jars <<<"$(pyspark_info)"
     want="${SPARK_KAFKA_VERSION:-$pyspark_version}"
     dest="$JARS/spark-kafka-$want"
-    stamp=$(stamp_of "$want $pyspark_jars" "$POMS/spark-kafka-pom.xml")
+    # "tokens-tried": folders chosen before older token providers were tried may hold a connector Spark cannot load.
+    stamp=$(stamp_of "$want $pyspark_jars tokens-tried" "$POMS/spark-kafka-pom.xml")
     fetched "$dest" "$stamp" && return 0
     need_tools
     log "fetching Spark's Kafka source for pyspark $pyspark_version into $dest"
@@ -143,17 +144,21 @@ fetch_spark() {
     if copy_spark_kafka "$tmp/all" "$want" "$want"; then
         connector=$want token=$want
     else
-        # Not served (yet, or by this mirror): the newest release below it of the same major version, and the
-        # newest token provider up to that (its API has been stable across 4.x).
+        # Not served (yet, or by this mirror): the newest release below it of the same major version, with the
+        # newest token provider up to that which downloads (its API has been stable across 4.x). Maven Central lists
+        # some token providers whose jars it does not serve (4.1.1 and 4.2.0 on 2026-11-22): without trying older
+        # ones, the search fell through to connector 4.1.0, which Spark 4.3 cannot load (HDFSMetadataLog changed).
         listed=$(listed_spark_versions "${want%%.*}")
         for candidate in $(grep "^${SPARK_ARTIFACTS[0]} " <<<"$listed" | cut -d' ' -f2 | head -n 20); do
             [[ "$(newest_up_to "$want" <<<"$candidate")" == "$candidate" ]] || continue
-            token=$(grep "^${SPARK_ARTIFACTS[1]} " <<<"$listed" | cut -d' ' -f2 | newest_up_to "$candidate") || continue
-            rm -rf "$tmp"
-            if copy_spark_kafka "$tmp/all" "$candidate" "$token"; then
-                connector=$candidate
-                break
-            fi
+            for token in $(grep "^${SPARK_ARTIFACTS[1]} " <<<"$listed" | cut -d' ' -f2 | head -n 20); do
+                [[ "$(newest_up_to "$candidate" <<<"$token")" == "$token" ]] || continue
+                rm -rf "$tmp"
+                if copy_spark_kafka "$tmp/all" "$candidate" "$token"; then
+                    connector=$candidate
+                    break 2
+                fi
+            done
         done
         [[ -n "$connector" ]] || { rm -rf "$tmp"; die "Maven Central serves no spark-sql-kafka-0-10_2.13 up to $want"; }
         log "warning: Maven Central does not serve spark-sql-kafka-0-10_2.13 and spark-token-provider-kafka-0-10_2.13" \
