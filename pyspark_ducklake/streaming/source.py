@@ -37,7 +37,8 @@ from pyspark_ducklake.exceptions import (
 from pyspark_ducklake.lake import Lake, parse_identifier
 from pyspark_ducklake.options import LakeConfig, _get, option_as_bool, option_as_int
 from pyspark_ducklake.streaming.offsets import SnapshotOffset
-from pyspark_ducklake.table.change_split import ChangePart
+from pyspark_ducklake.table.change_split import ChangePart, execute_part, split_plan
+from pyspark_ducklake.table.changes import changed_snapshots, count_changes, plan_changes
 from pyspark_ducklake.table.conform import default_array
 
 log = logging.getLogger("pyspark_ducklake.source")
@@ -128,9 +129,6 @@ class ChangeFeedPartition(InputPartition):
 def change_partitions(lake: Lake, schema_name: str, table_name: str, first: int, last: int) -> list[InputPartition]:
     """The changes of snapshots ``first..last`` (in the table's columns at ``last``) as tasks of about
     :data:`PARTITION_ROWS` changes each, every data file read by one task only."""
-    from pyspark_ducklake.table.change_split import split_plan
-    from pyspark_ducklake.table.changes import plan_changes
-
     with lake.engine.connect() as conn:
         entry = R.table_by_name(conn, schema_name, table_name, last)
         plan = plan_changes(conn, entry, first, last, lake.data_path)
@@ -147,8 +145,6 @@ def read_partition(
 ) -> Iterator[pa.RecordBatch]:
     """A task's changes in the stream's columns (None: the range's end snapshot's), as Arrow batches of exactly
     Spark's types, file by file."""
-    from pyspark_ducklake.table.change_split import execute_part
-
     if not isinstance(partition, ChangeFeedPartition):
         return  # Spark's stand-in partition when there are none: an empty range
     target = arrow_schema_for_spark(spark)
@@ -232,16 +228,12 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
 
     def _changed(self, lake: Lake, begin: int, latest: int) -> list[int]:
         """Snapshots after ``begin`` that changed the table's rows (maintenance and other tables' commits left out)."""
-        from pyspark_ducklake.table.changes import changed_snapshots
-
         with lake.engine.connect() as conn:
             entry = R.table_by_name(conn, self.schema_name, self.table_name, latest)
         return changed_snapshots(lake.engine, entry, begin + 1, latest)
 
     def _limit_rows(self, lake: Lake, begin: int, latest: int, max_rows: int) -> int:
         """The last snapshot to read so that about ``max_rows`` rows come out (whole snapshots, at least one)."""
-        from pyspark_ducklake.table.changes import count_changes
-
         total = 0
         for snapshot in self._changed(lake, begin, latest):
             total += count_changes(

@@ -22,7 +22,7 @@ from pyspark_ducklake.catalog.inlined_codec import decode_values, inlined_select
 from pyspark_ducklake.catalog.stats_values import parse_stat
 from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_field
 from pyspark_ducklake.exceptions import InvalidOptionError
-from pyspark_ducklake.io.parquet import read_columns, read_table
+from pyspark_ducklake.io.parquet import field_id, read_columns, read_table
 from pyspark_ducklake.table.conform import conform_table, default_array
 from pyspark_ducklake.table.write import DELETE_POS_ID
 
@@ -177,7 +177,7 @@ def execute_file_task(
     f = task.file
     raw = read_table(f.path, storage_options=storage_options)
     n = raw.num_rows
-    ids = {_fid(raw.schema.field(i)): i for i in range(raw.num_columns)}
+    ids = {field_id(raw.schema.field(i)): i for i in range(raw.num_columns)}
     if ROW_ID_FIELD_ID in ids:
         row_ids = raw.column(ids[ROW_ID_FIELD_ID]).combine_chunks().cast(pa.int64())
     else:
@@ -206,19 +206,13 @@ def execute_file_task(
     return data
 
 
-def _fid(f: pa.Field) -> int | None:
-    if f.metadata and b"PARQUET:field_id" in f.metadata:
-        return int(f.metadata[b"PARQUET:field_id"])
-    return None
-
-
 def read_delete_file(path: str, storage_options: dict[str, Any] | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """``(positions, snapshots)`` of a delete file: ``snapshots`` per row where the file has
     ``_ducklake_internal_snapshot_id`` (flush and rewrite output, and DuckDB's cumulative files), else None. Only
     those columns are read (not the repeated ``file_path``)."""
 
     def pick(schema: pa.Schema) -> list[str]:
-        by_id = {_fid(f): f.name for f in schema}
+        by_id = {field_id(f): f.name for f in schema}
         pos = by_id.get(DELETE_POS_ID) or ("pos" if "pos" in schema.names else schema.names[1])
         snap = by_id.get(SNAPSHOT_ID_FIELD_ID) or (
             "_ducklake_internal_snapshot_id" if "_ducklake_internal_snapshot_id" in schema.names else None
