@@ -23,6 +23,7 @@ from pyspark_ducklake.catalog.partitioning import (
     partition_spec,
     set_partition_spec,
 )
+from pyspark_ducklake.catalog.paths import checked_table_dir
 from pyspark_ducklake.catalog.transaction import CommitContext, CommitResult, RetryConfig, SkipCommit, run_commit
 from pyspark_ducklake.catalog.types import Column, TableSchema, column_from_arrow_field, columns_from_arrow
 from pyspark_ducklake.exceptions import (
@@ -326,7 +327,12 @@ class Lake:
         return result.snapshot_id
 
     def _table_dir(self, table: LakeTable) -> str:
-        return reader.table_path(table.entry, self.data_path)
+        """The table's folder, for writing into it.
+
+        Raises:
+            DataFileError: the catalog places it outside the data path.
+        """
+        return checked_table_dir(reader.table_path(table.entry, self.data_path), self.data_path, table.name)
 
     def _write_files(self, table: LakeTable, arrow: pa.Table) -> list[PendingFile]:
         return write_data_files(
@@ -410,7 +416,7 @@ class Lake:
             inlined_ids = plan.inlined.data.filter(expr).column(ROWID).to_pylist()
         if not targets and not inlined_ids:
             return table.snapshot_id
-        table_dir = self._table_dir(table)
+        table_dir = self._table_dir(table) if targets else ""
 
         def apply(ctx: CommitContext) -> None:
             for data_file, fresh in targets:

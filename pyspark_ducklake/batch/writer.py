@@ -23,7 +23,7 @@ from pyspark_ducklake.catalog.partitioning import (
     partition_spec,
     set_partition_spec,
 )
-from pyspark_ducklake.catalog.paths import path_component
+from pyspark_ducklake.catalog.paths import checked_table_dir, path_component
 from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.catalog.types import TableSchema
 from pyspark_ducklake.exceptions import (
@@ -105,8 +105,12 @@ def plan_write(config: LakeConfig, identifier: str, options: dict[str, str], spa
         except NoSuchTableError:
             with lake.engine.connect() as conn:
                 schema = R.schema_by_name(conn, schema_name, snapshot)
-            table_dir = R.resolve(
-                R.resolve(lake.data_path, schema.path, schema.path_is_relative), path_component(table_name), True
+            table_dir = checked_table_dir(
+                R.resolve(
+                    R.resolve(lake.data_path, schema.path, schema.path_is_relative), path_component(table_name), True
+                ),
+                lake.data_path,
+                f"{schema_name}.{table_name}",
             )
             keys = tuple(parse_partition_keys(partition_option, new_schema)) if partition_option else ()
             return WritePlan(

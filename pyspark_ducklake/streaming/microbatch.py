@@ -29,7 +29,7 @@ from pyspark_ducklake.catalog.partitioning import (
     partition_spec,
     set_partition_spec,
 )
-from pyspark_ducklake.catalog.paths import path_component
+from pyspark_ducklake.catalog.paths import checked_table_dir, path_component
 from pyspark_ducklake.catalog.transaction import CommitContext, RetryConfig, SkipCommit
 from pyspark_ducklake.catalog.types import Column, TableSchema
 from pyspark_ducklake.exceptions import (
@@ -247,10 +247,14 @@ class MicroBatchCommitter:
                         f"table {self.qualified_name} does not exist and create_table=False; create it first"
                     ) from None
                 schema_entry = R.schema_by_name(conn, self.schema_name, snapshot)
-                table_dir = R.resolve(
-                    R.resolve(lake.data_path, schema_entry.path, schema_entry.path_is_relative),
-                    path_component(self.table_name),
-                    True,
+                table_dir = checked_table_dir(
+                    R.resolve(
+                        R.resolve(lake.data_path, schema_entry.path, schema_entry.path_is_relative),
+                        path_component(self.table_name),
+                        True,
+                    ),
+                    lake.data_path,
+                    self.qualified_name,
                 )
                 keys = (
                     parse_partition_keys(list(self.settings.partition_by), incoming)
@@ -273,7 +277,7 @@ class MicroBatchCommitter:
         # Type check against the table now, before any task writes a file.
         conform_to_table(incoming.arrow_schema().empty_table(), target, self.qualified_name)
         tplan = _TablePlan(snapshot, entry, target, added, spec, ())
-        table_dir = R.table_path(entry, lake.data_path)
+        table_dir = checked_table_dir(R.table_path(entry, lake.data_path), lake.data_path, self.qualified_name)
         bplan = self._batch_plan(table_dir, target, resolve_keys(spec, target))
         if key is not None:
             self._plan_memo = (key, bplan, tplan)

@@ -31,6 +31,7 @@ from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.catalog import writer as W
 from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
 from pyspark_ducklake.catalog.file_stats import stats_function
+from pyspark_ducklake.catalog.paths import is_inside
 from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.catalog.types import TableSchema
 from pyspark_ducklake.exceptions import CommitConflictError, InvalidOptionError
@@ -228,6 +229,11 @@ def plan_table(
     versions = _schema_version_ranges(conn, table.table_id)
     partitions = _partition_values(conn, table.table_id)
     base = reader.table_path(table, data_path)
+    if not is_inside(base, data_path):
+        log.warning(
+            "merge_adjacent_files: skipping %s, whose folder %s lies outside the data path", table.table_name, base
+        )
+        return []
     groups: dict[tuple[Any, ...], list[DataFileEntry]] = {}
     for f in files:
         if (f.file_size_bytes or 0) >= target or f.data_file_id in with_deletes or f.mapping_id is not None:
@@ -271,6 +277,8 @@ def _group(
     relative_folder = ""
     if first.path.startswith(base) and "/" in first.path[len(base) :]:
         relative_folder = first.path[len(base) :].rsplit("/", 1)[0] + "/"
+        if not is_inside(base + relative_folder + "x", base):
+            relative_folder = ""  # a catalog path with ../ segments: the merged file stays in the table folder
     return MergeGroup(
         table.table_id,
         f"{table.schema.schema_name}.{table.table_name}",

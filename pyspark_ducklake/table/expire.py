@@ -24,10 +24,11 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
 from pyspark_ducklake.catalog import expiry, reader
+from pyspark_ducklake.catalog.paths import is_inside, normalize
 from pyspark_ducklake.catalog.transaction import now_utc
 from pyspark_ducklake.exceptions import CommitFailedError, DataFileError, InvalidOptionError
 from pyspark_ducklake.io.fileio import delete_files, file_size
-from pyspark_ducklake.table.maintenance import MaintenanceReport
+from pyspark_ducklake.table.maintenance import MaintenanceReport, log
 
 DEFAULT_DELETE_OLDER_THAN = "2 days"  # the reference's default for ducklake_cleanup_old_files
 _INTERVAL_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]+)")
@@ -123,6 +124,7 @@ class CleanupReport(MaintenanceReport):
     missing: tuple[str, ...] = ()  # already gone from storage: only their rows were removed
     failed: tuple[str, ...] = ()  # could not be deleted: their rows stay for the next run
     still_referenced: tuple[str, ...] = ()  # a data or delete file row still points at them: kept
+    outside_data_path: tuple[str, ...] = ()  # the catalog points outside the data path: never deleted, rows kept
     cutoff: str | None = None
 
     def summary(self) -> str:
@@ -134,6 +136,7 @@ class CleanupReport(MaintenanceReport):
             ("already missing", self.missing),
             ("could not be deleted", self.failed),
             ("still referenced, kept", self.still_referenced),
+            ("outside the data path, never deleted", self.outside_data_path),
         ):
             if items:
                 text += f"; {len(items)} {label}"
@@ -230,7 +233,8 @@ def cleanup_old_files(
 
     Without either, the catalog's ``delete_older_than`` option applies (default two days). A scheduled file that a
     data or delete file row still references is kept. Files are deleted first, then their rows; a file that cannot
-    be deleted keeps its row for the next run.
+    be deleted keeps its row for the next run. A row pointing outside the data path (``..`` segments, an absolute
+    path elsewhere, a symbolic link out) is never acted on: it is reported in ``outside_data_path``, logged, and kept.
 
     Raises:
         InvalidOptionError: both ``older_than`` and ``cleanup_all``, or an unparseable value.
@@ -251,6 +255,12 @@ def cleanup_old_files(
         for r in rows
         if cutoff is None or (r.schedule_start is not None and r.schedule_start < cutoff)
     ]
+    # A catalog is not trusted input: only files inside the data path are ever deleted.
+    outside = tuple(p for _, p in due if not is_inside(p, data_path))
+    for path in outside:
+        log.warning("cleanup_old_files: %s is scheduled for deletion but lies outside the data path; kept", path)
+    due = [(r, normalize(p)) for r, p in due if is_inside(p, data_path)]
+    referenced = {normalize(p) for p in referenced}
     kept = tuple(p for _, p in due if p in referenced)
     due = [(r, p) for r, p in due if p not in referenced]
     sizes: dict[str, int] = {}
@@ -273,6 +283,7 @@ def cleanup_old_files(
         missing=tuple(p for _, p in due if p not in sizes),
         failed=tuple(sorted(failed)),
         still_referenced=kept,
+        outside_data_path=outside,
         cutoff=None if cutoff is None else cutoff.isoformat(),
     )
     report.log()

@@ -23,6 +23,7 @@ from pyspark_ducklake.catalog import writer as W
 from pyspark_ducklake.catalog.entries import TableEntry
 from pyspark_ducklake.catalog.file_stats import stats_function
 from pyspark_ducklake.catalog.inlined_codec import decode_values, inlined_select_expression
+from pyspark_ducklake.catalog.paths import checked_table_dir
 from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.catalog.types import TableSchema, arrow_field
 from pyspark_ducklake.io.parquet import write_table
@@ -72,7 +73,8 @@ def flush_inlined(ctx: CommitContext, table: TableEntry) -> FlushResult:
         ).all()
         is_latest = position == len(registered) - 1
         if rows:
-            _write_flush_files(ctx, table, schema, table_dir, rows)
+            name_ = f"{table.schema.schema_name}.{table.table_name}"
+            _write_flush_files(ctx, table, schema, checked_table_dir(table_dir, ctx.data_path, name_), rows)
             files += 1
             rows_flushed += len(rows)
             ctx.conn.execute(delete(t))

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from sqlalchemy import Engine
 
 from pyspark_ducklake.catalog import reader
+from pyspark_ducklake.catalog.paths import is_inside, normalize
 from pyspark_ducklake.exceptions import DataFileError
 from pyspark_ducklake.io.fileio import abort_upload, delete_files, file_size, incomplete_uploads, list_files
 from pyspark_ducklake.io.storage import describe_error
@@ -94,13 +95,17 @@ def find_orphans(
     Younger files are left alone: a writer may be about to commit them.
     """
     with engine.connect() as conn:
-        referenced = reader.all_referenced_paths(conn, data_path)
+        # Catalog paths may be spelled with ./.. or doubled slashes: compare normalised spellings.
+        referenced = {normalize(p) for p in reader.all_referenced_paths(conn, data_path)}
     now = dt.datetime.now(dt.timezone.utc)
     orphans: list[str] = []
     recent = 0
     for full, modified in list_files(data_path, storage_options):
-        if full in referenced or not full.endswith(".parquet"):
+        if normalize(full) in referenced or not full.endswith(".parquet"):
             continue  # like the reference, only Parquet files: the data path may hold other things
+        if not is_inside(full, data_path):
+            log.warning("delete_orphan_files: %s leads outside the data path (a symbolic link); kept", full)
+            continue
         if modified is not None and now - modified < older_than:
             recent += 1
             continue
@@ -108,7 +113,7 @@ def find_orphans(
     stale = [
         (url, upload_id)
         for url, upload_id, started in incomplete_uploads(data_path, storage_options)
-        if started is None or now - started >= older_than
+        if (started is None or now - started >= older_than) and is_inside(url, data_path)
     ]
     return OrphanReport(
         dry_run=True,

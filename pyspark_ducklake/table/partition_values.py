@@ -78,7 +78,12 @@ def split_by_partition(data: pa.Table, keys: tuple[PartitionKey, ...]) -> list[t
 
 
 def partition_dir(keys: tuple[PartitionKey, ...], values: tuple[str | None, ...]) -> str:
-    """``k=a%2Fb/year=2024/`` (Hive style; NULL is ``__HIVE_DEFAULT_PARTITION__``)."""
+    """``k=a%2Fb/year=2024/`` (Hive style; NULL is ``__HIVE_DEFAULT_PARTITION__``).
+
+    Key names and values are URL-encoded as DuckDB encodes them, so no segment is a separator, ``.`` or ``..``:
+    a column named ``../../x`` gives the folder ``..%2F..%2Fx=…``, inside the table's folder.
+    """
     return "".join(
-        f"{k.key_name}={HIVE_NULL if v is None else quote(v, safe='')}/" for k, v in zip(keys, values, strict=False)
+        f"{quote(k.key_name, safe='')}={HIVE_NULL if v is None else quote(v, safe='')}/"
+        for k, v in zip(keys, values, strict=False)
     )

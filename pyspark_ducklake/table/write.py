@@ -10,6 +10,7 @@ import pyarrow as pa
 
 from pyspark_ducklake.catalog.catalog import uuid7
 from pyspark_ducklake.catalog.file_stats import stats_function
+from pyspark_ducklake.catalog.paths import check_folder_names
 from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_field, arrow_type, can_promote, ducklake_type
 from pyspark_ducklake.exceptions import SchemaMismatchError, UnsupportedTypeError
 from pyspark_ducklake.io.fileio import delete_files
@@ -131,11 +132,17 @@ def write_data_files(
     *,
     storage_options: dict[str, Any] | None = None,
 ) -> list[PendingFile]:
-    """Write ``data`` as one file per partition (one file when unpartitioned)."""
+    """Write ``data`` as one file per partition (one file when unpartitioned).
+
+    Raises:
+        DataFileError: a partition folder name would be too long (checked before any file is written).
+    """
     out: list[PendingFile] = []
+    groups = [(values, part, partition_dir(keys, values)) for values, part in split_by_partition(data, keys)]
+    for _, _, folder in groups:
+        check_folder_names(folder, f"partition folder of {table_dir}")
     try:
-        for values, part in split_by_partition(data, keys):
-            folder = partition_dir(keys, values)
+        for values, part, folder in groups:
             name, written = write_data_file(part, table_dir + folder, schema, storage_options=storage_options)
             out.append(PendingFile(folder + name, written, values))
     except BaseException:

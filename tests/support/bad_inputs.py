@@ -252,6 +252,19 @@ CASES: tuple[BadInput, ...] = (
         "use a new checkpoint location",
         match="the checkpoint belongs to another lake or table; use a new checkpoint location",
     ),
+    # --- what a write accepts (names, nested fields, dates, paths, encrypted lakes)
+    BadInput(
+        "partition-value-too-long",
+        "a partition value or key whose folder name would exceed 255 bytes (URL-encoded)",
+        E.DataFileError,
+        "partition by a shorter value or a transform",
+    ),
+    BadInput(
+        "table-path-outside",
+        "a catalog whose schema or table folder lies outside the data path (writes; reads still work)",
+        E.DataFileError,
+        "correct its path in the catalog",
+    ),
     # --- accepted
     BadInput(
         "hostile-identifiers",
