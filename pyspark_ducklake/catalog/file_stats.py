@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pyspark_ducklake.catalog.stats_values import array_min_max, render_stat
+from pyspark_ducklake.catalog.stats_values import array_min_max, check_temporal_range, render_stat
 from pyspark_ducklake.catalog.types import Column, TableSchema
 
 MAX_STRING_STATS = 256
@@ -43,6 +43,16 @@ _FAST_TYPES = frozenset(
     }
 )
 
+_INTEGER_STORAGE = {
+    "date": pa.int32(),
+    "time": pa.int64(),
+    "timestamp": pa.int64(),
+    "timestamp_s": pa.int64(),
+    "timestamp_ms": pa.int64(),
+    "timestamp_ns": pa.int64(),
+    "timestamptz": pa.int64(),
+}
+
 LeafStatsFn = Callable[[int, pa.Array], tuple[str | None, str | None, bool | None]]
 
 
@@ -70,6 +80,11 @@ def leaf_min_max(column: Column, array: pa.Array) -> tuple[str | None, str | Non
         if len(blo) > MAX_STRING_STATS or len(bhi) > MAX_STRING_STATS:
             return array_min_max(column, array)
         return blo.decode(), bhi.decode(), contains_nan
+    elif t in _INTEGER_STORAGE:
+        # Dates and timestamps by their integers: Python's datetime cannot hold years beyond 1..9999, DuckDB can.
+        mm = pc.min_max(storage.cast(_INTEGER_STORAGE[t]))
+        lo, hi = mm["min"].as_py(), mm["max"].as_py()
+        check_temporal_range(column, lo, hi)
     else:
         mm = pc.min_max(storage)
         lo, hi = mm["min"].as_py(), mm["max"].as_py()

@@ -44,6 +44,46 @@ DATE_INFINITY = 2**31 - 1
 TIMESTAMP_INFINITY = 2**63 - 1
 """DuckDB's timestamp ``'infinity'`` in any unit (``-TIMESTAMP_INFINITY`` is ``-infinity``)."""
 
+TIMESTAMP_MIN_MICROS = -9_223_372_022_400_000_000
+"""DuckDB's smallest timestamp, ``290309-12-22 (BC) 00:00:00``, in microseconds."""
+
+
+def check_temporal_range(column: Column, lo: int | None, hi: int | None) -> None:
+    """Refuse date/timestamp storage values (the smallest and largest of a batch) that DuckDB cannot hold.
+
+    DuckDB's dates run from 5877642-06-25 (BC) to 5881580-07-10 plus ``±infinity`` (every int32 but its minimum);
+    its timestamps from 290309-12-22 (BC) to 294247-01-10 plus ``±infinity``. Arrow holds more.
+
+    Raises:
+        SchemaMismatchError: a value outside that range; nothing has been written.
+    """
+    from pyspark_ducklake.exceptions import SchemaMismatchError
+
+    t = column.type
+    bad: int | None = None
+    for value in (lo, hi):
+        if value is None:
+            continue
+        if t == "date":
+            ok = abs(value) <= DATE_INFINITY
+        elif t == "timestamp_ns":
+            ok = abs(value) <= TIMESTAMP_INFINITY
+        elif t in _TIMESTAMP_UNITS:
+            micros = value * (10**6 // _TIMESTAMP_UNITS[t])
+            ok = abs(value) == TIMESTAMP_INFINITY or TIMESTAMP_MIN_MICROS <= micros < TIMESTAMP_INFINITY
+        else:
+            ok = True
+        if not ok:
+            bad = value
+    if bad is not None:
+        unit = "days" if t == "date" else f"{t} units"
+        raise SchemaMismatchError(
+            f"column {column.name!r} ({t}) holds {bad} {unit} since 1970-01-01, beyond the range DuckDB can hold "
+            "(dates from 5877642-06-25 (BC) to 5881580-07-10, timestamps from 290309-12-22 (BC) to 294247-01-10): "
+            "DuckDB cannot hold it; correct or drop those rows (nothing was written)"
+        )
+
+
 _INT_TYPES = frozenset({"int8", "int16", "int32", "int64", "int128", "uint8", "uint16", "uint32", "uint64", "uint128"})
 _TIMESTAMP_UNITS: dict[str, int] = {
     "timestamp_s": 1,

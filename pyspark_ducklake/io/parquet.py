@@ -159,6 +159,22 @@ def write_table(
             f"could not write data file {path}: {describe_error(e, storage_options)}; check that the data path is "
             "reachable and writable (endpoint, credentials, permissions) and retry: nothing was committed"
         ) from e
+    try:
+        described = _describe(leaves, arrays, metadata, nan_leaves, stats)
+    except BaseException:
+        _remove_partial(path, storage_options)  # e.g. a value the statistics refuse: no orphan file stays
+        raise
+    return WrittenFile(path, table.num_rows, size, footer_size, tuple(described))
+
+
+def _describe(
+    leaves: list[pa.Field],
+    arrays: list[pa.Array],
+    metadata: Any,
+    nan_leaves: set[int],
+    stats: StatsFn | None,
+) -> list[LeafStats]:
+    """Per-leaf sizes, counts and (through ``stats``) min/max of a written file."""
     described = []
     for i, (lf, arr) in enumerate(zip(leaves, arrays, strict=False)):
         size_bytes = 0
@@ -184,7 +200,7 @@ def write_table(
         # DuckDB's value_count counts non-NULL values only (Parquet's num_values counts NULL slots too)
         value_count = max(value_count - null_count, 0)
         described.append(LeafStats(fid if fid is not None else -1, size_bytes, value_count, null_count, lo, hi, nan))
-    return WrittenFile(path, table.num_rows, size, footer_size, tuple(described))
+    return described
 
 
 def _nan_leaves(leaves: list[pa.Field], arrays: list[pa.Array]) -> set[int]:
