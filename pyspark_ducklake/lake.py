@@ -25,7 +25,13 @@ from pyspark_ducklake.catalog.partitioning import (
 )
 from pyspark_ducklake.catalog.paths import checked_table_dir
 from pyspark_ducklake.catalog.transaction import CommitContext, CommitResult, RetryConfig, SkipCommit, run_commit
-from pyspark_ducklake.catalog.types import Column, TableSchema, column_from_arrow_field, columns_from_arrow
+from pyspark_ducklake.catalog.types import (
+    Column,
+    TableSchema,
+    column_from_arrow_field,
+    columns_from_arrow,
+    validate_columns,
+)
 from pyspark_ducklake.exceptions import (
     CommitConflictError,
     CommitStateUnknownError,
@@ -227,7 +233,7 @@ class Lake:
         """Create a schema.
 
         Raises:
-            SchemaAlreadyExistsError: it exists (unless ``exist_ok``).
+            SchemaAlreadyExistsError: it exists (unless ``exist_ok``), or one whose name differs only in case.
         """
         if not name:
             raise InvalidIdentifierError("schema name is empty")
@@ -247,16 +253,16 @@ class Lake:
 
         Raises:
             NoSuchSchemaError: the schema does not exist.
-            TableAlreadyExistsError: the table exists (unless ``exist_ok``).
-            UnsupportedTypeError: a column type DuckLake cannot hold (the message names the column).
+            TableAlreadyExistsError: the table exists (unless ``exist_ok``), or a table or view whose name differs
+                only in case (DuckDB's names are case-insensitive; ``exist_ok`` does not apply).
+            InvalidIdentifierError: an empty name, or two columns (or fields of a struct) differing only in case.
+            UnsupportedTypeError: a column type DuckLake cannot hold (the message names the column), no columns,
+                or a struct without fields.
         """
         schema_name, table_name = parse_identifier(identifier)
-        for f in schema:
-            if not f.name:
-                raise InvalidIdentifierError("column names must not be empty")
-        if len(set(schema.names)) != len(schema.names):
-            raise InvalidIdentifierError(f"duplicate column names in {schema.names}; give every column its own name")
         columns = columns_from_arrow(schema)
+        # What DuckDB refuses (no columns, names equal but for case, empty structs), before anything is committed.
+        validate_columns(columns, f"table {schema_name}.{table_name}")
         keys = parse_partition_keys(partition_by, TableSchema(columns)) if partition_by else []
         if exist_ok and f"{schema_name}.{table_name}" in self.tables():
             return self.table(identifier)
@@ -619,12 +625,32 @@ class Lake:
 
     # --- schema evolution ------------------------------------------------------------------------------------
     def add_column(
-        self, identifier: str | Sequence[str], name: str, dtype: pa.DataType, *, default: Any = None
+        self, identifier: str | Sequence[str], name: str | Sequence[str], dtype: pa.DataType, *, default: Any = None
     ) -> None:
-        """Add a nullable column; old rows read ``default`` (or NULL)."""
+        """Add a nullable column, or a field of a struct column; old rows read ``default`` (or NULL).
+
+        Args:
+            identifier: the table.
+            name: the column's name, or a path to a new struct field as DuckDB's ``ADD COLUMN s.c`` spells it:
+                ``("s", "c")``, ``("l", "element", "c")`` for a struct in a list, ``("m", "value", "c")`` in a map.
+            dtype: its Arrow type.
+            default: the value rows written before it read.
+
+        Raises:
+            SchemaMismatchError: the name exists already (names are case-insensitive, as in DuckDB), or the path
+                leads to something that is not a struct.
+            NoSuchColumnError: the path names a column or field that does not exist.
+        """
         table = self.table(identifier)
-        column = column_from_arrow_field(pa.field(name, dtype), [1])
-        self._commit(lambda ctx: evolution.add_column(ctx, table.entry, column, default), base=table.snapshot_id)
+        path = (name,) if isinstance(name, str) else tuple(name)
+        if not path or not all(isinstance(p, str) for p in path):
+            raise InvalidIdentifierError(f"column name {name!r} must be a name or a tuple of names")
+        column = column_from_arrow_field(pa.field(path[-1], dtype), [1])
+        validate_columns((column,), f"{table.name}.{'.'.join(path)}")
+        self._commit(
+            lambda ctx: evolution.add_column(ctx, table.entry, column, default, parent_path=path[:-1]),
+            base=table.snapshot_id,
+        )
 
     def rename_column(self, identifier: str | Sequence[str], old: str, new: str) -> None:
         table = self.table(identifier)

@@ -25,7 +25,7 @@ from pyspark_ducklake.catalog.partitioning import (
 )
 from pyspark_ducklake.catalog.paths import checked_table_dir, path_component
 from pyspark_ducklake.catalog.transaction import CommitContext
-from pyspark_ducklake.catalog.types import TableSchema
+from pyspark_ducklake.catalog.types import TableSchema, validate_columns
 from pyspark_ducklake.exceptions import (
     CommitConflictError,
     CommitStateUnknownError,
@@ -105,6 +105,9 @@ def plan_write(config: LakeConfig, identifier: str, options: dict[str, str], spa
         except NoSuchTableError:
             with lake.engine.connect() as conn:
                 schema = R.schema_by_name(conn, schema_name, snapshot)
+                # What DuckDB refuses, before any task writes a file: see W.create_table.
+                validate_columns(new_schema.columns, f"table {schema_name}.{table_name}")
+                W.check_table_name_free(conn, schema, table_name, snapshot)
             table_dir = checked_table_dir(
                 R.resolve(
                     R.resolve(lake.data_path, schema.path, schema.path_is_relative), path_component(table_name), True

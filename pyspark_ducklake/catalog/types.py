@@ -121,6 +121,60 @@ class TableSchema:
         return pa.schema([arrow_field(c) for c in self.columns])
 
 
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def fold_name(name: str) -> str:
+    """A name as DuckDB compares identifiers: ASCII letters case-insensitively, everything else exactly
+    (``T`` and ``t`` are one table, ``Ü`` and ``ü`` two)."""
+    return name.translate(_ASCII_LOWER)
+
+
+def find_folded(names: Any, name: str) -> str | None:
+    """The name among ``names`` equal to ``name`` under :func:`fold_name`, or None."""
+    folded = fold_name(name)
+    for n in names:
+        if fold_name(n) == folded:
+            return str(n)
+    return None
+
+
+def validate_columns(columns: tuple[Column, ...], where: str) -> None:
+    """Refuse what DuckDB refuses in a table definition: no columns, an empty name, two columns (or fields of one
+    struct) whose names differ only in case, a struct without fields.
+
+    Raises:
+        InvalidIdentifierError: an empty name or a duplicate (case-insensitive) name.
+        UnsupportedTypeError: no columns, or a struct without fields.
+    """
+    from pyspark_ducklake.exceptions import InvalidIdentifierError
+
+    if not columns:
+        raise UnsupportedTypeError(f"{where} has no columns; DuckDB needs at least one: give it a column")
+
+    def check(level: tuple[Column, ...], owner: str) -> None:
+        seen: dict[str, str] = {}
+        for c in level:
+            if not c.name:
+                raise InvalidIdentifierError(f"{owner} has a column or field with an empty name; give it a name")
+            other = seen.get(fold_name(c.name))
+            if other is not None:
+                raise InvalidIdentifierError(
+                    f"duplicate column names in {owner}: {other!r} and {c.name!r} (DuckDB's names are "
+                    "case-insensitive); give every column its own name"
+                )
+            seen[fold_name(c.name)] = c.name
+            if c.type == "struct" and not c.children:
+                raise UnsupportedTypeError(
+                    f"column {c.name!r} of {owner} is a struct without fields, which DuckDB cannot hold; "
+                    "give it a field or drop it"
+                )
+            if c.children:
+                check(c.children, f"{owner}.{c.name}")
+
+    check(columns, where)
+
+
 def decimal_params(type_str: str) -> tuple[int, int] | None:
     m = _DECIMAL_RE.match(type_str)
     return (int(m.group(1)), int(m.group(2))) if m else None

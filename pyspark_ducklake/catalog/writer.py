@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute
-from sqlalchemy import BigInteger, MetaData, Table, and_, bindparam, delete, insert, select, update
+from sqlalchemy import BigInteger, Connection, MetaData, Table, and_, bindparam, delete, insert, select, update
 from sqlalchemy import Column as SAColumn
 from sqlalchemy.schema import CreateTable
 
@@ -24,19 +24,24 @@ from pyspark_ducklake.catalog.partitioning import record_partition_values
 from pyspark_ducklake.catalog.paths import path_component
 from pyspark_ducklake.catalog.stats_values import array_min_max, widen
 from pyspark_ducklake.catalog.transaction import CommitContext, now_utc
-from pyspark_ducklake.catalog.types import Column, TableSchema
-from pyspark_ducklake.exceptions import SchemaAlreadyExistsError, TableAlreadyExistsError
+from pyspark_ducklake.catalog.types import Column, TableSchema, find_folded, validate_columns
+from pyspark_ducklake.exceptions import InvalidIdentifierError, SchemaAlreadyExistsError, TableAlreadyExistsError
 from pyspark_ducklake.io.parquet import WrittenFile, leaf_arrays
 
 
 def create_schema(ctx: CommitContext, name: str) -> int:
-    """Raises: SchemaAlreadyExistsError."""
-    try:
-        reader.schema_by_name(ctx.conn, name, ctx.base.snapshot_id)
-    except Exception:
-        pass
-    else:
+    """Raises: SchemaAlreadyExistsError (also for a name differing only in case: DuckDB's names are
+    case-insensitive, and it cannot attach a lake holding both), InvalidIdentifierError (an empty name)."""
+    if not name:
+        raise InvalidIdentifierError("schema name is empty")
+    existing = find_folded([s.schema_name for s in reader.schemas(ctx.conn, ctx.base.snapshot_id)], name)
+    if existing == name:
         raise SchemaAlreadyExistsError(f"schema {name!r} already exists; pass exist_ok=True to use it")
+    if existing is not None:
+        raise SchemaAlreadyExistsError(
+            f"schema {existing!r} already exists and DuckDB's names are case-insensitive: use {existing!r}, or "
+            f"choose another name than {name!r}"
+        )
     schema_id = ctx.allocate_catalog_id()
     ctx.bump_schema_version()
     ctx.conn.execute(
@@ -83,17 +88,13 @@ def column_rows(
 
 
 def create_table(ctx: CommitContext, schema: SchemaEntry, name: str, columns: tuple[Column, ...]) -> TableEntry:
-    """Raises: TableAlreadyExistsError."""
+    """Raises: TableAlreadyExistsError (also for a table or view whose name differs only in case),
+    InvalidIdentifierError, UnsupportedTypeError (what DuckDB refuses: see ``types.validate_columns``)."""
+    if not name:
+        raise InvalidIdentifierError("table name is empty")
+    validate_columns(columns, f"table {schema.schema_name}.{name}")
+    check_table_name_free(ctx.conn, schema, name, ctx.base.snapshot_id)
     t = T.ducklake_table
-    exists = ctx.conn.execute(
-        select(t.c.table_id).where(
-            t.c.schema_id == schema.schema_id, t.c.table_name == name, reader.visible(t, ctx.base.snapshot_id)
-        )
-    ).first()
-    if exists is not None:
-        raise TableAlreadyExistsError(
-            f"table {schema.schema_name}.{name} already exists; pass exist_ok=True to use it, or choose another name"
-        )
     table_id = ctx.allocate_catalog_id()
     sv = ctx.bump_schema_version()
     entry = TableEntry(table_id, uuid7(), schema, name, path_component(name), True, ctx.snapshot_id)
@@ -116,6 +117,34 @@ def create_table(ctx: CommitContext, schema: SchemaEntry, name: str, columns: tu
     create_inlined_table(ctx, table_id, sv, TableSchema(columns))
     ctx.changes.created_tables.append((schema.schema_name, name))
     return entry
+
+
+def check_table_name_free(conn: Connection, schema: SchemaEntry, name: str, snapshot_id: int) -> None:
+    """Raises: TableAlreadyExistsError when a table or view of the schema has this name, case-insensitively (DuckDB
+    resolves names case-insensitively and cannot attach a lake holding ``T`` and ``t``)."""
+    t, v = T.ducklake_table, T.ducklake_view
+    names = [
+        r[0]
+        for r in conn.execute(
+            select(t.c.table_name).where(t.c.schema_id == schema.schema_id, reader.visible(t, snapshot_id))
+        )
+    ]
+    names += [
+        r[0]
+        for r in conn.execute(
+            select(v.c.view_name).where(v.c.schema_id == schema.schema_id, reader.visible(v, snapshot_id))
+        )
+    ]
+    existing = find_folded(names, name)
+    if existing == name:
+        raise TableAlreadyExistsError(
+            f"table {schema.schema_name}.{name} already exists; pass exist_ok=True to use it, or choose another name"
+        )
+    if existing is not None:
+        raise TableAlreadyExistsError(
+            f"table (or view) {schema.schema_name}.{existing} already exists and DuckDB's names are case-insensitive: "
+            f"use {existing!r}, or choose another name than {name!r}"
+        )
 
 
 def inlined_table(name: str, schema: TableSchema, backend: str) -> Table:

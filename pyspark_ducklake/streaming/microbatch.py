@@ -31,7 +31,7 @@ from pyspark_ducklake.catalog.partitioning import (
 )
 from pyspark_ducklake.catalog.paths import checked_table_dir, path_component
 from pyspark_ducklake.catalog.transaction import CommitContext, RetryConfig, SkipCommit
-from pyspark_ducklake.catalog.types import Column, TableSchema
+from pyspark_ducklake.catalog.types import Column, TableSchema, find_folded, validate_columns
 from pyspark_ducklake.exceptions import (
     CommitConflictError,
     NoSuchTableError,
@@ -231,7 +231,11 @@ class MicroBatchCommitter:
     def _plan(self, conn: Connection, snapshot: int, incoming: TableSchema) -> tuple[BatchPlan, _TablePlan]:
         lake = self.lake
         known = self._known_at(snapshot)
-        if known is not None and all(known.schema.by_name(c.name) is not None for c in incoming.columns):
+        if (
+            known is not None
+            and all(known.schema.by_name(c.name) is not None for c in incoming.columns)
+            and not (self.settings.merge_schema and self._new_fields(known.schema, incoming))
+        ):
             key = (known.entry, known.schema, known.spec, incoming)
             memo = self._plan_memo
             if memo is not None and memo[0] == key:
@@ -247,6 +251,9 @@ class MicroBatchCommitter:
                         f"table {self.qualified_name} does not exist and create_table=False; create it first"
                     ) from None
                 schema_entry = R.schema_by_name(conn, self.schema_name, snapshot)
+                # What DuckDB refuses, before any task writes a file: see W.create_table.
+                validate_columns(incoming.columns, f"table {self.qualified_name}")
+                W.check_table_name_free(conn, schema_entry, self.table_name, snapshot)
                 table_dir = checked_table_dir(
                     R.resolve(
                         R.resolve(lake.data_path, schema_entry.path, schema_entry.path_is_relative),
@@ -268,12 +275,18 @@ class MicroBatchCommitter:
             max_id = evolution.max_column_id_conn(conn, entry.table_id)
         new_columns = [c for c in incoming.columns if current.by_name(c.name) is None]
         if new_columns and not self.settings.merge_schema:
-            raise SchemaMismatchError(
-                f"column {new_columns[0].name!r} is not in table {self.qualified_name} (columns: {current.names()}); "
-                "pass merge_schema=True to add new columns, or select only the table's columns"
-            )
-        added = tuple(_renumber(c, [max_id + 1 + _width(new_columns[:i])]) for i, c in enumerate(new_columns))
-        target = TableSchema(current.columns + added)
+            clash = find_folded(current.names(), new_columns[0].name)
+            if clash is None:
+                raise SchemaMismatchError(
+                    f"column {new_columns[0].name!r} is not in table {self.qualified_name} (columns: "
+                    f"{current.names()}); pass merge_schema=True to add new columns, or select only the table's columns"
+                )
+        added: tuple[tuple[int | None, Column], ...] = ()
+        target = current
+        if self.settings.merge_schema:
+            # New columns and new struct fields (inside lists and maps too), as DuckDB's ADD COLUMN s.c records them.
+            target, added = evolution.merge_new_fields(current, incoming, max_id + 1, self.qualified_name)
+            validate_columns(target.columns, f"table {self.qualified_name}")
         # Type check against the table now, before any task writes a file.
         conform_to_table(incoming.arrow_schema().empty_table(), target, self.qualified_name)
         tplan = _TablePlan(snapshot, entry, target, added, spec, ())
@@ -282,6 +295,10 @@ class MicroBatchCommitter:
         if key is not None:
             self._plan_memo = (key, bplan, tplan)
         return bplan, tplan
+
+    def _new_fields(self, current: TableSchema, incoming: TableSchema) -> bool:
+        """Whether ``incoming`` has struct fields ``current`` lacks (those need the table's largest column id)."""
+        return bool(evolution.merge_new_fields(current, incoming, 1, self.qualified_name)[1])
 
     def _batch_plan(self, table_dir: str, schema: TableSchema, keys: tuple[PartitionKey, ...]) -> BatchPlan:
         return BatchPlan(
@@ -423,8 +440,8 @@ class MicroBatchCommitter:
             return entry, spec
         if tplan.entry is None or entry.table_id != tplan.entry.table_id:
             raise CommitConflictError(f"table {self.qualified_name} was created by another writer meanwhile; retry")
-        for column in tplan.added:
-            evolution.add_column_with_ids(ctx, entry, column)
+        for parent, column in tplan.added:
+            evolution.add_column_with_ids(ctx, entry, column, parent)
         return entry, partition_spec(ctx.conn, entry.table_id, ctx.snapshot_id, tplan.schema)
 
     def _should_flush(self, count: int, oldest: dt.datetime | None, inline_rows: pa.Table | None) -> bool:
@@ -463,7 +480,7 @@ class _TablePlan:
     snapshot_id: int
     entry: TableEntry | None
     schema: TableSchema
-    added: tuple[Column, ...]
+    added: tuple[tuple[int | None, Column], ...]  # (parent struct id or None, new column), in id order
     spec: PartitionSpec | None
     new_partition_keys: tuple[tuple[int, str], ...]
 
@@ -481,13 +498,3 @@ class _TablePlan:
             ),
         )
         return resolve_keys(spec, schema)
-
-
-def _width(columns: Sequence[Column]) -> int:
-    return sum(len(c.walk()) for c in columns)
-
-
-def _renumber(column: Column, next_id: list[int]) -> Column:
-    cid = next_id[0]
-    next_id[0] += 1
-    return replace(column, column_id=cid, children=tuple(_renumber(c, next_id) for c in column.children))

@@ -7,11 +7,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pyspark_ducklake.catalog.catalog import uuid7
 from pyspark_ducklake.catalog.file_stats import stats_function
 from pyspark_ducklake.catalog.paths import check_folder_names
-from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_field, arrow_type, can_promote, ducklake_type
+from pyspark_ducklake.catalog.stats_values import check_temporal_range
+from pyspark_ducklake.catalog.types import (
+    Column,
+    TableSchema,
+    arrow_field,
+    arrow_type,
+    can_promote,
+    ducklake_type,
+    find_folded,
+)
 from pyspark_ducklake.exceptions import SchemaMismatchError, UnsupportedTypeError
 from pyspark_ducklake.io.fileio import delete_files
 from pyspark_ducklake.io.parquet import WrittenFile, write_table
@@ -47,17 +57,32 @@ def to_arrow_table(data: Any) -> pa.Table:
 def conform_to_table(data: pa.Table, schema: TableSchema, table_name: str) -> pa.Table:
     """Check ``data`` against the table's columns and cast it to their exact Arrow types.
 
+    The one check every write path shares (Python ``append``/``overwrite``, the Spark data source and fast path,
+    the streaming sink): no value is ever dropped. A column or struct field the table lacks, or one whose name
+    differs only in case (DuckDB's names are case-insensitive), is an error naming it, at any nesting depth (struct
+    fields inside lists and maps too). Fields the data lacks read NULL, as in DuckDB's ``INSERT``.
+
     Raises:
-        SchemaMismatchError: an unknown column, a missing NOT NULL column, or a type that does not convert
-            losslessly; the message names the column and both types. Nothing has been written.
+        SchemaMismatchError: an unknown column or field, a missing NOT NULL column, a type that does not convert
+            losslessly, or a date/timestamp DuckDB cannot hold; the message names the column and says what to do.
+            Nothing has been written.
     """
     known = set(schema.names())
-    extra = [n for n in data.column_names if n not in known]
-    if extra:
+    for n in data.column_names:
+        if n in known:
+            continue
+        near = find_folded(known, n)
+        if near is not None:
+            raise SchemaMismatchError(
+                f"column {n!r} differs only in case from column {near!r} of table {table_name} "
+                f"(DuckDB's names are case-insensitive); rename it to {near!r} in the data"
+            )
         raise SchemaMismatchError(
-            f"column {extra[0]!r} is not in table {table_name} (columns: {schema.names()}); "
+            f"column {n!r} is not in table {table_name} (columns: {schema.names()}); "
             "add it first with lake.add_column()"
         )
+    if len(set(data.column_names)) != len(data.column_names):
+        raise SchemaMismatchError(f"the data for {table_name} names a column twice: {data.column_names}")
     arrays = []
     for column in schema.columns:
         target = arrow_type(column)
@@ -69,30 +94,110 @@ def conform_to_table(data: pa.Table, schema: TableSchema, table_name: str) -> pa
             arrays.append(filled)
             continue
         col = data.column(column.name)
+        if column.is_nested:
+            check_fields(col.type, column, (column.name,), table_name)
         # Matching columns stay chunked (no copy: Spark hands over many small batches); casts need one array.
         arr = col if col.type == target else col.combine_chunks()
-        arrays.append(_cast(arr, column, target, table_name))
+        result = _cast(arr, column, target, table_name)
+        check_value_ranges(result, column)
+        arrays.append(result)
     return pa.Table.from_arrays(arrays, schema=schema.arrow_schema())
+
+
+def _path_text(path: tuple[str, ...]) -> str:
+    return ".".join(path)
+
+
+def check_fields(t: pa.DataType, column: Column, path: tuple[str, ...], table_name: str) -> None:
+    """Every field of the incoming nested type ``t`` has a place in ``column`` (recursively), so the cast to the
+    column's type drops nothing.
+
+    Raises:
+        SchemaMismatchError: a field the column lacks (or differing only in case), a duplicate field, another
+            kind of type (a list where a struct is), or a leaf type that does not convert losslessly.
+    """
+    if isinstance(t, pa.BaseExtensionType) and column.is_nested:
+        t = t.storage_type
+    if pa.types.is_null(t):
+        return
+    if column.type == "struct":
+        if not pa.types.is_struct(t):
+            raise _kind_mismatch(t, column, path, table_name)
+        children = {c.name: c for c in column.children}
+        seen: set[str] = set()
+        for i in range(t.num_fields):
+            f = t.field(i)
+            if f.name in seen:
+                raise SchemaMismatchError(
+                    f"field {_path_text((*path, f.name))!r} appears twice in the data for {table_name}; "
+                    "give every struct field its own name"
+                )
+            seen.add(f.name)
+            child = children.get(f.name)
+            if child is None:
+                where = _path_text((*path, f.name))
+                near = find_folded(children, f.name)
+                if near is not None:
+                    raise SchemaMismatchError(
+                        f"field {where!r} differs only in case from field {_path_text((*path, near))!r} of table "
+                        f"{table_name} (DuckDB's names are case-insensitive); rename it to {near!r} in the data"
+                    )
+                raise SchemaMismatchError(
+                    f"field {where!r} is not in table {table_name} (fields of {_path_text(path)!r}: "
+                    f"{[c.name for c in column.children]}); its values would be lost: add it first with "
+                    f"lake.add_column({table_name!r}, {(*path, f.name)!r}, <type>) (a stream: merge_schema=True)"
+                )
+            check_fields(f.type, child, (*path, f.name), table_name)
+        return
+    if column.type == "list":
+        if not (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)):
+            raise _kind_mismatch(t, column, path, table_name)
+        check_fields(t.value_type, column.children[0], (*path, "element"), table_name)
+        return
+    if column.type == "map":
+        if not pa.types.is_map(t):
+            raise _kind_mismatch(t, column, path, table_name)
+        check_fields(t.key_type, column.children[0], (*path, "key"), table_name)
+        check_fields(t.item_type, column.children[1], (*path, "value"), table_name)
+        return
+    if pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
+        raise _kind_mismatch(t, column, path, table_name)
+    _check_primitive(t, column, _path_text(path), table_name)
+
+
+def _kind_mismatch(t: pa.DataType, column: Column, path: tuple[str, ...], table_name: str) -> SchemaMismatchError:
+    return SchemaMismatchError(
+        f"column {_path_text(path)!r} of {table_name} has type {column.type}, the data has {t}; "
+        "cast the data or change the column type"
+    )
+
+
+def _check_primitive(t: pa.DataType, column: Column, where: str, table_name: str) -> None:
+    """Raise unless ``t`` converts losslessly to the non-nested ``column`` (a promotion, any timestamp, or an
+    integer the safe cast then checks value by value)."""
+    if pa.types.is_null(t) or t == arrow_type(column):
+        return
+    try:
+        incoming = ducklake_type(t, where=where)
+    except UnsupportedTypeError as e:
+        raise SchemaMismatchError(str(e)) from e
+    same_family = incoming == column.type or can_promote(incoming, column.type)
+    # Integers narrow when every value fits (checked by the safe cast below), as DuckDB's INSERT casts.
+    same_family = same_family or (_is_int(incoming) and _is_int(column.type))
+    if not same_family and not (incoming.startswith("timestamp") and column.type.startswith("timestamp")):
+        raise SchemaMismatchError(
+            f"column {where!r} of {table_name} has type {column.type}, "
+            f"the data has {incoming} ({t}); "
+            "cast the data or change the column type"
+        )
 
 
 def _cast(arr: pa.Array, column: Column, target: pa.DataType, table_name: str) -> pa.Array:
     if arr.type == target:
         result = arr
     else:
-        if not column.is_nested and not pa.types.is_null(arr.type):
-            try:
-                incoming = ducklake_type(arr.type, where=column.name)
-            except UnsupportedTypeError as e:
-                raise SchemaMismatchError(str(e)) from e
-            same_family = incoming == column.type or can_promote(incoming, column.type)
-            # Integers narrow when every value fits (checked by the safe cast below), as DuckDB's INSERT casts.
-            same_family = same_family or (_is_int(incoming) and _is_int(column.type))
-            if not same_family and not (incoming.startswith("timestamp") and column.type.startswith("timestamp")):
-                raise SchemaMismatchError(
-                    f"column {column.name!r} of {table_name} has type {column.type}, "
-                    f"the data has {incoming} ({arr.type}); "
-                    "cast the data or change the column type"
-                )
+        if not column.is_nested:
+            _check_primitive(arr.type, column, column.name, table_name)
         try:
             if isinstance(target, pa.BaseExtensionType):
                 storage = arr.storage if isinstance(arr.type, pa.BaseExtensionType) else arr
@@ -109,6 +214,42 @@ def _cast(arr: pa.Array, column: Column, target: pa.DataType, table_name: str) -
             f"column {column.name!r} of {table_name} is NOT NULL but the data has NULLs; drop or fill those rows first"
         )
     return result
+
+
+def check_value_ranges(arr: pa.Array | pa.ChunkedArray, column: Column) -> None:
+    """Refuse dates and timestamps DuckDB cannot hold, at any nesting depth.
+
+    Raises:
+        SchemaMismatchError: a value beyond DuckDB's range (see ``stats_values.check_temporal_range``).
+    """
+    if column.type in _TEMPORAL_INTEGERS:
+        if len(arr) and arr.null_count < len(arr):
+            mm = pc.min_max(arr.cast(_TEMPORAL_INTEGERS[column.type]))
+            check_temporal_range(column, mm["min"].as_py(), mm["max"].as_py())
+        return
+    if not column.is_nested or not any(c.type in _TEMPORAL_INTEGERS for c in column.walk()):
+        return
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if column.type == "struct":
+        # flatten() folds the struct's own NULLs into its fields: values under a NULL struct are not checked
+        for child, values in zip(column.children, arr.flatten(), strict=True):
+            check_value_ranges(values, child)
+    elif column.type == "list":
+        check_value_ranges(arr.flatten(), column.children[0])
+    elif column.type == "map":
+        check_value_ranges(arr.keys, column.children[0])
+        check_value_ranges(arr.items, column.children[1])
+
+
+_TEMPORAL_INTEGERS = {
+    "date": pa.int32(),
+    "timestamp": pa.int64(),
+    "timestamp_s": pa.int64(),
+    "timestamp_ms": pa.int64(),
+    "timestamp_ns": pa.int64(),
+    "timestamptz": pa.int64(),
+}
 
 
 @dataclass(frozen=True)

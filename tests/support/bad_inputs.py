@@ -254,6 +254,47 @@ CASES: tuple[BadInput, ...] = (
     ),
     # --- what a write accepts (names, nested fields, dates, paths, encrypted lakes)
     BadInput(
+        "create-case-only",
+        "creating a table (or schema: `SchemaAlreadyExistsError`) whose name differs only in case from an existing one",
+        E.TableAlreadyExistsError,
+        "use the existing spelling, or choose another name",
+        match="DuckDB's names are case-insensitive: use",
+    ),
+    BadInput(
+        "duplicate-names",
+        "two columns, or fields of one struct, differing only in case (adding or renaming to such a name: "
+        "`SchemaMismatchError`)",
+        E.InvalidIdentifierError,
+        "give every column its own name",
+    ),
+    BadInput(
+        "no-columns",
+        "a table without columns, a struct without fields",
+        E.UnsupportedTypeError,
+        "give it a column (a field)",
+        match="give it a",
+    ),
+    BadInput(
+        "struct-field-unknown",
+        "a struct field the table lacks (also inside a list or map), on any write path",
+        E.SchemaMismatchError,
+        "add it first with lake.add_column(table, ('s', 'c'), type) (a stream: merge_schema=True)",
+        match="its values would be lost: add it first with lake.add_column(",
+    ),
+    BadInput(
+        "name-case-only",
+        "a column or struct field differing only in case from the table's (`ID` for `id`, `s.B` for `s.b`)",
+        E.SchemaMismatchError,
+        "rename it in the data to the table's spelling",
+        match="differs only in case",
+    ),
+    BadInput(
+        "date-out-of-range",
+        "a date or timestamp beyond DuckDB's range (before 5877642-06-25 BC, before 290309-12-22 BC)",
+        E.SchemaMismatchError,
+        "DuckDB cannot hold it; correct or drop those rows",
+    ),
+    BadInput(
         "partition-value-too-long",
         "a partition value or key whose folder name would exceed 255 bytes (URL-encoded)",
         E.DataFileError,
