@@ -11,6 +11,9 @@
 
 Maintenance commands take ``--dry-run`` (report, change nothing) and ``--json`` (the report as JSON on stdout).
 
+TABLE is ``schema.table``, a bare table (schema ``main``), or DuckDB's quoted spelling for names holding dots or
+quotes: ``'"we.ird"."t.1"'`` (``""`` for a quote inside). ``tables`` prints names in that spelling.
+
 The catalog also comes from ``DUCKLAKE_CATALOG``.
 """
 

@@ -87,5 +87,9 @@ class DataFileError(DuckLakeError):
     """A data or delete file is missing, unreadable or inconsistent with the catalog."""
 
 
+class EncryptedLakeError(DuckLakeError):
+    """The lake is encrypted (DuckDB's ``ATTACH ... (ENCRYPTED)``): its data files cannot be written or read yet."""
+
+
 class NotInstalledError(DuckLakeError, ImportError):
     """An optional dependency is missing."""

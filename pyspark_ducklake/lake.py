@@ -36,6 +36,7 @@ from pyspark_ducklake.exceptions import (
     CommitConflictError,
     CommitStateUnknownError,
     DuckLakeError,
+    EncryptedLakeError,
     InvalidIdentifierError,
     InvalidOptionError,
     NoSuchColumnError,
@@ -66,20 +67,77 @@ Filter = list[tuple[str, str, Any]]
 
 
 def parse_identifier(identifier: str | Sequence[str]) -> tuple[str, str]:
-    """``"main.t"`` or ``("main", "t")`` to (schema, table); a bare name is in ``main``.
+    """``"main.t"``, ``("main", "t")`` or DuckDB's quoted spelling ``'"we.ird"."t"'`` to (schema, table); a bare
+    name is in ``main``.
+
+    A part wholly in double quotes is a quoted identifier (``""`` inside stands for ``"``), so names holding dots or
+    quotes can be written in one string, as in DuckDB's SQL; other parts are taken as they are.
 
     Raises:
         InvalidIdentifierError: empty names or more than two parts.
     """
     if isinstance(identifier, str):
-        parts = identifier.split(".") if "." in identifier else ["main", identifier]
+        quoted = _split_quoted(identifier) if '"' in identifier else None
+        if quoted is not None:
+            parts = quoted if len(quoted) != 1 else ["main", quoted[0]]
+        else:
+            parts = identifier.split(".") if "." in identifier else ["main", identifier]
+            if any(p.startswith('"') for p in parts):
+                parts = []  # meant as quoted, but not well formed: refuse rather than guess
     else:
         parts = list(identifier)
-    if len(parts) != 2 or not all(parts):
+    if len(parts) != 2 or not all(isinstance(p, str) and p for p in parts):
         raise InvalidIdentifierError(
-            f"table identifier {identifier!r} must be 'schema.table' (or a (schema, table) tuple for names with dots)"
+            f"table identifier {identifier!r} must be 'schema.table' (or a (schema, table) tuple for names with dots, "
+            """or DuckDB's quoted spelling '"we.ird"."t"')"""
         )
     return parts[0], parts[1]
+
+
+def _split_quoted(text: str) -> list[str] | None:
+    """``'"a.b"."c""d"'`` to ``['a.b', 'c"d']`` (parts separated by dots, each bare or wholly double-quoted); None
+    when ``text`` is not in that form (a quote inside a bare part)."""
+    parts: list[str] = []
+    i, n = 0, len(text)
+    while True:
+        if i < n and text[i] == '"':
+            j, buf = i + 1, []
+            while True:
+                if j >= n:
+                    return None
+                if text[j] == '"':
+                    if j + 1 < n and text[j + 1] == '"':
+                        buf.append('"')
+                        j += 2
+                        continue
+                    break
+                buf.append(text[j])
+                j += 1
+            parts.append("".join(buf))
+            i = j + 1
+        else:
+            j = text.find(".", i)
+            j = n if j < 0 else j
+            bare = text[i:j]
+            if '"' in bare:
+                return None
+            parts.append(bare)
+            i = j
+        if i == n:
+            return parts
+        if text[i] != ".":
+            return None
+        i += 1
+
+
+def format_identifier(schema: str, table: str) -> str:
+    """``schema.table``, with a part in DuckDB's double quotes when it holds a dot or a quote, so that
+    :func:`parse_identifier` reads it back to the same names."""
+
+    def part(name: str) -> str:
+        return '"' + name.replace('"', '""') + '"' if ("." in name or '"' in name or not name) else name
+
+    return f"{part(schema)}.{part(table)}"
 
 
 @dataclass(frozen=True)
@@ -93,7 +151,8 @@ class LakeTable:
 
     @property
     def name(self) -> str:
-        return f"{self.entry.schema.schema_name}.{self.entry.table_name}"
+        """``schema.table`` as :func:`format_identifier` spells it (quoted when a name holds a dot or quote)."""
+        return format_identifier(self.entry.schema.schema_name, self.entry.table_name)
 
     @property
     def table_id(self) -> int:
@@ -161,6 +220,21 @@ class Lake:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def check_writable(self) -> None:
+        """Refuse to write data into an encrypted lake (DDL is fine).
+
+        DuckDB's encrypted lakes need every data and delete file encrypted with its own key recorded in the catalog;
+        a plaintext file would make DuckDB refuse the whole table, and a flush or delete needs to read its files.
+
+        Raises:
+            EncryptedLakeError: the catalog says ``encrypted = true``; nothing was written.
+        """
+        if self.info.encrypted:
+            raise EncryptedLakeError(
+                f"the lake at {self.location.redacted()} is encrypted (created by DuckDB with ATTACH ... (ENCRYPTED)); "
+                "writing to encrypted lakes is not supported yet: write with DuckDB (nothing was written)"
+            )
+
     def data_inlining_row_limit(self, table_id: int | None = None) -> int:
         """The effective limit: the option given to connect(), else the catalog's setting, else DuckLake's 10."""
         if self._inlining_limit is not None:
@@ -193,9 +267,14 @@ class Lake:
             return [s.schema_name for s in reader.schemas(conn, reader.latest_snapshot(conn).snapshot_id)]
 
     def tables(self, schema: str | None = None) -> list[str]:
+        """Every table as ``schema.table`` (a name holding a dot or a quote in DuckDB's double quotes:
+        ``"we.ird"."t"``); each string is an identifier the other methods accept."""
+        return [format_identifier(s, t) for s, t in self._table_names(schema)]
+
+    def _table_names(self, schema: str | None = None) -> list[tuple[str, str]]:
         with self.engine.connect() as conn:
             snap = reader.latest_snapshot(conn).snapshot_id
-            return [f"{t.schema.schema_name}.{t.table_name}" for t in reader.tables(conn, snap, schema)]
+            return [(t.schema.schema_name, t.table_name) for t in reader.tables(conn, snap, schema)]
 
     def _commit(
         self,
@@ -264,7 +343,7 @@ class Lake:
         # What DuckDB refuses (no columns, names equal but for case, empty structs), before anything is committed.
         validate_columns(columns, f"table {schema_name}.{table_name}")
         keys = parse_partition_keys(partition_by, TableSchema(columns)) if partition_by else []
-        if exist_ok and f"{schema_name}.{table_name}" in self.tables():
+        if exist_ok and (schema_name, table_name) in self._table_names():
             return self.table(identifier)
 
         def apply(ctx: CommitContext) -> None:
@@ -314,6 +393,7 @@ class Lake:
             SchemaMismatchError: the data does not fit the table (nothing is written).
             CommitFailedError, CommitConflictError, CommitStateUnknownError: see the commit protocol.
         """
+        self.check_writable()
         table = self.table(identifier)
         arrow = conform_to_table(to_arrow_table(data), table.table_schema, table.name)
         if arrow.num_rows == 0:
@@ -371,6 +451,7 @@ class Lake:
         Raises:
             SchemaMismatchError: the data does not fit the table (nothing is written).
         """
+        self.check_writable()
         table = self.table(identifier)
         arrow = conform_to_table(to_arrow_table(data), table.table_schema, table.name)
         files: list[PendingFile] = []
@@ -395,7 +476,11 @@ class Lake:
 
         Returns:
             The new snapshot id (the current one when nothing matched).
+
+        Raises:
+            EncryptedLakeError: the lake is encrypted.
         """
+        self.check_writable()
         table = self.table(identifier)
         known = {*table.table_schema.names(), ROWID, SNAPSHOT_ID}
         for c in [] if isinstance(filter, pc.Expression) else _filter_columns(filter):
@@ -444,7 +529,9 @@ class Lake:
         """
         from pyspark_ducklake.table.flush import flush_inlined
 
-        targets = [self.table(identifier)] if identifier is not None else [self.table(t) for t in self.tables()]
+        self.check_writable()
+        names = [identifier] if identifier is not None else self._table_names()
+        targets = [self.table(t) for t in names]
 
         def apply(ctx: CommitContext) -> None:
             for t in targets:
@@ -530,6 +617,8 @@ class Lake:
                 the merged files were removed. Run it again.
         """
         from pyspark_ducklake.table import compaction as C
+
+        self.check_writable()
 
         def size(value: int | str | None, name: str) -> int | None:
             return None if value is None else C.parse_size(value, name=name)
@@ -843,4 +932,13 @@ def connect(
     )
 
 
-__all__ = ["Column", "Lake", "LakeTable", "NoSuchSchemaError", "connect", "np", "parse_identifier"]
+__all__ = [
+    "Column",
+    "Lake",
+    "LakeTable",
+    "NoSuchSchemaError",
+    "connect",
+    "format_identifier",
+    "np",
+    "parse_identifier",
+]

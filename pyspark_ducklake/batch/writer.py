@@ -99,6 +99,7 @@ def plan_write(config: LakeConfig, identifier: str, options: dict[str, str], spa
     partition_option = _get(options, PARTITION_BY)
     lake = config.connect()
     try:
+        lake.check_writable()
         snapshot = lake.current_snapshot_id()
         try:
             table = lake.table((schema_name, table_name), snapshot=snapshot)

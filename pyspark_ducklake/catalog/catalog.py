@@ -33,6 +33,7 @@ class CatalogInfo:
     version: str
     data_path: str
     created_by: str | None
+    encrypted: bool = False  # DuckDB's ATTACH ... (ENCRYPTED): data files are encrypted, each with its own key
 
 
 def uuid7() -> str:
@@ -119,6 +120,7 @@ def read_info(engine: Engine, loc: CatalogLocation) -> CatalogInfo:
         version = reader.metadata_value(conn, "version")
         data_path = reader.metadata_value(conn, "data_path")
         created_by = reader.metadata_value(conn, "created_by")
+        encrypted = reader.metadata_value(conn, "encrypted")
     if version is None:
         raise NotADuckLakeCatalogError(f"{loc.redacted()}: ducklake_metadata has no 'version' row")
     if version not in SUPPORTED_VERSIONS:
@@ -128,7 +130,7 @@ def read_info(engine: Engine, loc: CatalogLocation) -> CatalogInfo:
         )
     if data_path is None:
         raise NotADuckLakeCatalogError(f"{loc.redacted()}: ducklake_metadata has no 'data_path' row")
-    return CatalogInfo(version, data_path, created_by)
+    return CatalogInfo(version, data_path, created_by, (encrypted or "").strip().lower() == "true")
 
 
 def create_catalog(engine: Engine, data_path: str) -> CatalogInfo:

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
-from pyspark_ducklake.exceptions import DataFileError, DuckLakeError, UnsupportedTypeError
+from pyspark_ducklake.exceptions import DataFileError, DuckLakeError, EncryptedLakeError, UnsupportedTypeError
 from pyspark_ducklake.io import thrift_compact as tc
 from pyspark_ducklake.io.fileio import ensure_parent, filesystem
 from pyspark_ducklake.io.storage import describe_error
@@ -519,7 +519,22 @@ def read_columns(
             "catalog); restore the file or time-travel to a snapshot that does not need it"
         ) from e
     except (OSError, pa.ArrowInvalid) as e:
+        if _is_encrypted(fs, p):
+            raise EncryptedLakeError(
+                f"data file {path} is encrypted (the lake was created by DuckDB with ATTACH ... (ENCRYPTED)); reading "
+                "encrypted lakes is not supported yet: read this table with DuckDB"
+            ) from e
         raise DataFileError(f"data file {path} cannot be read as Parquet: {e}") from e
+
+
+def _is_encrypted(fs: Any, path: str) -> bool:
+    """Whether the file ends with ``PARE``, the magic of Parquet modular encryption with an encrypted footer."""
+    try:
+        with fs.open(path, "rb") as f:
+            f.seek(-4, 2)
+            return bool(f.read(4) == b"PARE")
+    except Exception:
+        return False
 
 
 def read_schema(path: str, *, storage_options: dict[str, Any] | None = None) -> pa.Schema:

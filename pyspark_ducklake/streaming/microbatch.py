@@ -230,6 +230,7 @@ class MicroBatchCommitter:
 
     def _plan(self, conn: Connection, snapshot: int, incoming: TableSchema) -> tuple[BatchPlan, _TablePlan]:
         lake = self.lake
+        lake.check_writable()
         known = self._known_at(snapshot)
         if (
             known is not None

@@ -306,6 +306,13 @@ CASES: tuple[BadInput, ...] = (
         E.DataFileError,
         "correct its path in the catalog",
     ),
+    BadInput(
+        "encrypted-lake",
+        "any data write (append, overwrite, delete, flush, merge, Spark write, stream) to a lake DuckDB created "
+        "with `ATTACH … (ENCRYPTED)`",
+        E.EncryptedLakeError,
+        "writing to encrypted lakes is not supported yet: write with DuckDB",
+    ),
     # --- accepted
     BadInput(
         "hostile-identifiers",
