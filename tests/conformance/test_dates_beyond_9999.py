@@ -23,7 +23,9 @@ DAY_TEXT = ["10183-09-21", "0222-09-04 (BC)", "5877642-06-25 (BC)", "5881580-07-
 # microseconds: 21956-09-21, 290309-12-22 (BC) (DuckDB's smallest), 294247-01-10 04:00:54.775806 (its largest)
 MICROS = [630_720_000_000_000_000, -9_223_372_022_400_000_000]
 MICROS += [9_223_372_036_854_775_806, 0, 1]
-SCHEMA = pa.schema([("id", pa.int64()), ("d", pa.date32()), ("ts", pa.timestamp("us")), ("tz", pa.timestamp("us", "UTC"))])
+SCHEMA = pa.schema(
+    [("id", pa.int64()), ("d", pa.date32()), ("ts", pa.timestamp("us")), ("tz", pa.timestamp("us", "UTC"))]
+)
 
 
 def far_rows() -> pa.Table:

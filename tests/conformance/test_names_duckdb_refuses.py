@@ -75,7 +75,9 @@ def test_names_differing_only_in_case_are_refused_as_duckdb_refuses_them(catalog
     lake.create_table(("main", "ö"), pa.schema([("x", pa.int32())]))
     con = open_duckdb(catalog)
     try:  # DuckDB still attaches the lake and sees every table
-        names = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = 'lake'").fetchall()}
+        names = {
+            r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = 'lake'").fetchall()
+        }
         assert names == {"t", "Ü", "ü", "Ö", "ö"}
         assert [r[0] for r in con.execute("SELECT column_name FROM (DESCRIBE lake.main.t)").fetchall()] == ["ID", "s"]
     finally:
