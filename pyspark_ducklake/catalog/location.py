@@ -7,7 +7,7 @@ import re
 import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, quote_plus
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
@@ -140,7 +140,7 @@ class CatalogLocation:
             "user": url.username,
             "password": url.password,
         }
-        for key, value in url.query.items():
+        for key, value in [*url.query.items(), *self.connect_args.items()]:
             parts.setdefault(key, value if isinstance(value, str) else ",".join(value))
         return f"ducklake:postgres:{render_conninfo(parts)}"
 
@@ -150,8 +150,9 @@ class CatalogLocation:
             return f"ducklake:postgres:{render_conninfo(self.conninfo, hide_secrets=True)}"
         url = make_url(self.url)
         query = {k: (HIDDEN if k.lower() in SECRET_KEYS else v) for k, v in url.query.items()}
-        text = url.set(query=query).render_as_string(hide_password=True)
-        return text.replace("%2A%2A%2A", HIDDEN)
+        text = url.set(query=query).render_as_string(hide_password=True).replace("%2A%2A%2A", HIDDEN)
+        hidden = [f"{k}={HIDDEN}" for k in self.connect_args if k.lower() in SECRET_KEYS]
+        return text + (f" ({', '.join(hidden)})" if hidden else "")
 
     def secrets(self) -> list[str]:
         """Every password this location (or libpq's environment) holds, as it could appear in a driver's message."""
@@ -164,8 +165,9 @@ class CatalogLocation:
             for k, v in url.query.items():
                 if k.lower() in SECRET_KEYS:
                     found += [v] if isinstance(v, str) else list(v)
+            found += [str(v) for k, v in self.connect_args.items() if k.lower() in SECRET_KEYS]
         found += [os.environ[v] for v in SECRET_ENV if os.environ.get(v)]
-        found += [quote(s, safe="") for s in found]  # as a URL would carry it
+        found += [quote(s, safe="") for s in found] + [quote_plus(s) for s in found]  # as a URL would carry it
         return sorted({s for s in found if s}, key=len, reverse=True)
 
     def scrub(self, text: str) -> str:
@@ -259,7 +261,20 @@ def parse_location(location: str) -> CatalogLocation:
         )
     if url.get_backend_name() == "sqlite":
         url = url.set(database=os.path.abspath(url.database or ""))
-    return CatalogLocation(url.render_as_string(hide_password=False))
+        return CatalogLocation(url.render_as_string(hide_password=False))
+    # Secrets leave the query string, which SQLAlchemy shows in reprs: the password becomes the URL's own (hidden as
+    # ***), sslpassword a driver argument.
+    query = dict(url.query)
+    secret = {k.lower(): query.pop(k) for k in list(query) if k.lower() in SECRET_KEYS}
+    extra: dict[str, Any] = {}
+    for key, value in secret.items():
+        text = value if isinstance(value, str) else value[-1]
+        if key == "password":
+            url = url.set(password=text)
+        else:
+            extra[key] = text
+    url = url.set(query=query)
+    return CatalogLocation(url.render_as_string(hide_password=False), extra)
 
 
 def create_catalog_engine(location: CatalogLocation) -> Engine:

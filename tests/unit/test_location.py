@@ -87,14 +87,19 @@ def test_every_postgres_spelling_is_accepted(spelling: str) -> None:
         ("ducklake:postgres:dbname=db password='my s3cr3t'", "my s3cr3t"),
         ("ducklake:postgres:dbname=db sslpassword=s3cr3t", "s3cr3t"),
         ("postgres:dbname=db PASSWORD=s3cr3t", "s3cr3t"),
+        ("postgresql://u@h/db?sslpassword=s3cr3t&sslmode=require", "s3cr3t"),
     ],
 )
 def test_redaction_hides_every_password_spelling(spelling: str, secret: str) -> None:
     from urllib.parse import quote
 
+    from pyspark_ducklake.catalog.location import create_catalog_engine
+
     loc = parse_location(spelling)
-    for text in (loc.redacted(), repr(loc), str(loc)):
-        assert secret not in text and quote(secret, safe="") not in text and "***" in text
+    engine = create_catalog_engine(loc)  # SQLAlchemy's repr shows a query string as it is
+    for text in (loc.redacted(), repr(loc), str(loc), repr(engine), str(engine.url)):
+        assert secret not in text and quote(secret, safe="") not in text
+    assert "***" in loc.redacted() and "***" in repr(loc)
     assert secret in loc.secrets()
     assert loc.scrub(f"driver said: {secret} / {quote(secret, safe='')}") == "driver said: *** / ***"
 
