@@ -3,9 +3,10 @@
 Imports nothing from the repository: it proves that the declared dependencies are enough to import the package, append
 and read with the Python API, append and read through the Spark data source, and commit one ``foreachBatch``
 micro-batch with ``ducklake_sink``. With ``--pg CONNINFO`` it also opens a PostgreSQL catalog (the ``[postgres]``
-extra). Prints ``smoke ok`` at the end.
+extra) and reads it from Spark with the conf ``spark.ducklake.catalog`` set to a URL with a password, which must then
+appear nowhere in the Spark UI's REST API (jobs, stages, SQL executions, environment). Prints ``smoke ok`` at the end.
 
-    python install_smoke.py WORKDIR [--pg 'dbname=... host=... port=... user=...']
+    python install_smoke.py WORKDIR [--pg HOST PORT USER DBNAME]
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import sys
 def main(argv: list[str]) -> int:
     work = os.path.abspath(argv[0])
     os.makedirs(work, exist_ok=True)
-    pg = argv[argv.index("--pg") + 1] if "--pg" in argv else None
+    pg = argv[argv.index("--pg") + 1 : argv.index("--pg") + 5] if "--pg" in argv else None
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
@@ -37,7 +38,10 @@ def main(argv: list[str]) -> int:
     lake.close()
 
     if pg is not None:  # the [postgres] extra: psycopg2 is installed and DuckDB's libpq spelling works
-        with pdl.connect(f"ducklake:postgres:{pg}", f"{work}/pgdata") as pg_lake:
+        host, port, user, dbname = pg
+        with pdl.connect(
+            f"ducklake:postgres:dbname={dbname} host={host} port={port} user={user}", f"{work}/pgdata"
+        ) as pg_lake:
             pg_lake.create_table("main.p", pa.schema([("id", pa.int64())]))
             pg_lake.append("main.p", pa.table({"id": [7]}))
             assert pg_lake.scan("main.p").to_pylist() == [{"id": 7}]
@@ -46,7 +50,7 @@ def main(argv: list[str]) -> int:
 
     spark = (
         SparkSession.builder.master("local[1]")
-        .config("spark.ui.enabled", "false")
+        .config("spark.ui.enabled", "true" if pg is not None else "false")
         .config("spark.sql.shuffle.partitions", "1")
         .config("spark.ducklake.catalog", catalog)
         .getOrCreate()
@@ -76,6 +80,9 @@ def main(argv: list[str]) -> int:
         query.awaitTermination(300)
         assert query.exception() is None, query.exception()
         assert [m.rows for m in sink.metrics] == [2], sink.metrics
+
+        if pg is not None:
+            check_spark_ui_hides_passwords(spark, pdl, *pg)
     finally:
         spark.stop()
 
@@ -84,6 +91,26 @@ def main(argv: list[str]) -> int:
     assert ids == [1, 2, 3, 4, 5, 6], ids
     print("smoke ok")
     return 0
+
+
+def check_spark_ui_hides_passwords(spark: object, pdl: object, host: str, port: str, user: str, dbname: str) -> None:
+    """A catalog URL with a password set as runtime conf: the read works, and the UI's REST API never shows it."""
+    import urllib.request
+
+    secret = "SmokeS3cretPw"  # the test server trusts loopback: any password connects
+    conf = spark.conf  # type: ignore[attr-defined]
+    conf.set("spark.ducklake.catalog", f"postgresql://{user}:{secret}@{host}:{port}/{dbname}")
+    pdl.register(spark)  # type: ignore[attr-defined]
+    assert spark.read.format("ducklake").load("main.p").count() == 1  # type: ignore[attr-defined]
+    context = spark.sparkContext  # type: ignore[attr-defined]
+    base = f"{context.uiWebUrl}/api/v1/applications/{context.applicationId}"
+    shown = ""
+    for endpoint in ("jobs", "stages?details=true", "sql?details=true&planDescription=true", "environment"):
+        with urllib.request.urlopen(f"{base}/{endpoint}", timeout=30) as response:
+            shown += response.read().decode()
+    assert "spark.ducklake.catalog" in shown, "the SQL tab lists the modified conf"
+    assert secret not in shown, "the Spark UI shows the catalog password"
+    conf.unset("spark.ducklake.catalog")
 
 
 if __name__ == "__main__":
