@@ -681,7 +681,9 @@ def check_options(options: Mapping[str, object], *entries: Entry) -> dict[str, o
                 f"options {given[option.name]!r} and {key!r} are the same option; give only one of them"
             )
         given[option.name] = str(key)
-        parsed[option.name] = option.parse(value, str(key))
+        # messages name the option as documented: Spark lowercases the keys it passes on
+        spelled = next((sp for sp in option.spellings if sp.lower() == str(key).lower()), str(key))
+        parsed[option.name] = option.parse(value, spelled)
     return parsed
 
 

@@ -104,7 +104,7 @@ class CatalogLocation:
     to the driver as they are."""
 
     url: str
-    connect_args: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    connect_args: dict[str, Any] = field(default_factory=dict, hash=False)
 
     def __repr__(self) -> str:
         return f"CatalogLocation({self.redacted()!r})"
