@@ -284,7 +284,7 @@ class Entry(enum.Enum):
 
     @property
     def spark(self) -> bool:
-        return self in _SPARK_ENTRIES
+        return self in SPARK
 
     @property
     def where(self) -> str:
@@ -298,8 +298,7 @@ class Entry(enum.Enum):
         }[self]
 
 
-_SPARK_ENTRIES = frozenset({Entry.READ, Entry.WRITE, Entry.STREAM_READ, Entry.STREAM_WRITE})
-SPARK = _SPARK_ENTRIES
+SPARK = frozenset({Entry.READ, Entry.WRITE, Entry.STREAM_READ, Entry.STREAM_WRITE})
 ALL = frozenset(Entry)
 COMMITS = frozenset({Entry.CONNECT, Entry.SINK, Entry.WRITE, Entry.STREAM_WRITE})
 
