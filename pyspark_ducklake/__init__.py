@@ -10,17 +10,30 @@ __version__ = "0.1.0"
 
 
 def ducklake_sink(table: str, **options: object) -> object:
-    """A ``foreachBatch`` function committing each micro-batch to ``table`` (:mod:`pyspark_ducklake.streaming.sink`)."""
+    """A ``foreachBatch`` function committing each micro-batch to ``table`` (:mod:`pyspark_ducklake.streaming.sink`).
+
+    Raises:
+        InvalidOptionError: an unknown option (naming the closest valid one) or a value that does not parse.
+    """
+    from pyspark_ducklake.options import Entry, check_options, lookup
     from pyspark_ducklake.streaming.sink import ducklake_sink as _sink
 
-    return _sink(table, **options)  # type: ignore[arg-type]
+    check_options(options, Entry.SINK)
+    kwargs = {}
+    for key, value in options.items():
+        option = lookup(key, Entry.SINK)
+        assert option is not None  # the sink takes no ducklake.s3.* names
+        kwargs[option.python_name] = value
+    return _sink(table, **kwargs)  # type: ignore[arg-type]
 
 
 def read_table(spark: object, table: str, **options: object) -> object:
     """``table`` as a DataFrame read by Spark's own Parquet reader, the fast read path (falls back to the
     ``ducklake`` data source where that cannot be exact); see :func:`pyspark_ducklake.batch.native.read_table`."""
     from pyspark_ducklake.batch.native import read_table as _read_table
+    from pyspark_ducklake.options import check_keywords
 
+    check_keywords(options, ("snapshot", "timestamp", "catalog", "data_path", "options"), "read_table()")
     return _read_table(spark, table, **options)  # type: ignore[arg-type]
 
 
@@ -28,7 +41,9 @@ def write_table(df: object, table: str, **options: object) -> object:
     """Write ``df`` to ``table`` with Spark's own Parquet writer, the fast write path (falls back to the ``ducklake``
     data source where that cannot be exact); see :func:`pyspark_ducklake.batch.native_write.write_table`."""
     from pyspark_ducklake.batch.native_write import write_table as _write_table
+    from pyspark_ducklake.options import check_keywords
 
+    check_keywords(options, ("mode", "partition_by", "catalog", "data_path", "options"), "write_table()")
     return _write_table(df, table, **options)  # type: ignore[arg-type]
 
 

@@ -21,26 +21,73 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import difflib
 import json
 import os
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NoReturn
 
-from pyspark_ducklake.exceptions import DuckLakeError
+from pyspark_ducklake.exceptions import DuckLakeError, InvalidOptionError
 from pyspark_ducklake.lake import connect
+from pyspark_ducklake.options import parse_float, parse_int, parse_size
+
+
+class _Parser(argparse.ArgumentParser):
+    """Exact flag names only (no abbreviations), and a misspelt flag gets the closest valid one."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        if message.startswith("unrecognized arguments:"):
+            flags = sorted(_all_flags(self))
+            for word in message.split(":", 1)[1].split():
+                close = difflib.get_close_matches(word.split("=")[0], flags, n=1, cutoff=0.6)
+                if close:
+                    message += f" (did you mean {close[0]}?)"
+                    break
+        super().error(message)
+
+
+def _all_flags(parser: argparse.ArgumentParser) -> set[str]:
+    flags: set[str] = set()
+    for action in parser._actions:
+        flags.update(s for s in action.option_strings if s.startswith("--"))
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                flags |= _all_flags(sub)
+    return flags
+
+
+def _arg(parse: Callable[[str, str], object], name: str) -> Callable[[str], object]:
+    """An argparse ``type`` from one of the option parsers (argparse shows only ArgumentTypeError's message)."""
+
+    def convert(text: str) -> object:
+        try:
+            return parse(text, name)
+        except InvalidOptionError as e:
+            raise argparse.ArgumentTypeError(str(e)) from e
+
+    return convert
+
+
+def _hours(text: str, name: str) -> dt.timedelta:
+    return dt.timedelta(hours=parse_float(text, name, minimum=0))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pyspark_ducklake", description="Inspect and maintain a DuckLake.")
+    parser = _Parser(prog="python -m pyspark_ducklake", description="Inspect and maintain a DuckLake.")
     parser.add_argument(
         "--catalog", default=os.environ.get("DUCKLAKE_CATALOG"), help="catalog URL (or DUCKLAKE_CATALOG)"
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     sub.add_parser("snapshots", help="list snapshots with their changes")
     sub.add_parser("tables", help="list tables")
     flush = sub.add_parser("flush", help="write inlined rows to Parquet (one snapshot)")
     flush.add_argument("table", nargs="?")
-    report = argparse.ArgumentParser(add_help=False)
+    report = _Parser(add_help=False)
     report.add_argument("--dry-run", action="store_true", help="report what would be done, change nothing")
     report.add_argument("--json", action="store_true", help="print the report as JSON")
     orphans = sub.add_parser(
@@ -48,29 +95,42 @@ def main(argv: list[str] | None = None) -> int:
         parents=[report],
         help="delete Parquet files no snapshot references and abort stale S3 uploads (dry run unless --delete)",
     )
-    orphans.add_argument("--older-than-hours", type=float, default=1.0, help="safety age (default 1)")
+    orphans.add_argument(
+        "--older-than-hours", type=_arg(_hours, "--older-than-hours"), default=dt.timedelta(hours=1), help="safety age"
+    )
     orphans.add_argument("--delete", action="store_true")
     merge = sub.add_parser("merge", parents=[report], help="merge adjacent small files (one snapshot)")
     merge.add_argument("table", nargs="?", help="one table (default: every table)")
-    merge.add_argument("--target-file-size", help="bytes or e.g. 512MB (default: catalog option, else 512MiB)")
-    merge.add_argument("--min-file-size")
-    merge.add_argument("--max-file-size")
-    merge.add_argument("--max-compacted-files", type=int)
+    merge.add_argument(
+        "--target-file-size",
+        type=_arg(parse_size, "--target-file-size"),
+        help="bytes or e.g. 512MB (default: catalog option, else 512MiB)",
+    )
+    merge.add_argument("--min-file-size", type=_arg(parse_size, "--min-file-size"))
+    merge.add_argument("--max-file-size", type=_arg(parse_size, "--max-file-size"))
+    merge.add_argument("--max-compacted-files", type=_arg(_positive, "--max-compacted-files"))
     expire = sub.add_parser("expire", parents=[report], help="expire snapshots (never the newest)")
     which = expire.add_mutually_exclusive_group(required=True)
     which.add_argument("--older-than", help="ISO time: expire snapshots committed before it")
-    which.add_argument("--older-than-hours", type=float, help="expire snapshots older than this many hours")
+    which.add_argument(
+        "--older-than-hours",
+        type=_arg(_hours, "--older-than-hours"),
+        help="expire snapshots older than this many hours",
+    )
     which.add_argument("--versions", type=_id_list, help="comma-separated snapshot ids")
     cleanup = sub.add_parser("cleanup", parents=[report], help="delete files scheduled for deletion")
     cutoff = cleanup.add_mutually_exclusive_group()
     cutoff.add_argument("--older-than", help="ISO time: files scheduled before it (default: 2 days ago)")
-    cutoff.add_argument("--older-than-hours", type=float)
+    cutoff.add_argument("--older-than-hours", type=_arg(_hours, "--older-than-hours"))
     cutoff.add_argument("--all", action="store_true", help="every scheduled file")
     changes = sub.add_parser("changes", help="the change feed of a table between two snapshots")
     changes.add_argument("table")
-    changes.add_argument("start", type=int)
-    changes.add_argument("end", type=int, nargs="?")
-    args = parser.parse_args(argv)
+    changes.add_argument("start", type=_arg(_snapshot, "START"))
+    changes.add_argument("end", type=_arg(_snapshot, "END"), nargs="?")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # a usage error (already printed) or --help: the exit code, as for other errors
+        return e.code if isinstance(e.code, int) else 2
     if not args.catalog:
         parser.error("no catalog: pass --catalog or set DUCKLAKE_CATALOG")
     try:
@@ -85,8 +145,7 @@ def main(argv: list[str] | None = None) -> int:
             snapshot = lake.flush_inlined_data(args.table)
             print("nothing to flush" if snapshot is None else f"flushed in snapshot {snapshot}")
         elif args.command == "orphans":
-            age = dt.timedelta(hours=args.older_than_hours)
-            found = lake.delete_orphan_files(older_than=age, dry_run=args.dry_run or not args.delete)
+            found = lake.delete_orphan_files(older_than=args.older_than_hours, dry_run=args.dry_run or not args.delete)
             if args.json:
                 _print_report(found, True)
             else:
@@ -107,11 +166,11 @@ def main(argv: list[str] | None = None) -> int:
                 merged, args.json, [f"  {g.table}: {len(g.sources)} files -> {g.target or '?'}" for g in merged.groups]
             )
         elif args.command == "expire":
-            older = dt.timedelta(hours=args.older_than_hours) if args.older_than_hours is not None else args.older_than
+            older = args.older_than_hours if args.older_than_hours is not None else args.older_than
             expired = lake.expire_snapshots(older_than=older, versions=args.versions, dry_run=args.dry_run)
             _print_report(expired, args.json, [f"  {p}" for p in expired.files_scheduled])
         elif args.command == "cleanup":
-            older = dt.timedelta(hours=args.older_than_hours) if args.older_than_hours is not None else args.older_than
+            older = args.older_than_hours if args.older_than_hours is not None else args.older_than
             cleaned = lake.cleanup_old_files(older_than=older, cleanup_all=args.all, dry_run=args.dry_run)
             _print_report(cleaned, args.json, [f"  {p}" for p in cleaned.files])
         elif args.command == "changes":
@@ -122,6 +181,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0
+
+
+def _positive(text: str, name: str) -> int:
+    return parse_int(text, name, minimum=1)
+
+
+def _snapshot(text: str, name: str) -> int:
+    return parse_int(text, name, minimum=0)
 
 
 def _id_list(text: str) -> list[int]:

@@ -6,7 +6,7 @@ import datetime as dt
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -43,6 +43,7 @@ from pyspark_ducklake.exceptions import (
     NoSuchSchemaError,
 )
 from pyspark_ducklake.io.fileio import delete_files
+from pyspark_ducklake.options import DATA_INLINING_ROW_LIMIT, Entry, check_options, parse_int
 from pyspark_ducklake.table import evolution
 from pyspark_ducklake.table.partition_values import PartitionKey, resolve_keys
 from pyspark_ducklake.table.scan import ROWID, SNAPSHOT_ID, execute_plan, plan_scan
@@ -196,8 +197,8 @@ class Lake:
         storage_options: dict[str, Any] | None = None,
         author: str | None = None,
     ) -> None:
-        if data_inlining_row_limit is not None and data_inlining_row_limit < 0:
-            raise InvalidOptionError(f"option 'data_inlining_row_limit' must be >= 0, got {data_inlining_row_limit}")
+        if data_inlining_row_limit is not None:
+            data_inlining_row_limit = parse_int(data_inlining_row_limit, DATA_INLINING_ROW_LIMIT, minimum=0)
         self.location = catalog if isinstance(catalog, CatalogLocation) else parse_location(catalog)
         self.engine, self.info = open_catalog(self.location, data_path)
         self.data_path = self.info.data_path
@@ -902,30 +903,44 @@ def connect(
     catalog: str,
     data_path: str | None = None,
     *,
-    data_inlining_row_limit: int | None = None,
-    max_retry_count: int | None = None,
-    retry_wait_ms: int | None = None,
-    retry_backoff: float | None = None,
-    reconnect_timeout: float | None = None,
+    data_inlining_row_limit: int | str | None = None,
+    max_retry_count: int | str | None = None,
+    retry_wait_ms: int | str | None = None,
+    retry_backoff: float | str | None = None,
+    reconnect_timeout: float | str | None = None,
     storage_options: dict[str, Any] | None = None,
     author: str | None = None,
 ) -> Lake:
     """Open a lake, creating the catalog when the database is empty (then ``data_path`` is required).
 
+    Numbers may also be given as strings (``max_retry_count="3"``, ``reconnect_timeout="5 min"``), as Spark options are.
+
     Raises:
         CatalogUnreachableError, NotADuckLakeCatalogError, UnsupportedSpecVersionError, InvalidOptionError.
     """
+    parsed = check_options(
+        {
+            "data_inlining_row_limit": data_inlining_row_limit,
+            "max_retry_count": max_retry_count,
+            "retry_wait_ms": retry_wait_ms,
+            "retry_backoff": retry_backoff,
+            "reconnect_timeout": reconnect_timeout,
+            "storage_options": storage_options,
+            "author": author,
+        },
+        Entry.CONNECT,
+    )
     defaults = RetryConfig()
     retry = RetryConfig(
-        max_retry_count=defaults.max_retry_count if max_retry_count is None else int(max_retry_count),
-        retry_wait_ms=defaults.retry_wait_ms if retry_wait_ms is None else int(retry_wait_ms),
-        retry_backoff=defaults.retry_backoff if retry_backoff is None else float(retry_backoff),
-        reconnect_timeout=defaults.reconnect_timeout if reconnect_timeout is None else float(reconnect_timeout),
+        max_retry_count=cast(int, parsed.get("max_retry_count", defaults.max_retry_count)),
+        retry_wait_ms=cast(int, parsed.get("retry_wait_ms", defaults.retry_wait_ms)),
+        retry_backoff=cast(float, parsed.get("retry_backoff", defaults.retry_backoff)),
+        reconnect_timeout=cast(float, parsed.get("reconnect_timeout", defaults.reconnect_timeout)),
     )
     return Lake(
         catalog,
         data_path,
-        data_inlining_row_limit=data_inlining_row_limit,
+        data_inlining_row_limit=cast("int | None", parsed.get("data_inlining_row_limit")),
         retry=retry,
         storage_options=storage_options,
         author=author,

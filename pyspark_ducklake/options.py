@@ -1,17 +1,30 @@
-"""Options: parsed once, at the edge, into frozen dataclasses; errors name the option and the value."""
+"""Options: one registry of every option each entry point accepts, and one parser per kind of value.
+
+Every entry point (``connect()``, ``ducklake_sink()``, the Spark data source's read, write, readStream and writeStream,
+``read_table``/``write_table``) checks what it is given with :func:`check_options`: an unknown or misspelt name is an
+:class:`InvalidOptionError` naming the closest valid one, and a value that does not parse is one naming the option and
+the value. Names match case-insensitively (Spark lowercases option keys). The README's option tables are rendered from
+:data:`OPTIONS` (``python -m tests.support.option_tables --write``), and a test fails when the two differ.
+
+This module sits at the bottom of the package: it imports only ``exceptions`` and ``io.storage``.
+"""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+import datetime as dt
+import difflib
+import enum
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from pyspark_ducklake.catalog.location import redact_location
-from pyspark_ducklake.catalog.transaction import RetryConfig
-from pyspark_ducklake.exceptions import InvalidOptionError, LakeNotConfiguredError
+from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.io.storage import CONF_KEYS as S3_CONF_KEYS
-from pyspark_ducklake.io.storage import s3_settings_from_options, s3fs_options
+from pyspark_ducklake.io.storage import CONF_PREFIX as S3_CONF_PREFIX
+from pyspark_ducklake.io.storage import OPTION_PREFIX as S3_OPTION_PREFIX
+from pyspark_ducklake.io.storage import S3_SETTINGS
 
 CATALOG = "catalog"
 DATA_PATH = "dataPath"
@@ -21,6 +34,7 @@ RETRY_WAIT_MS = "retry_wait_ms"
 RETRY_BACKOFF = "retry_backoff"
 RECONNECT_TIMEOUT = "reconnect_timeout"
 
+SPARK_CONF_PREFIX = "spark.ducklake."
 SPARK_CONF_CATALOG = "spark.ducklake.catalog"
 SPARK_CONF_DATA_PATH = "spark.ducklake.dataPath"
 ENV_CATALOG = "DUCKLAKE_CATALOG"
@@ -29,138 +43,776 @@ ENV_DATA_PATH = "DUCKLAKE_DATA_PATH"
 SPARK_CONF_KEYS = (SPARK_CONF_CATALOG, SPARK_CONF_DATA_PATH, *S3_CONF_KEYS)
 
 
-def _get(options: Mapping[str, str], key: str) -> str | None:
-    """Case-insensitive lookup: Spark lowercases option keys."""
+# --- parsers: one per kind of value ---------------------------------------------------------------------------------
+
+_TRUE = frozenset({"true", "1", "yes", "on"})
+_FALSE = frozenset({"false", "0", "no", "off"})
+
+
+def parse_bool(value: object, name: str) -> bool:
+    """``True``/``False``, or ``true/false``, ``yes/no``, ``on/off``, ``1/0`` (any case): ``"false"`` is False.
+
+    Raises:
+        InvalidOptionError: anything else (names the option and the value).
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in _TRUE:
+            return True
+        if text in _FALSE:
+            return False
+    raise InvalidOptionError(f"could not parse option {name} as a boolean (true or false): {value!r}")
+
+
+def _check_range(value: float, name: str, minimum: float | None, maximum: float | None, unit: str = "") -> None:
+    if minimum is not None and value < minimum:
+        raise InvalidOptionError(f"option {name} must be >= {minimum}{unit}, got {value}")
+    if maximum is not None and value > maximum:
+        raise InvalidOptionError(f"option {name} must be <= {maximum}{unit}, got {value}")
+
+
+def parse_int(value: object, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """An integer, or its decimal text; ``minimum``/``maximum`` bound it.
+
+    Raises:
+        InvalidOptionError: not an integer (``True``, ``1.5``, ``"ten"``), or out of range.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise InvalidOptionError(f"could not parse option {name} to an integer: {value!r}")
+    try:
+        number = value if isinstance(value, int) else int(value.strip())
+    except ValueError as e:
+        raise InvalidOptionError(f"could not parse option {name} to an integer: {value!r}") from e
+    _check_range(number, name, minimum, maximum)
+    return number
+
+
+def parse_float(value: object, name: str, *, minimum: float | None = None, maximum: float | None = None) -> float:
+    """A finite number, or its text; ``minimum``/``maximum`` bound it.
+
+    Raises:
+        InvalidOptionError: not a number, NaN or infinite, or out of range.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise InvalidOptionError(f"could not parse option {name} to a number: {value!r}")
+    try:
+        number = float(value.strip()) if isinstance(value, str) else float(value)
+    except ValueError as e:
+        raise InvalidOptionError(f"could not parse option {name} to a number: {value!r}") from e
+    if not math.isfinite(number):
+        raise InvalidOptionError(f"option {name} must be a finite number, got {value!r}")
+    _check_range(number, name, minimum, maximum)
+    return number
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4}
+_SIZE_UNITS.update({"k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4})
+_SIZE_UNITS.update({"kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4})
+
+
+def parse_size(value: object, name: str, *, minimum: int = 1) -> int:
+    """Bytes from ``536870912``, ``"512MB"`` or ``"512MiB"`` (DuckDB's memory-size spelling).
+
+    Raises:
+        InvalidOptionError: not a size, or less than ``minimum`` bytes.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    else:
+        m = _SIZE.match(value) if isinstance(value, str) else None
+        if m is None or (m.group(2) or "").lower() not in _SIZE_UNITS:
+            raise InvalidOptionError(f"could not parse option {name} as a size in bytes (e.g. 512MB): {value!r}")
+        size = int(float(m.group(1)) * _SIZE_UNITS[(m.group(2) or "").lower()])
+    if size < minimum:
+        raise InvalidOptionError(f"option {name} must be >= {minimum} bytes, got {value!r}")
+    return size
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]+)")
+_DURATION_UNITS = {
+    "microsecond": dt.timedelta(microseconds=1),
+    "us": dt.timedelta(microseconds=1),
+    "millisecond": dt.timedelta(milliseconds=1),
+    "ms": dt.timedelta(milliseconds=1),
+    "second": dt.timedelta(seconds=1),
+    "sec": dt.timedelta(seconds=1),
+    "s": dt.timedelta(seconds=1),
+    "minute": dt.timedelta(minutes=1),
+    "min": dt.timedelta(minutes=1),
+    "m": dt.timedelta(minutes=1),
+    "hour": dt.timedelta(hours=1),
+    "h": dt.timedelta(hours=1),
+    "day": dt.timedelta(days=1),
+    "d": dt.timedelta(days=1),
+    "week": dt.timedelta(weeks=1),
+    "w": dt.timedelta(weeks=1),
+    "month": dt.timedelta(days=30),
+    "year": dt.timedelta(days=365),
+}
+
+
+def parse_duration(
+    value: object, name: str, *, unit: dt.timedelta | None = dt.timedelta(seconds=1), what: str = "a duration"
+) -> dt.timedelta:
+    """A duration from a ``timedelta``, a number of ``unit`` (seconds by default; None: a unit is required) or
+    DuckDB's interval text (``'2 days'``, ``'1 hour 30 minutes'``, ``'250ms'``). Never negative, NaN or infinite.
+
+    Raises:
+        InvalidOptionError: not a duration (names the option and the value), or negative.
+    """
+    seconds = " or a number of seconds" if unit == dt.timedelta(seconds=1) else ""
+    bad = f"could not parse option {name} as {what} (e.g. '2 days', '30s'{seconds})"
+    if isinstance(value, dt.timedelta):
+        total = value
+    elif isinstance(value, bool):
+        raise InvalidOptionError(f"{bad}: {value!r}")
+    elif isinstance(value, (int, float)) or (isinstance(value, str) and _is_number(value)):
+        if unit is None:
+            raise InvalidOptionError(f"{bad}: {value!r}")
+        number = float(value)
+        if not math.isfinite(number):
+            raise InvalidOptionError(f"option {name} must be a finite duration, got {value!r}")
+        total = number * unit
+    elif isinstance(value, str):
+        text = value.strip().lower()
+        parts = _DURATION_PART.findall(text)
+        total = dt.timedelta(0)
+        for number_text, unit_text in parts:
+            # "ms" is milliseconds, not a plural of "m": strip a plural "s" only from what is not a unit itself
+            key = unit_text if unit_text in _DURATION_UNITS else unit_text[:-1] if unit_text.endswith("s") else ""
+            if key not in _DURATION_UNITS:
+                raise InvalidOptionError(f"{bad}: {value!r}")
+            total += float(number_text) * _DURATION_UNITS[key]
+        if not parts or _DURATION_PART.sub("", text).strip():
+            raise InvalidOptionError(f"{bad}: {value!r}")
+    else:
+        raise InvalidOptionError(f"{bad}: {value!r}")
+    if total < dt.timedelta(0):
+        raise InvalidOptionError(f"option {name} must be >= 0, got {value!r}")
+    return total
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text.strip())
+    except ValueError:
+        return False
+    return True
+
+
+def parse_seconds(value: object, name: str) -> float:
+    """Seconds (a number, a ``timedelta`` or interval text such as ``'5 min'``) as a float >= 0."""
+    return parse_duration(value, name).total_seconds()
+
+
+def parse_text(value: object, name: str) -> str:
+    """A non-empty string.
+
+    Raises:
+        InvalidOptionError: not a string, or empty.
+    """
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidOptionError(f"option {name} must be a non-empty string, got {type(value).__name__}")
+    return value
+
+
+def parse_timestamp(value: object, name: str) -> dt.datetime:
+    """An ISO-8601 time (a ``datetime`` as is).
+
+    Raises:
+        InvalidOptionError: not an ISO timestamp.
+    """
+    if isinstance(value, dt.datetime):
+        return value
+    if isinstance(value, str):
+        try:
+            return dt.datetime.fromisoformat(value.strip())
+        except ValueError:
+            pass
+    raise InvalidOptionError(f"could not parse option {name} as an ISO timestamp: {value!r}")
+
+
+def parse_snapshot_start(value: object, name: str) -> str | int:
+    """``earliest``, ``latest`` or a snapshot id >= 0.
+
+    Raises:
+        InvalidOptionError: anything else.
+    """
+    if isinstance(value, str) and value.strip().lower() in ("earliest", "latest"):
+        return value.strip().lower()
+    try:
+        return parse_int(value, name, minimum=0)
+    except InvalidOptionError as e:
+        raise InvalidOptionError(
+            f"could not parse option {name} {value!r}: use a snapshot id, 'earliest' or 'latest'"
+        ) from e
+
+
+def parse_keys(value: object, name: str) -> tuple[str, ...]:
+    """Partition keys: ``"k, day(ts)"`` or a list of strings."""
+    if isinstance(value, str):
+        return tuple(k.strip() for k in value.split(",") if k.strip())
+    if isinstance(value, (list, tuple)) and all(isinstance(k, str) for k in value):
+        return tuple(k.strip() for k in value if k.strip())
+    raise InvalidOptionError(f"option {name} must be keys such as 'k, day(ts)' or a list of them, got {value!r}")
+
+
+def parse_mapping(value: object, name: str) -> dict[str, Any]:
+    """A dict of keyword arguments (``storage_options``)."""
+    if not isinstance(value, Mapping):
+        raise InvalidOptionError(f"option {name} must be a dict, got {type(value).__name__}")
+    return dict(value)
+
+
+# --- the registry ---------------------------------------------------------------------------------------------------
+
+
+class Entry(enum.Enum):
+    """Where options are given; the value is how messages and the README name it."""
+
+    CONNECT = "connect()"
+    SINK = "ducklake_sink()"
+    READ = "read"
+    WRITE = "write"
+    STREAM_READ = "readStream"
+    STREAM_WRITE = "writeStream"
+
+    @property
+    def spark(self) -> bool:
+        return self in SPARK
+
+    @property
+    def where(self) -> str:
+        return {
+            Entry.CONNECT: "connect()",
+            Entry.SINK: "ducklake_sink()",
+            Entry.READ: "spark.read.format('ducklake') / read_table()",
+            Entry.WRITE: "df.write.format('ducklake') / write_table()",
+            Entry.STREAM_READ: "spark.readStream.format('ducklake')",
+            Entry.STREAM_WRITE: "df.writeStream.format('ducklake')",
+        }[self]
+
+
+SPARK = frozenset({Entry.READ, Entry.WRITE, Entry.STREAM_READ, Entry.STREAM_WRITE})
+ALL = frozenset(Entry)
+COMMITS = frozenset({Entry.CONNECT, Entry.SINK, Entry.WRITE, Entry.STREAM_WRITE})
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option: its names, the entry points that take it, how its value parses, and its documentation.
+
+    ``section`` names the README table it is documented in (None: set by Spark itself, not documented).
+    """
+
+    name: str
+    entries: frozenset[Entry]
+    parse: Callable[[object, str], object]
+    default: str
+    doc: str
+    section: str | None
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def spellings(self) -> tuple[str, ...]:
+        return (self.name, *self.aliases)
+
+    @property
+    def python_name(self) -> str:
+        """The keyword argument of ``connect()``/``ducklake_sink()``: the snake_case spelling."""
+        return next((s for s in self.spellings if s == s.lower()), self.name)
+
+    def display(self, entry: Entry) -> str:
+        return self.name if entry.spark else self.python_name
+
+
+def _int(minimum: int | None = None) -> Callable[[object, str], object]:
+    return lambda value, name: parse_int(value, name, minimum=minimum)
+
+
+def _float(minimum: float | None = None) -> Callable[[object, str], object]:
+    return lambda value, name: parse_float(value, name, minimum=minimum)
+
+
+def _any(value: object, name: str) -> object:
+    return value
+
+
+LAKE, SPARK_TABLE, SINK_TABLE, FEED = "lake", "spark", "sink", "feed"
+_LOCATION = ALL - {Entry.CONNECT}  # connect() takes them as positional arguments
+
+OPTIONS: tuple[Option, ...] = (
+    # --- where the lake is, how commits retry (README: Configuration)
+    Option(
+        CATALOG,
+        _LOCATION,
+        parse_text,
+        "Spark conf `spark.ducklake.catalog`, else `DUCKLAKE_CATALOG`",
+        "the catalog database: a SQLAlchemy URL or DuckDB's spelling (see the catalog spellings above); "
+        "`connect()`'s first argument",
+        LAKE,
+    ),
+    Option(
+        DATA_PATH,
+        _LOCATION,
+        parse_text,
+        "Spark conf `spark.ducklake.dataPath`, else `DUCKLAKE_DATA_PATH`",
+        "folder or URL of the Parquet files; needed only to create a catalog; `connect()`'s second argument",
+        LAKE,
+        aliases=("data_path",),
+    ),
+    Option(
+        DATA_INLINING_ROW_LIMIT,
+        frozenset({Entry.CONNECT, Entry.WRITE}),
+        _int(0),
+        "the catalog's `data_inlining_row_limit` setting (table, then global), else 10",
+        "`append`/`overwrite` of at most this many rows store them in the catalog instead of a Parquet file; 0 never "
+        "inlines; must be ≥ 0. Accepted but not used by Spark writes, which always write files (the sink and "
+        "`writeStream` have their own, below)",
+        LAKE,
+    ),
+    Option(MAX_RETRY_COUNT, COMMITS, _int(0), "10", "retries of a commit after the first attempt; ≥ 0", LAKE),
+    Option(RETRY_WAIT_MS, COMMITS, _int(0), "100", "base wait before a retry, in milliseconds; ≥ 0", LAKE),
+    Option(
+        RETRY_BACKOFF, COMMITS, _float(1.0), "1.5", "factor applied to the wait for each further retry; ≥ 1.0", LAKE
+    ),
+    Option(
+        RECONNECT_TIMEOUT,
+        COMMITS,
+        parse_seconds,
+        "60",
+        "seconds (or a duration such as `'5 min'`) a commit (and the sink's catalog reads) waits for an unreachable "
+        "catalog, probing it with the backoff above (at most 5 s apart), before `CatalogUnreachableError`; "
+        "0 fails at once; for the sink and `writeStream` a micro-batch then runs again and the replay check skips "
+        "it if it had landed",
+        LAKE,
+    ),
+    Option(
+        "storage_options",
+        frozenset({Entry.CONNECT, Entry.SINK}),
+        parse_mapping,
+        "Spark conf `spark.ducklake.s3.*`, `AWS_*`",
+        "fsspec (s3fs) options for the data path (credentials, endpoint…); Spark takes `ducklake.s3.<name>` "
+        "options instead; see [Object storage](#object-storage)",
+        LAKE,
+    ),
+    Option("author", frozenset({Entry.CONNECT}), parse_text, "none", "the `author` of every snapshot committed", LAKE),
+    # --- Spark batch reads and writes (README: Spark)
+    Option(
+        "snapshot",
+        frozenset({Entry.READ}),
+        _int(0),
+        "latest",
+        "read at this snapshot id; giving it together with `timestamp` is an `InvalidOptionError`",
+        SPARK_TABLE,
+        aliases=("versionAsOf",),
+    ),
+    Option(
+        "timestamp",
+        frozenset({Entry.READ}),
+        parse_timestamp,
+        "latest",
+        "read the newest snapshot committed at or before this ISO-8601 time (naive means UTC)",
+        SPARK_TABLE,
+        aliases=("timestampAsOf",),
+    ),
+    Option(
+        "partitionBy",
+        frozenset({Entry.WRITE}),
+        parse_keys,
+        "none",
+        'partition keys of a table the write creates, e.g. `"k, month(ts)"` (transforms as in `set_partitioning`). '
+        "For an existing table it must equal the table's current keys (leave it out to use them); change them with "
+        "`lake.set_partitioning()`",
+        SPARK_TABLE,
+        aliases=("partition_by",),
+    ),
+    Option(
+        "targetFileRows",
+        frozenset({Entry.WRITE}),
+        _int(1),
+        "1000000",
+        "a task starts a new file once it has buffered at least this many rows (checked after each incoming Arrow "
+        "batch, so a file can exceed it by up to one batch); ≥ 1",
+        SPARK_TABLE,
+        aliases=("target_file_rows",),
+    ),
+    # --- the foreachBatch sink and writeStream (README: Structured Streaming sink)
+    Option(
+        "app_id",
+        frozenset({Entry.SINK, Entry.STREAM_WRITE}),
+        parse_text,
+        "the streaming query id",
+        "the idempotency key; give one when several queries must count as one writer",
+        SINK_TABLE,
+        aliases=("appId",),
+    ),
+    Option(
+        DATA_INLINING_ROW_LIMIT,
+        frozenset({Entry.SINK, Entry.STREAM_WRITE}),
+        _int(0),
+        "1000",
+        "batches (and task partitions) of at most this many rows go to the catalog; `0` never inlines",
+        SINK_TABLE,
+    ),
+    Option(
+        "flush_rows",
+        frozenset({Entry.SINK, Entry.STREAM_WRITE}),
+        _int(1),
+        "100000",
+        "flush inlined rows to Parquet once the table holds this many; ≥ 1",
+        SINK_TABLE,
+    ),
+    Option(
+        "flush_bytes",
+        frozenset({Entry.SINK, Entry.STREAM_WRITE}),
+        parse_size,
+        "`67108864` (64 MiB)",
+        "... or about this many bytes (estimated from the batch's Arrow size); bytes or a size such as `'64MB'`",
+        SINK_TABLE,
+    ),
+    Option(
+        "flush_interval",
+        frozenset({Entry.SINK, Entry.STREAM_WRITE}),
+        parse_seconds,
+        "300",
+        "... or once the oldest inlined row is this many seconds old (or a duration such as `'5 min'`)",
+        SINK_TABLE,
+    ),
+    Option(
+        "create_table",
+        frozenset({Entry.SINK, Entry.STREAM_WRITE}),
+        parse_bool,
+        "true",
+        "create a missing table from the stream's schema (`true`/`false`, also as strings)",
+        SINK_TABLE,
+        aliases=("createTable",),
+    ),
+    Option(
+        "merge_schema",
+        frozenset({Entry.SINK, Entry.STREAM_WRITE}),
+        parse_bool,
+        "false",
+        "add the stream's new columns to the table",
+        SINK_TABLE,
+        aliases=("mergeSchema",),
+    ),
+    Option(
+        "partition_by",
+        frozenset({Entry.SINK, Entry.STREAM_WRITE}),
+        parse_keys,
+        "none",
+        'partition keys for a table the sink creates, e.g. `["k", "day(ts)"]` or `"k, day(ts)"`',
+        SINK_TABLE,
+        aliases=("partitionBy",),
+    ),
+    Option(
+        "target_file_rows",
+        frozenset({Entry.SINK, Entry.STREAM_WRITE}),
+        _int(1),
+        "1000000",
+        "a task starts a new Parquet file after about this many rows; ≥ 1",
+        SINK_TABLE,
+        aliases=("targetFileRows",),
+    ),
+    # --- the change feed (README: Change feed)
+    Option(
+        "readChangeFeed",
+        frozenset({Entry.READ, Entry.STREAM_READ}),
+        parse_bool,
+        "false",
+        "read the change feed instead of the table (implied by a `starting…` option; a stream always reads it)",
+        FEED,
+    ),
+    Option(
+        "startingSnapshot",
+        frozenset({Entry.READ, Entry.STREAM_READ}),
+        parse_snapshot_start,
+        "`latest`",
+        "first snapshot to emit: an id, `earliest` or `latest` (only what comes after the query starts)",
+        FEED,
+        aliases=("startingVersion",),
+    ),
+    Option(
+        "startingTimestamp",
+        frozenset({Entry.READ, Entry.STREAM_READ}),
+        parse_timestamp,
+        "none",
+        "start at the first snapshot after this ISO time",
+        FEED,
+    ),
+    Option(
+        "endingSnapshot",
+        frozenset({Entry.READ}),
+        _int(0),
+        "latest",
+        "last snapshot to emit (batch only)",
+        FEED,
+        aliases=("endingVersion",),
+    ),
+    Option(
+        "endingTimestamp",
+        frozenset({Entry.READ}),
+        parse_timestamp,
+        "latest",
+        "last snapshot to emit: the newest committed at or before this ISO time (batch only)",
+        FEED,
+    ),
+    Option(
+        "maxSnapshotsPerTrigger",
+        frozenset({Entry.STREAM_READ}),
+        _int(1),
+        "none",
+        "at most this many row-changing snapshots per micro-batch",
+        FEED,
+    ),
+    Option(
+        "maxRowsPerTrigger",
+        frozenset({Entry.STREAM_READ}),
+        _int(1),
+        "none",
+        "about this many change rows per micro-batch (soft: whole snapshots, at least one)",
+        FEED,
+    ),
+    Option(
+        "failOnDataLoss",
+        frozenset({Entry.STREAM_READ}),
+        parse_bool,
+        "true",
+        "when snapshots the stream still needs were expired: fail with `DataLossError` naming the range; `false` "
+        "logs a warning and skips ahead",
+        FEED,
+    ),
+    # --- set by Spark itself: load()/save()/start() put the table in `path`; a stream writer gets its checkpoint
+    Option("path", SPARK, _any, "", "", None),
+    Option("checkpointLocation", frozenset({Entry.STREAM_WRITE}), _any, "", "", None),
+)
+
+
+def _index() -> dict[Entry, dict[str, Option]]:
+    out: dict[Entry, dict[str, Option]] = {e: {} for e in Entry}
+    for option in OPTIONS:
+        for entry in option.entries:
+            for spelling in option.spellings:
+                key = spelling.lower()
+                assert key not in out[entry], f"option {spelling} is registered twice for {entry.value}"
+                out[entry][key] = option
+    return out
+
+
+_BY_ENTRY = _index()
+_SPELLINGS = {s.lower(): s for o in OPTIONS for s in o.spellings}
+
+
+def options_for(entry: Entry) -> list[Option]:
+    """The options ``entry`` accepts, in registry order."""
+    return [o for o in OPTIONS if entry in o.entries]
+
+
+def _suggest(key: str, candidates: Iterable[str]) -> str:
+    by_lower = {c.lower(): c for c in candidates}
+    close = difflib.get_close_matches(key.lower(), list(by_lower), n=1, cutoff=0.6)
+    return f"; did you mean {by_lower[close[0]]!r}?" if close else ""
+
+
+def lookup(key: str, *entries: Entry) -> Option | None:
+    """The option ``key`` names at any of ``entries`` (None for an object-store setting ``ducklake.s3.<name>``).
+
+    Raises:
+        InvalidOptionError: unknown there: the message gives the closest valid name, or the entry points that take it.
+    """
+    lower = key.lower()
+    where = " / ".join(e.where for e in entries)
+    spark = any(e.spark for e in entries)
+    if spark and lower.startswith(S3_OPTION_PREFIX):
+        name = lower[len(S3_OPTION_PREFIX) :]
+        if name not in S3_SETTINGS:
+            hint = _suggest(key, [S3_OPTION_PREFIX + n for n in S3_SETTINGS])
+            raise InvalidOptionError(
+                f"unknown option {key!r} for {where}{hint} The object-store options are "
+                f"{', '.join(S3_OPTION_PREFIX + n for n in S3_SETTINGS)}"
+            )
+        return None
+    for entry in entries:
+        option = _BY_ENTRY[entry].get(lower)
+        if option is not None:
+            return option
+    elsewhere = sorted({e.where for o in OPTIONS if lower in _lower(o) for e in o.entries})
+    if elsewhere:
+        raise InvalidOptionError(
+            f"option {_SPELLINGS[lower]!r} does not apply to {where}; it is an option of {', '.join(elsewhere)}"
+        )
+    accepted = [(e, o) for e in entries for o in options_for(e)]
+    names = [s for _, o in accepted for s in o.spellings]
+    names += [S3_OPTION_PREFIX + n for n in S3_SETTINGS] if spark else []
+    documented = list(dict.fromkeys(o.display(e) for e, o in accepted if o.section is not None))
+    raise InvalidOptionError(
+        f"unknown option {key!r} for {where}{_suggest(key, names)} Its options are: {', '.join(documented)}"
+        + (f", {S3_OPTION_PREFIX}<name>" if spark else "")
+        + " (names are case-insensitive; see the README's option tables)"
+    )
+
+
+def check_options(options: Mapping[str, object], *entries: Entry) -> dict[str, object]:
+    """Check every option given to an entry point: known there (at any of ``entries``), given once, a value that
+    parses.
+
+    Returns:
+        The parsed values by the option's documented name (object-store settings left out); None values are skipped.
+
+    Raises:
+        InvalidOptionError: an unknown or misspelt option (the closest valid name is suggested), one given twice in
+            two spellings, or a value that does not parse or is out of range.
+    """
+    parsed: dict[str, object] = {}
+    given: dict[str, str] = {}
+    for key, value in options.items():
+        option = lookup(str(key), *entries)
+        if option is None or value is None:
+            continue
+        if option.name in given:
+            raise InvalidOptionError(
+                f"options {given[option.name]!r} and {key!r} are the same option; give only one of them"
+            )
+        given[option.name] = str(key)
+        # messages name the option as documented: Spark lowercases the keys it passes on
+        spelled = next((sp for sp in option.spellings if sp.lower() == str(key).lower()), str(key))
+        parsed[option.name] = option.parse(value, spelled)
+    return parsed
+
+
+def check_keywords(given: Iterable[str], allowed: Iterable[str], where: str) -> None:
+    """Reject keyword arguments a function taking ``**options`` does not know, naming the closest valid one.
+
+    Raises:
+        InvalidOptionError: the first unknown keyword.
+    """
+    names = list(allowed)
+    for key in given:
+        if key not in names:
+            raise InvalidOptionError(
+                f"unknown argument {key!r} for {where}{_suggest(key, names)} Its arguments are: {', '.join(names)}"
+            )
+
+
+def check_spark_conf(keys: Iterable[str]) -> None:
+    """Reject ``spark.ducklake.*`` conf keys this library does not know (a misspelt key is otherwise ignored).
+
+    Raises:
+        InvalidOptionError: naming the key and the closest valid one.
+    """
+    known = {k.lower(): k for k in SPARK_CONF_KEYS}
+    for key in keys:
+        if not key.lower().startswith(SPARK_CONF_PREFIX) or key.lower() in known:
+            continue
+        hint = _suggest(key, known.values())
+        raise InvalidOptionError(
+            f"unknown Spark conf {key!r}{hint} The DuckLake conf keys are {SPARK_CONF_CATALOG}, "
+            f"{SPARK_CONF_DATA_PATH} and {S3_CONF_PREFIX}<name> ({', '.join(S3_SETTINGS)})"
+        )
+
+
+def canonical_conf(conf: Mapping[str, str]) -> dict[str, str]:
+    """``spark.ducklake.*`` entries of ``conf`` under their documented keys (Spark conf keys are case-sensitive; ours
+    match in any case), after :func:`check_spark_conf`."""
+    known = {k.lower(): k for k in SPARK_CONF_KEYS}
+    check_spark_conf(conf)
+    return {known[k.lower()]: v for k, v in conf.items() if k.lower() in known}
+
+
+# --- reading values in consumer code ----------------------------------------------------------------------------------
+
+
+def _get(options: Mapping[str, Any], key: str) -> Any:
+    """The value given for option ``key`` under any of its spellings (case-insensitive; Spark lowercases keys)."""
     if key in options:
         return options[key]
-    lower = key.lower()
+    spellings = {key.lower()} | {s.lower() for o in OPTIONS if key.lower() in _lower(o) for s in o.spellings}
     for k, v in options.items():
-        if k.lower() == lower:
+        if str(k).lower() in spellings:
             return v
     return None
 
 
+def _lower(option: Option) -> set[str]:
+    return {s.lower() for s in option.spellings}
+
+
 def option_as_int(
-    options: Mapping[str, str], key: str, default: int | None, *, minimum: int | None = None
+    options: Mapping[str, Any], key: str, default: int | None, *, minimum: int | None = None
 ) -> int | None:
     raw = _get(options, key)
-    if raw is None:
-        return default
-    try:
-        value = int(str(raw).strip())
-    except ValueError as e:
-        raise InvalidOptionError(f"could not parse option {key} to an integer: {raw!r}") from e
-    if minimum is not None and value < minimum:
-        raise InvalidOptionError(f"option {key} must be >= {minimum}, got {value}")
-    return value
+    return default if raw is None else parse_int(raw, key, minimum=minimum)
 
 
-def option_as_float(options: Mapping[str, str], key: str, default: float) -> float:
+def option_as_float(options: Mapping[str, Any], key: str, default: float, *, minimum: float | None = None) -> float:
     raw = _get(options, key)
-    if raw is None:
-        return default
-    try:
-        return float(str(raw).strip())
-    except ValueError as e:
-        raise InvalidOptionError(f"could not parse option {key} to a number: {raw!r}") from e
+    return default if raw is None else parse_float(raw, key, minimum=minimum)
 
 
-def option_as_bool(options: Mapping[str, str], key: str, default: bool) -> bool:
+def option_as_seconds(options: Mapping[str, Any], key: str, default: float) -> float:
     raw = _get(options, key)
-    if raw is None:
-        return default
-    text = str(raw).strip().lower()
-    if text in ("true", "1", "yes"):
-        return True
-    if text in ("false", "0", "no"):
-        return False
-    raise InvalidOptionError(f"could not parse option {key} to a boolean (true/false): {raw!r}")
+    return default if raw is None else parse_seconds(raw, key)
 
 
-def retry_config(options: Mapping[str, str]) -> RetryConfig:
-    d = RetryConfig()
-    return RetryConfig(
-        max_retry_count=option_as_int(options, MAX_RETRY_COUNT, d.max_retry_count, minimum=0) or 0,
-        retry_wait_ms=option_as_int(options, RETRY_WAIT_MS, d.retry_wait_ms, minimum=0) or 0,
-        retry_backoff=option_as_float(options, RETRY_BACKOFF, d.retry_backoff),
-        reconnect_timeout=option_as_float(options, RECONNECT_TIMEOUT, d.reconnect_timeout),
-    )
+def option_as_size(options: Mapping[str, Any], key: str, default: int) -> int:
+    raw = _get(options, key)
+    return default if raw is None else parse_size(raw, key)
 
 
-def _s3_settings(options: Mapping[str, str], conf: Callable[[str], str | None]) -> tuple[tuple[str, str], ...]:
-    settings = s3_settings_from_options(options, conf)
-    s3fs_options(settings)  # a bad value fails here, on the driver, not later in a task
-    return tuple(sorted(settings.items()))
+def option_as_bool(options: Mapping[str, Any], key: str, default: bool) -> bool:
+    raw = _get(options, key)
+    return default if raw is None else parse_bool(raw, key)
 
 
-@dataclass(frozen=True)
-class LakeConfig:
-    """Where the lake is and how to commit to it; pickles to executors."""
+# --- the README's option tables -------------------------------------------------------------------------------------
 
-    catalog: str
-    data_path: str | None
-    data_inlining_row_limit: int | None
-    retry: RetryConfig
-    catalog_source: str
-    # ducklake.s3.* settings from options and Spark conf (secrets: never in the repr)
-    s3: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+_ENTRY_ORDER = (Entry.CONNECT, Entry.SINK, Entry.READ, Entry.WRITE, Entry.STREAM_READ, Entry.STREAM_WRITE)
 
-    def __repr__(self) -> str:
-        # the catalog URL may carry a password and the s3 settings secrets: neither appears
-        return (
-            f"LakeConfig(catalog={redact_location(self.catalog)!r}, data_path={self.data_path!r}, "
-            f"data_inlining_row_limit={self.data_inlining_row_limit!r}, retry={self.retry!r}, "
-            f"catalog_source={self.catalog_source!r})"
-        )
 
-    @property
-    def storage_options(self) -> dict[str, Any] | None:
-        """fsspec (s3fs) options for the data path; the environment's ``AWS_*`` fill in what is not set."""
-        return s3fs_options(dict(self.s3)) or None
+def render_table(section: str) -> str:
+    """The README table of ``section``'s options: names (aliases), where they are accepted, default, meaning."""
+    lines = ["| option | accepted by | default | meaning |", "|---|---|---|---|"]
+    for o in OPTIONS:
+        if o.section != section:
+            continue
+        names = f"`{o.name}`" + (f" (alias {', '.join(f'`{a}`' for a in o.aliases)})" if o.aliases else "")
+        where = ", ".join(f"`{e.value}`" for e in _ENTRY_ORDER if e in o.entries)
+        lines.append(f"| {names} | {where} | {o.default} | {o.doc} |")
+    return "\n".join(lines)
 
-    @classmethod
-    def resolve(
-        cls,
-        options: Mapping[str, str] | None = None,
-        spark_conf: Callable[[str], str | None] | None = None,
-        environ: Mapping[str, str] | None = None,
-    ) -> LakeConfig:
-        """Resolve the lake from explicit options, then Spark conf, then the environment.
 
-        Raises:
-            LakeNotConfiguredError: no catalog anywhere; the message says the three ways to set one.
-            InvalidOptionError: an option value does not parse.
-        """
-        options = options or {}
-        env = os.environ if environ is None else environ
-        conf = spark_conf or (lambda _key: None)
-        catalog, source = _get(options, CATALOG), "option 'catalog'"
-        if not catalog:
-            catalog, source = conf(SPARK_CONF_CATALOG), f"Spark conf {SPARK_CONF_CATALOG}"
-        if not catalog:
-            catalog, source = env.get(ENV_CATALOG), f"environment {ENV_CATALOG}"
-        if not catalog:
-            raise LakeNotConfiguredError(
-                "no DuckLake catalog configured: pass .option('catalog', 'sqlite:///lake.sqlite'), or set the Spark "
-                f"conf {SPARK_CONF_CATALOG}, or the environment variable {ENV_CATALOG} "
-                "(SQLAlchemy URL or DuckDB spelling such as 'ducklake:sqlite:lake.sqlite')"
-            )
-        data_path = _get(options, DATA_PATH) or conf(SPARK_CONF_DATA_PATH) or env.get(ENV_DATA_PATH)
-        return cls(
-            catalog=catalog,
-            data_path=data_path,
-            data_inlining_row_limit=option_as_int(options, DATA_INLINING_ROW_LIMIT, None, minimum=0),
-            retry=retry_config(options),
-            catalog_source=source,
-            s3=_s3_settings(options, conf),
-        )
+SECTIONS = (LAKE, SPARK_TABLE, SINK_TABLE, FEED)
 
-    def connect(self, **kwargs: Any) -> Any:
-        from pyspark_ducklake.lake import Lake
 
-        settings: dict[str, Any] = {
-            "data_inlining_row_limit": self.data_inlining_row_limit,
-            "retry": self.retry,
-            "storage_options": self.storage_options,
-        }
-        return Lake(self.catalog, self.data_path, **{**settings, **kwargs})
+def _markers(section: str) -> tuple[str, str]:
+    return f"<!-- options-{section}:start -->", f"<!-- options-{section}:end -->"
+
+
+def readme_tables(text: str) -> dict[str, str | None]:
+    """The option tables in README text, by section (None where the markers are missing)."""
+    out: dict[str, str | None] = {}
+    for section in SECTIONS:
+        start, end = _markers(section)
+        m = re.search(re.escape(start) + r"\n(.*?)\n" + re.escape(end), text, re.S)
+        out[section] = m.group(1) if m else None
+    return out
+
+
+def _replace_block(text: str, start: str, end: str, block: str) -> str:
+    return re.sub(re.escape(start) + r".*?" + re.escape(end), lambda _m: block, text, flags=re.S)
+
+
+def write_readme_tables(text: str) -> str:
+    """README text with every option table rendered afresh from the registry."""
+    for section in SECTIONS:
+        start, end = _markers(section)
+        if start not in text:
+            raise SystemExit(f"README.md has no {start} marker; add one where the table belongs")
+        text = _replace_block(text, start, end, f"{start}\n{render_table(section)}\n{end}")
+    return text

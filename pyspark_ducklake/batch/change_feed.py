@@ -10,7 +10,8 @@ from pyspark.sql.types import StructType
 
 from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.lake import Lake, parse_identifier
-from pyspark_ducklake.options import LakeConfig, _get
+from pyspark_ducklake.lake_config import LakeConfig
+from pyspark_ducklake.options import _get, parse_int, parse_timestamp
 from pyspark_ducklake.streaming.source import (
     FeedOptions,
     change_partitions,
@@ -27,25 +28,31 @@ def _bounds(lake: Lake, options: dict[str, str]) -> tuple[int, int]:
             "readChangeFeed needs option startingSnapshot (an id or 'earliest') or startingTimestamp"
         )
     start = resolve_start(lake, feed)
-    raw_end = _get(options, "endingSnapshot") or _get(options, "endingVersion")
-    if raw_end is None:
-        end = lake.current_snapshot_id()
-    else:
-        try:
-            end = lake.resolve_snapshot(snapshot=int(raw_end))
-        except ValueError as e:
-            raise InvalidOptionError(f"could not parse option endingSnapshot to an integer: {raw_end!r}") from e
+    end = _end(lake, options)
     if end < start - 1:
         raise InvalidOptionError(f"startingSnapshot {start} is after endingSnapshot {end}")
     return start, end
+
+
+def _end(lake: Lake, options: dict[str, str]) -> int:
+    """The range's last snapshot: ``endingSnapshot``, the newest at or before ``endingTimestamp``, or the latest."""
+    raw_end = _get(options, "endingSnapshot")
+    raw_time = _get(options, "endingTimestamp")
+    if raw_end is not None and raw_time is not None:
+        raise InvalidOptionError("options endingSnapshot and endingTimestamp both pick the end; give only one")
+    if raw_time is not None:
+        return lake.resolve_snapshot(timestamp=parse_timestamp(raw_time, "endingTimestamp"))
+    if raw_end is not None:
+        return lake.resolve_snapshot(snapshot=parse_int(raw_end, "endingSnapshot", minimum=0))
+    return lake.current_snapshot_id()
 
 
 def change_feed_schema(config: LakeConfig, identifier: str, options: dict[str, str]) -> StructType:
     """The table's columns (at ``endingSnapshot``, else the latest) and the change columns."""
     lake = config.connect()
     try:
-        raw_end = _get(options, "endingSnapshot") or _get(options, "endingVersion")
-        end = _bounds(lake, options)[1] if raw_end is not None else None
+        given = _get(options, "endingSnapshot") is not None or _get(options, "endingTimestamp") is not None
+        end = _bounds(lake, options)[1] if given else None
         return feed_schema(lake.table(identifier, snapshot=end).table_schema)
     finally:
         lake.close()

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pyspark_ducklake.options import CATALOG, DATA_PATH, LakeConfig
+from pyspark_ducklake.lake_config import LakeConfig, spark_conf
+from pyspark_ducklake.options import CATALOG, DATA_PATH
 from pyspark_ducklake.table.compaction import MergedFile, MergeGroup, rewrite_group
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ def merge_adjacent_files(
         The :class:`~pyspark_ducklake.table.compaction.CompactionReport`.
     """
     given = {k: v for k, v in ((CATALOG, catalog), (DATA_PATH, data_path)) if v}
-    config = LakeConfig.resolve(given, lambda key: spark.conf.get(key, None))
+    config = LakeConfig.resolve(given, spark_conf(spark).get)
     lake = config.connect()
     try:
         report: CompactionReport = lake.merge_adjacent_files(

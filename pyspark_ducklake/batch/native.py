@@ -47,11 +47,12 @@ from pyspark_ducklake.batch.reader import SNAPSHOT_OPTIONS, TIMESTAMP_OPTIONS, r
 from pyspark_ducklake.batch.spark_types import arrow_schema_for_spark, spark_schema, spark_type, to_spark_batch
 from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog.types import Column, TableSchema, can_promote, ducklake_type
-from pyspark_ducklake.exceptions import UnsupportedTypeError
+from pyspark_ducklake.exceptions import InvalidOptionError, UnsupportedTypeError
 from pyspark_ducklake.io.fileio import filesystem
 from pyspark_ducklake.io.parquet import field_id
 from pyspark_ducklake.lake import parse_identifier
-from pyspark_ducklake.options import SPARK_CONF_KEYS, LakeConfig
+from pyspark_ducklake.lake_config import LakeConfig
+from pyspark_ducklake.options import FEED, Entry, check_options, options_for, parse_int
 from pyspark_ducklake.table.conform import default_array
 from pyspark_ducklake.table.scan import (
     SNAPSHOT_ID_FIELD_ID,
@@ -175,7 +176,7 @@ def plan_read(
 ) -> NativeRead:
     """Plan :func:`read_table` on the driver without building the DataFrame (``.reason`` says why not native)."""
     opts = _read_options(snapshot, timestamp, catalog, data_path, options)
-    config = LakeConfig.resolve(opts, lambda key: _spark_conf(spark, key))
+    config = LakeConfig.resolve(opts, _spark_conf(spark).get)
     lake = config.connect()
     try:
         snap = resolve_read_snapshot(lake, opts)
@@ -203,6 +204,7 @@ def plan_read(
     return read
 
 
+_FEED_KEYS = frozenset(s.lower() for o in options_for(Entry.READ) if o.section == FEED for s in o.spellings)
 _SNAPSHOT_KEYS = frozenset(k.lower() for k in (*SNAPSHOT_OPTIONS, *TIMESTAMP_OPTIONS))
 
 
@@ -214,20 +216,33 @@ def _read_options(
     options: Mapping[str, str] | None,
 ) -> dict[str, str]:
     opts = {str(k): str(v) for k, v in (options or {}).items()}
-    if snapshot is not None:
-        opts["snapshot"] = str(int(snapshot))
-    if timestamp is not None:
-        opts["timestamp"] = timestamp.isoformat() if isinstance(timestamp, dt.datetime) else str(timestamp)
-    if catalog is not None:
-        opts["catalog"] = catalog
-    if data_path is not None:
-        opts["dataPath"] = data_path
+    given = {
+        "snapshot": None if snapshot is None else str(parse_int(snapshot, "snapshot", minimum=0)),
+        "timestamp": timestamp.isoformat() if isinstance(timestamp, dt.datetime) else timestamp,
+        "catalog": catalog,
+        "dataPath": data_path,
+    }
+    for key, value in given.items():
+        if value is None:
+            continue
+        if key.lower() in {k.lower() for k in opts}:
+            raise InvalidOptionError(f"read_table() got option {key} both as an argument and in options; give it once")
+        opts[key] = str(value)
+    check_options(opts, Entry.READ)
+    feed = [k for k in opts if k.lower() in _FEED_KEYS]
+    if feed:
+        raise InvalidOptionError(
+            f"read_table() reads the table, not its change feed (option {feed[0]!r}); read the change feed with "
+            "spark.read.format('ducklake').option('readChangeFeed', 'true')"
+        )
     return opts
 
 
-def _spark_conf(spark: SparkSession, key: str) -> str | None:
-    value = spark.conf.get(key, None) if key in SPARK_CONF_KEYS or key.startswith("spark.ducklake.") else None
-    return None if value is None else str(value)
+def _spark_conf(spark: SparkSession) -> dict[str, str]:
+    """The session's ``spark.ducklake.*`` conf (a misspelt key is an ``InvalidOptionError``)."""
+    from pyspark_ducklake.lake_config import spark_conf
+
+    return spark_conf(spark)
 
 
 def _data_source_frame(spark: SparkSession, identifier: str, options: dict[str, str], snapshot: int) -> DataFrame:

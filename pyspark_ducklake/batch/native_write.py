@@ -55,7 +55,7 @@ from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_type, can_
 from pyspark_ducklake.exceptions import DataFileError, InvalidOptionError
 from pyspark_ducklake.io import thrift_compact as tc
 from pyspark_ducklake.io.parquet import LeafStats, WrittenFile, leaf_arrays
-from pyspark_ducklake.options import option_as_int
+from pyspark_ducklake.options import Entry, check_options, option_as_int
 from pyspark_ducklake.table.write import PendingFile
 
 log = logging.getLogger("pyspark_ducklake.native")
@@ -118,9 +118,10 @@ def write_table(
     if partition_by is not None:
         opts[PARTITION_BY] = partition_by
     from pyspark_ducklake.batch.native import _spark_conf
-    from pyspark_ducklake.options import LakeConfig
+    from pyspark_ducklake.lake_config import LakeConfig
 
-    config = LakeConfig.resolve(opts, lambda key: _spark_conf(spark, key))
+    check_options(opts, Entry.WRITE)
+    config = LakeConfig.resolve(opts, _spark_conf(spark).get)
     plan = plan_write(config, table, opts, df.schema)
     try:
         frame = _conform(df, plan)

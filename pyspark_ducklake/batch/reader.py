@@ -25,7 +25,8 @@ from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog.types import TableSchema
 from pyspark_ducklake.exceptions import InvalidOptionError, SchemaMismatchError
 from pyspark_ducklake.lake import parse_identifier
-from pyspark_ducklake.options import LakeConfig, _get
+from pyspark_ducklake.lake_config import LakeConfig
+from pyspark_ducklake.options import _get
 from pyspark_ducklake.table.scan import FileTask, execute_file_task, plan_scan
 
 SNAPSHOT_OPTIONS = ("snapshot", "versionAsOf")

@@ -8,7 +8,9 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWrite
 from pyspark.sql.types import StructType
 
 from pyspark_ducklake.exceptions import InvalidOptionError
-from pyspark_ducklake.options import SPARK_CONF_KEYS, LakeConfig
+from pyspark_ducklake.lake_config import LakeConfig
+from pyspark_ducklake.lake_config import spark_conf as session_conf
+from pyspark_ducklake.options import Entry, check_options
 
 FORMAT_NAME = "ducklake"
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -17,9 +19,8 @@ FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 class DuckLakeDataSource(DataSource):
     """A DuckLake table as a Spark data source; the table identifier is the ``load``/``save`` path.
 
-    Options (case-insensitive): ``catalog``, ``dataPath``, ``snapshot`` (alias ``versionAsOf``), ``timestamp``
-    (alias ``timestampAsOf``), ``partitionBy``, ``targetFileRows``, ``max_retry_count``, ``retry_wait_ms``,
-    ``retry_backoff``; streaming writes also take the sink's options (``data_inlining_row_limit``, ``flush_rows``...).
+    Options (case-insensitive) are those :data:`pyspark_ducklake.options.OPTIONS` registers for ``read``, ``write``,
+    ``readStream`` and ``writeStream``; any other is an ``InvalidOptionError`` naming the closest valid one.
 
     Rows cross between Python workers and the JVM as Arrow here, which is several times slower than Spark's own
     Parquet reader and writer: :func:`pyspark_ducklake.read_table` and :func:`pyspark_ducklake.write_table` give the
@@ -39,6 +40,9 @@ class DuckLakeDataSource(DataSource):
         super().__init__(options)
         self._config: LakeConfig | None = None
 
+    def _check(self, *entries: Entry) -> None:
+        check_options(dict(self.options), *entries)
+
     @property
     def config(self) -> LakeConfig:
         if self._config is None:
@@ -55,16 +59,31 @@ class DuckLakeDataSource(DataSource):
         return path
 
     def _change_feed(self) -> bool:
-        """Whether this read is of the change feed: ``readChangeFeed=true``, or any change-feed start option."""
+        """Whether this read is of the change feed: ``readChangeFeed=true``, or any change-feed start option.
+
+        Raises:
+            InvalidOptionError: options of the table read and of the change feed mixed (one would be ignored).
+        """
         from pyspark_ducklake.options import _get, option_as_bool
 
         options = dict(self.options)
-        starts = ("startingSnapshot", "startingVersion", "startingTimestamp")
-        return option_as_bool(options, "readChangeFeed", False) or any(_get(options, k) is not None for k in starts)
+        starts = ("startingSnapshot", "startingTimestamp")
+        feed = option_as_bool(options, "readChangeFeed", False) or any(_get(options, k) is not None for k in starts)
+        wrong = ("snapshot", "timestamp") if feed else ("endingSnapshot", "endingTimestamp")
+        for key in wrong:
+            if _get(options, key) is not None:
+                raise InvalidOptionError(
+                    f"option {key} does not apply to a change-feed read (startingSnapshot/endingSnapshot pick its "
+                    "range)"
+                    if feed
+                    else f"option {key} belongs to the change feed: add readChangeFeed=true and startingSnapshot"
+                )
+        return feed
 
     def schema(self) -> StructType:
         from pyspark_ducklake.batch.reader import read_schema
 
+        self._check(Entry.READ, Entry.STREAM_READ)  # Spark asks for the schema of reads only
         if self._change_feed():
             from pyspark_ducklake.batch.change_feed import change_feed_schema
 
@@ -74,6 +93,7 @@ class DuckLakeDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         from pyspark_ducklake.batch.reader import DuckLakeBatchReader, PruningBatchReader
 
+        self._check(Entry.READ)
         if self._change_feed():
             from pyspark_ducklake.batch.change_feed import ChangeFeedBatchReader
 
@@ -86,12 +106,14 @@ class DuckLakeDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from pyspark_ducklake.batch.writer import DuckLakeBatchWriter
 
+        self._check(Entry.WRITE)
         return DuckLakeBatchWriter.create(self.config, self.identifier, dict(self.options), schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
         from pyspark_ducklake.exceptions import InvalidOptionError
         from pyspark_ducklake.streaming.writer import DuckLakeStreamWriter
 
+        self._check(Entry.STREAM_WRITE)
         if overwrite:
             raise InvalidOptionError("streaming writes to DuckLake append; use outputMode('append')")
         return DuckLakeStreamWriter(self.config, self.identifier, dict(self.options), schema)
@@ -100,6 +122,7 @@ class DuckLakeDataSource(DataSource):
         from pyspark_ducklake.exceptions import InvalidOptionError
         from pyspark_ducklake.streaming.source import DuckLakeChangeFeedReader
 
+        self._check(Entry.STREAM_READ)
         if "_change_type" not in schema.fieldNames():
             raise InvalidOptionError(
                 "readStream.format('ducklake') reads the table's change feed: set option startingSnapshot "
@@ -116,12 +139,8 @@ def register(spark: Any) -> type[DuckLakeDataSource]:
     # File pruning needs Python filter pushdown; turn it on unless the user turned it off explicitly.
     if spark.conf.get(FILTER_PUSHDOWN_CONF, None) is None:
         spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
-    conf = {k: v for k, v in spark.sparkContext.getConf().getAll() if k.startswith("spark.ducklake.")}
+    conf = session_conf(spark)  # a misspelt spark.ducklake.* key fails here
     conf[FILTER_PUSHDOWN_CONF] = str(spark.conf.get(FILTER_PUSHDOWN_CONF))
-    for key in SPARK_CONF_KEYS:
-        value = spark.conf.get(key, None)
-        if value is not None:
-            conf[key] = value
     # A module that cannot be imported makes cloudpickle ship the class by value, conf included.
     source = type(
         "DuckLakeDataSource", (DuckLakeDataSource,), {"spark_conf": conf, "__module__": "pyspark_ducklake_registered"}

@@ -34,7 +34,8 @@ from pyspark_ducklake.exceptions import (
 )
 from pyspark_ducklake.io.fileio import delete_files
 from pyspark_ducklake.lake import LakeTable, _delete_everything, add_pending_files, parse_identifier
-from pyspark_ducklake.options import LakeConfig, _get, option_as_int
+from pyspark_ducklake.lake_config import LakeConfig
+from pyspark_ducklake.options import _get, option_as_int
 from pyspark_ducklake.table.partition_values import PartitionKey, resolve_keys
 from pyspark_ducklake.table.write import PendingFile, conform_to_table, write_rolling
 

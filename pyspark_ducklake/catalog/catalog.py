@@ -80,10 +80,13 @@ def open_catalog(
             names = set(inspect(conn).get_table_names())
     except (DBAPIError, SQLAlchemyError) as e:
         engine.dispose()
-        raise CatalogUnreachableError(
-            f"cannot open catalog {loc.redacted()}: {getattr(e, 'orig', e)}; check the URL, credentials, that the "
+        reason = loc.scrub(str(getattr(e, "orig", e))).strip()
+        error = CatalogUnreachableError(
+            f"cannot open catalog {loc.redacted()}: {reason}; check the URL, credentials, that the "
             "database server is running (PostgreSQL) or that the folder exists (SQLite)"
-        ) from e
+        )
+        # the driver's own error may quote the connection string: chain it only when it holds no password
+        raise error from (None if loc.scrub(str(e)) != str(e) else e)
     if "ducklake_metadata" not in names:
         engine.dispose()
         if any(n.startswith("ducklake_") for n in names):

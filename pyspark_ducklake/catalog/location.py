@@ -7,6 +7,7 @@ import re
 import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
@@ -18,42 +19,166 @@ from pyspark_ducklake.exceptions import InvalidOptionError, NotInstalledError
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 
-@dataclass(frozen=True)
+# libpq keywords whose value is a secret
+SECRET_KEYS = frozenset({"password", "sslpassword"})
+# Environment variables libpq reads a password from: scrubbed from error texts too.
+SECRET_ENV = ("PGPASSWORD", "PGSSLPASSWORD")
+HIDDEN = "***"
+
+
+def parse_conninfo(text: str) -> dict[str, str]:
+    """libpq's ``keyword=value`` connection string (``dbname=lake host=db password='a b\'c'``) as a dict.
+
+    Values may be single-quoted (``\'`` and ``\\`` escape inside), spaces around ``=`` are allowed, as in libpq's
+    ``conninfo_parse``.
+
+    Raises:
+        InvalidOptionError: a malformed string; the message never repeats the string (it may hold a password).
+    """
+    out: dict[str, str] = {}
+    i, n = 0, len(text)
+    while True:
+        while i < n and text[i].isspace():
+            i += 1
+        if i >= n:
+            return out
+        start = i
+        while i < n and not text[i].isspace() and text[i] != "=":
+            i += 1
+        key = text[start:i]
+        while i < n and text[i].isspace():
+            i += 1
+        if i >= n or text[i] != "=" or not key:
+            raise InvalidOptionError(
+                f"libpq connection string: expected keyword=value at character {start + 1} (after {len(out)} "
+                "keywords); quote values with spaces: password='a b'"
+            )
+        i += 1
+        while i < n and text[i].isspace():
+            i += 1
+        value: list[str] = []
+        if i < n and text[i] == "'":
+            i += 1
+            while True:
+                if i >= n:
+                    raise InvalidOptionError(f"libpq connection string: the quoted value of {key!r} is not closed")
+                if text[i] == "\\" and i + 1 < n:
+                    value.append(text[i + 1])
+                    i += 2
+                elif text[i] == "'":
+                    i += 1
+                    break
+                else:
+                    value.append(text[i])
+                    i += 1
+        else:
+            while i < n and not text[i].isspace():
+                if text[i] == "\\" and i + 1 < n:
+                    value.append(text[i + 1])
+                    i += 2
+                else:
+                    value.append(text[i])
+                    i += 1
+        out[key] = "".join(value)
+
+
+def render_conninfo(params: dict[str, Any], *, hide_secrets: bool = False) -> str:
+    """A libpq connection string from keywords (values quoted where libpq needs it)."""
+
+    def quote(value: Any) -> str:
+        text = str(value)
+        if text and not any(c.isspace() or c in "'\\" for c in text):
+            return text
+        return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+    return " ".join(
+        f"{k}={HIDDEN if hide_secrets and k.lower() in SECRET_KEYS else quote(v)}"
+        for k, v in params.items()
+        if v is not None
+    )
+
+
+@dataclass(frozen=True, repr=False)
 class CatalogLocation:
-    """Where a catalog lives: a SQLAlchemy URL plus driver arguments (a libpq DSN for ``ducklake:postgres:``)."""
+    """Where a catalog lives: a SQLAlchemy URL, or (DuckDB's ``postgres:`` spelling) libpq keywords that are passed
+    to the driver as they are."""
 
     url: str
-    connect_args: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    connect_args: dict[str, Any] = field(default_factory=dict, hash=False)
+
+    def __repr__(self) -> str:
+        return f"CatalogLocation({self.redacted()!r})"
+
+    __str__ = __repr__
 
     @property
     def backend(self) -> str:
         return make_url(self.url).get_backend_name()
+
+    @property
+    def conninfo(self) -> dict[str, str] | None:
+        """The libpq keywords of a ``postgres:`` location (None for a URL)."""
+        return dict(self.connect_args["conninfo"]) if "conninfo" in self.connect_args else None
+
+    def driver_args(self) -> dict[str, Any]:
+        """Keyword arguments for the DBAPI ``connect()`` (libpq keywords go to psycopg2 as they are)."""
+        args = {k: v for k, v in self.connect_args.items() if k != "conninfo"}
+        args.update(self.connect_args.get("conninfo", {}))
+        return args
 
     def duckdb_attach(self) -> str:
         """The same catalog as DuckDB's ``ATTACH`` spells it."""
         url = make_url(self.url)
         if url.get_backend_name() == "sqlite":
             return f"ducklake:sqlite:{url.database}"
-        if "dsn" in self.connect_args:
-            return f"ducklake:postgres:{self.connect_args['dsn']}"
-        parts = {
+        if self.conninfo is not None:
+            return f"ducklake:postgres:{render_conninfo(self.conninfo)}"
+        parts: dict[str, Any] = {
             "dbname": url.database,
             "host": url.host,
             "port": url.port,
             "user": url.username,
             "password": url.password,
         }
-        conninfo = " ".join(f"{k}={v}" for k, v in parts.items() if v is not None)
-        return f"ducklake:postgres:{conninfo}"
+        for key, value in [*url.query.items(), *self.connect_args.items()]:
+            parts.setdefault(key, value if isinstance(value, str) else ",".join(value))
+        return f"ducklake:postgres:{render_conninfo(parts)}"
 
     def redacted(self) -> str:
-        """The URL with any password hidden, for messages and logs."""
-        if "dsn" in self.connect_args:
-            dsn = " ".join(
-                "password=***" if p.startswith("password=") else p for p in str(self.connect_args["dsn"]).split()
-            )
-            return f"ducklake:postgres:{dsn}"
-        return make_url(self.url).render_as_string(hide_password=True)
+        """The location with every password hidden, for messages, logs and reprs."""
+        if self.conninfo is not None:
+            return f"ducklake:postgres:{render_conninfo(self.conninfo, hide_secrets=True)}"
+        url = make_url(self.url)
+        query = {k: (HIDDEN if k.lower() in SECRET_KEYS else v) for k, v in url.query.items()}
+        text = url.set(query=query).render_as_string(hide_password=True).replace("%2A%2A%2A", HIDDEN)
+        hidden = [f"{k}={HIDDEN}" for k in self.connect_args if k.lower() in SECRET_KEYS]
+        return text + (f" ({', '.join(hidden)})" if hidden else "")
+
+    def secrets(self) -> list[str]:
+        """Every password this location (or libpq's environment) holds, as it could appear in a driver's message."""
+        found: list[str] = []
+        if self.conninfo is not None:
+            found += [v for k, v in self.conninfo.items() if k.lower() in SECRET_KEYS]
+        else:
+            url = make_url(self.url)
+            found += [url.password] if url.password else []
+            for k, v in url.query.items():
+                if k.lower() in SECRET_KEYS:
+                    found += [v] if isinstance(v, str) else list(v)
+            found += [str(v) for k, v in self.connect_args.items() if k.lower() in SECRET_KEYS]
+        found += [os.environ[v] for v in SECRET_ENV if os.environ.get(v)]
+        found += [quote(s, safe="") for s in found] + [quote_plus(s) for s in found]  # as a URL would carry it
+        return sorted({s for s in found if s}, key=len, reverse=True)
+
+    def scrub(self, text: str) -> str:
+        """``text`` with this location's passwords replaced by ``***``."""
+        for secret in self.secrets():
+            text = text.replace(secret, HIDDEN)
+        return text
+
+
+_PASSWORD_KEYWORD = re.compile(r"((?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'?|\S*)", re.IGNORECASE)
+_URL_USERINFO = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
 
 
 def redact_location(location: str) -> str:
@@ -61,51 +186,69 @@ def redact_location(location: str) -> str:
     try:
         return parse_location(location).redacted()
     except Exception:
-        # not parseable: hide anything that looks like a password rather than echo it
-        text = re.sub(r"password=\S*", "password=***", location)
-        return re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", text)
+        return redact_text(location)
+
+
+def redact_text(text: str) -> str:
+    """``text`` with anything that looks like a password hidden: ``user:pw@`` in URLs, ``password=`` keywords and
+    query parameters (quoted or not)."""
+    text = _PASSWORD_KEYWORD.sub(lambda m: m.group(1) + HIDDEN, text)
+    return _URL_USERINFO.sub(r"\1" + HIDDEN + "@", text)
 
 
 def parse_location(location: str) -> CatalogLocation:
     """Parse a catalog location.
 
-    Accepts SQLAlchemy URLs (``sqlite:///lake.sqlite``, ``postgresql+psycopg2://user@host/db``) and DuckDB's
-    spellings (``ducklake:sqlite:lake.sqlite``, ``ducklake:postgres:dbname=db host=127.0.0.1``); a bare path
-    ending in ``.sqlite``/``.db`` means a SQLite catalog.
+    Accepts SQLAlchemy URLs (``sqlite:///lake.sqlite``, ``postgresql+psycopg2://user@host/db``, ``postgres://...``)
+    and DuckDB's spellings, with or without ``ducklake:``: ``ducklake:sqlite:lake.sqlite``, ``sqlite:lake.sqlite``,
+    ``ducklake:postgres:dbname=db host=127.0.0.1`` (a libpq connection string, keywords or URI), ``postgres:...``,
+    ``postgresql:...``. A bare path ending in ``.sqlite``/``.db``/``.sqlite3`` means a SQLite catalog.
 
     Raises:
-        InvalidOptionError: the location is empty or not a supported catalog.
+        InvalidOptionError: the location is empty or not a supported catalog (the message hides any password).
     """
-    if not location or not location.strip():
+    if not isinstance(location, str) or not location.strip():
         raise InvalidOptionError("catalog location is empty; pass e.g. 'sqlite:///lake.sqlite'")
+    shown = redact_text(location.strip())
     loc = location.strip()
-    if loc.startswith("ducklake:"):
+    if loc.lower().startswith("ducklake:"):
         loc = loc[len("ducklake:") :]
-        if loc.startswith("sqlite:") and not loc.startswith("sqlite://"):
-            return CatalogLocation(f"sqlite:///{os.path.abspath(loc[len('sqlite:') :])}")
-        if loc.startswith(("postgres:", "postgresql:")) and "://" not in loc:
-            dsn = loc.split(":", 1)[1]
-            return CatalogLocation("postgresql+psycopg2://", {"dsn": dsn})
-        if "://" not in loc:
+        if not loc.lower().startswith(("sqlite:", "postgres:", "postgresql:")) and "://" not in loc:
             raise InvalidOptionError(
-                f"catalog {location!r} is a DuckDB-file catalog, which needs DuckDB itself; "
+                f"catalog {shown!r} is a DuckDB-file catalog, which needs DuckDB itself; "
                 "use a SQLite ('ducklake:sqlite:lake.sqlite') or PostgreSQL catalog"
             )
-    if loc.startswith("postgres://"):
-        loc = "postgresql+psycopg2://" + loc[len("postgres://") :]
-    if loc.startswith("postgresql://"):
-        loc = "postgresql+psycopg2://" + loc[len("postgresql://") :]
+    lower = loc.lower()
+    if lower.startswith("sqlite:") and not lower.startswith("sqlite://"):
+        path = loc[len("sqlite:") :]
+        if not path or path == ":memory:":
+            raise InvalidOptionError(
+                f"catalog {shown!r} is an in-memory SQLite database, which vanishes between connections; "
+                "give a file, e.g. 'sqlite:///lake.sqlite'"
+            )
+        return CatalogLocation(f"sqlite:///{os.path.abspath(os.path.expanduser(path))}")
+    if lower.startswith(("postgres:", "postgresql:")) and not lower.startswith(("postgres://", "postgresql://")):
+        rest = loc.split(":", 1)[1]
+        if rest.lower().startswith(("postgres://", "postgresql://")):
+            loc = rest  # libpq takes a URI as its connection string too
+        else:
+            return CatalogLocation("postgresql+psycopg2://", {"conninfo": parse_conninfo(rest)})
+    lower = loc.lower()
+    for scheme in ("postgres://", "postgresql://"):
+        if lower.startswith(scheme):
+            loc = "postgresql+psycopg2://" + loc[len(scheme) :]
     if "://" not in loc:
         if loc.endswith((".sqlite", ".db", ".sqlite3")):
             return CatalogLocation(f"sqlite:///{os.path.abspath(loc)}")
         raise InvalidOptionError(
-            f"catalog {location!r} is not a catalog URL; use 'sqlite:///path.sqlite', "
+            f"catalog {shown!r} is not a catalog URL; use 'sqlite:///path.sqlite', "
             "'postgresql+psycopg2://user@host/db' or DuckDB's 'ducklake:sqlite:path' / 'ducklake:postgres:dbname=...'"
         )
     try:
         url = make_url(loc)
-    except ArgumentError as e:
-        raise InvalidOptionError(f"catalog {location!r} is not a valid URL: {e}") from e
+        url.port  # noqa: B018 - a port that is not a number fails here, not at connect time
+    except (ArgumentError, ValueError) as e:
+        raise InvalidOptionError(f"catalog {shown!r} is not a valid URL ({type(e).__name__})") from None
     if url.get_backend_name() not in ("sqlite", "postgresql"):
         raise InvalidOptionError(
             f"catalog backend {url.get_backend_name()!r} is not supported; "
@@ -113,12 +256,25 @@ def parse_location(location: str) -> CatalogLocation:
         )
     if url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"):
         raise InvalidOptionError(
-            f"catalog {location!r} is an in-memory SQLite database, which vanishes between connections; "
+            f"catalog {shown!r} is an in-memory SQLite database, which vanishes between connections; "
             "give a file, e.g. 'sqlite:///lake.sqlite'"
         )
     if url.get_backend_name() == "sqlite":
         url = url.set(database=os.path.abspath(url.database or ""))
-    return CatalogLocation(url.render_as_string(hide_password=False))
+        return CatalogLocation(url.render_as_string(hide_password=False))
+    # Secrets leave the query string, which SQLAlchemy shows in reprs: the password becomes the URL's own (hidden as
+    # ***), sslpassword a driver argument.
+    query = dict(url.query)
+    secret = {k.lower(): query.pop(k) for k in list(query) if k.lower() in SECRET_KEYS}
+    extra: dict[str, Any] = {}
+    for key, value in secret.items():
+        text = value if isinstance(value, str) else value[-1]
+        if key == "password":
+            url = url.set(password=text)
+        else:
+            extra[key] = text
+    url = url.set(query=query)
+    return CatalogLocation(url.render_as_string(hide_password=False), extra)
 
 
 def create_catalog_engine(location: CatalogLocation) -> Engine:
@@ -128,7 +284,7 @@ def create_catalog_engine(location: CatalogLocation) -> Engine:
         NotInstalledError: the database driver is not installed.
     """
     backend = location.backend
-    kwargs: dict[str, Any] = {"connect_args": dict(location.connect_args)}
+    kwargs: dict[str, Any] = {"connect_args": location.driver_args()}
     if backend == "sqlite":
         kwargs["connect_args"].setdefault("timeout", SQLITE_BUSY_TIMEOUT_MS / 1000)
         kwargs["connect_args"]["check_same_thread"] = False
@@ -139,8 +295,9 @@ def create_catalog_engine(location: CatalogLocation) -> Engine:
         engine = create_engine(location.url, **kwargs)
     except (NoSuchModuleError, ModuleNotFoundError) as e:
         raise NotInstalledError(
-            f"the driver for {backend} catalogs is missing: pip install 'pyspark-ducklake[postgres]' ({e})"
-        ) from e
+            f"the driver for {backend} catalogs is missing: pip install 'pyspark-ducklake[postgres]' "
+            f"({location.scrub(str(e))})"
+        ) from None
     if backend == "sqlite":
         _sqlite_explicit_transactions(engine)
     return engine

@@ -7,14 +7,15 @@ import pickle
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 
 from pyspark_ducklake.batch.spark_types import columns_from_spark
-from pyspark_ducklake.catalog.transaction import RetryConfig, run_through_outages, wait_for_catalog
+from pyspark_ducklake.catalog.transaction import run_through_outages, wait_for_catalog
 from pyspark_ducklake.exceptions import InvalidOptionError
-from pyspark_ducklake.options import SPARK_CONF_KEYS, LakeConfig
+from pyspark_ducklake.lake_config import LakeConfig, retry_config, spark_conf
+from pyspark_ducklake.options import Entry, check_options
 from pyspark_ducklake.streaming.microbatch import (
     FLUSH_BYTES_DEFAULT,
     FLUSH_INTERVAL_DEFAULT,
@@ -63,8 +64,8 @@ class DuckLakeSink:
 
     def _get_committer(self, spark: Any) -> MicroBatchCommitter:
         if self._committer is None:
-            conf = {k: spark.conf.get(k, None) for k in SPARK_CONF_KEYS}
-            config = LakeConfig.resolve(self.config_options, lambda key: conf.get(key))
+            conf = spark_conf(spark)
+            config = LakeConfig.resolve(self.config_options, conf.get)
             storage = self.storage_options or config.storage_options
             lake = config.connect(retry=self.settings.retry, storage_options=storage)
             self._committer = MicroBatchCommitter(lake, self.table, self.settings)
@@ -169,18 +170,18 @@ def ducklake_sink(
     catalog: str | None = None,
     data_path: str | None = None,
     app_id: str | None = None,
-    data_inlining_row_limit: int = SINK_INLINING_ROW_LIMIT_DEFAULT,
-    flush_rows: int = FLUSH_ROWS_DEFAULT,
-    flush_bytes: int = FLUSH_BYTES_DEFAULT,
-    flush_interval: float = FLUSH_INTERVAL_DEFAULT,
-    create_table: bool = True,
-    merge_schema: bool = False,
+    data_inlining_row_limit: int | str = SINK_INLINING_ROW_LIMIT_DEFAULT,
+    flush_rows: int | str = FLUSH_ROWS_DEFAULT,
+    flush_bytes: int | str = FLUSH_BYTES_DEFAULT,
+    flush_interval: float | str = FLUSH_INTERVAL_DEFAULT,
+    create_table: bool | str = True,
+    merge_schema: bool | str = False,
     partition_by: list[str] | str | None = None,
-    target_file_rows: int = TARGET_FILE_ROWS_DEFAULT,
-    max_retry_count: int | None = None,
-    retry_wait_ms: int | None = None,
-    retry_backoff: float | None = None,
-    reconnect_timeout: float | None = None,
+    target_file_rows: int | str = TARGET_FILE_ROWS_DEFAULT,
+    max_retry_count: int | str | None = None,
+    retry_wait_ms: int | str | None = None,
+    retry_backoff: float | str | None = None,
+    reconnect_timeout: float | str | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> DuckLakeSink:
     """A ``foreachBatch`` function that commits each micro-batch to ``table`` as one DuckLake snapshot.
@@ -205,41 +206,45 @@ def ducklake_sink(
         storage_options: fsspec (s3fs) options for the data path, as ``connect()`` takes them; default from the
             Spark conf ``spark.ducklake.s3.*`` and the ``AWS_*`` environment (executors get them with the tasks).
 
+    Every value may also be given as a string (``create_table="false"``, ``flush_bytes="64MB"``,
+    ``flush_interval="5 min"``), as Spark options are.
+
     Raises:
-        InvalidOptionError: an option value out of range (names the option).
+        InvalidOptionError: an option value that does not parse or is out of range (names the option).
     """
-    for name, value, minimum in (
-        ("data_inlining_row_limit", data_inlining_row_limit, 0),
-        ("flush_rows", flush_rows, 1),
-        ("flush_bytes", flush_bytes, 1),
-        ("target_file_rows", target_file_rows, 1),
-    ):
-        if not isinstance(value, int) or value < minimum:
-            raise InvalidOptionError(f"ducklake_sink option {name} must be an integer >= {minimum}, got {value!r}")
-    if not isinstance(flush_interval, (int, float)) or flush_interval < 0:
-        raise InvalidOptionError(f"ducklake_sink option flush_interval must be seconds >= 0, got {flush_interval!r}")
-    defaults = RetryConfig()
-    retry = RetryConfig(
-        defaults.max_retry_count if max_retry_count is None else max_retry_count,
-        defaults.retry_wait_ms if retry_wait_ms is None else retry_wait_ms,
-        defaults.retry_backoff if retry_backoff is None else retry_backoff,
-        defaults.reconnect_timeout if reconnect_timeout is None else reconnect_timeout,
-    )
-    keys = (
-        tuple(k.strip() for k in partition_by.split(","))
-        if isinstance(partition_by, str)
-        else tuple(partition_by or ())
-    )
+    given = {
+        "catalog": catalog,
+        "data_path": data_path,
+        "app_id": app_id,
+        "data_inlining_row_limit": data_inlining_row_limit,
+        "flush_rows": flush_rows,
+        "flush_bytes": flush_bytes,
+        "flush_interval": flush_interval,
+        "create_table": create_table,
+        "merge_schema": merge_schema,
+        "partition_by": partition_by,
+        "target_file_rows": target_file_rows,
+        "max_retry_count": max_retry_count,
+        "retry_wait_ms": retry_wait_ms,
+        "retry_backoff": retry_backoff,
+        "reconnect_timeout": reconnect_timeout,
+        "storage_options": storage_options,
+    }
+    # one parser for every entry point: "false" is False, "64MB" a size, NaN and negative values are refused
+    parsed = check_options(given, Entry.SINK)
+    retry = retry_config(parsed)
     settings = SinkSettings(
-        data_inlining_row_limit,
-        flush_rows,
-        flush_bytes,
-        float(flush_interval),
-        create_table,
-        merge_schema,
-        tuple(k for k in keys if k),
-        target_file_rows,
+        cast(int, parsed["data_inlining_row_limit"]),
+        cast(int, parsed["flush_rows"]),
+        cast(int, parsed["flush_bytes"]),
+        cast(float, parsed["flush_interval"]),
+        cast(bool, parsed["create_table"]),
+        cast(bool, parsed["merge_schema"]),
+        cast("tuple[str, ...]", parsed.get("partition_by") or ()),
+        cast(int, parsed["target_file_rows"]),
         retry,
     )
-    options = {k: v for k, v in (("catalog", catalog), ("dataPath", data_path)) if v}
+    app_id = cast("str | None", parsed.get("app_id"))
+    storage_options = cast("dict[str, Any] | None", parsed.get("storage_options"))
+    options = {k: str(v) for k, v in (("catalog", parsed.get("catalog")), ("dataPath", parsed.get("dataPath"))) if v}
     return DuckLakeSink(table, options, app_id, settings, storage_options)

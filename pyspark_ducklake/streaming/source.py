@@ -35,7 +35,8 @@ from pyspark_ducklake.exceptions import (
     NoSuchSnapshotError,
 )
 from pyspark_ducklake.lake import Lake, parse_identifier
-from pyspark_ducklake.options import LakeConfig, _get, option_as_bool, option_as_int
+from pyspark_ducklake.lake_config import LakeConfig
+from pyspark_ducklake.options import _get, option_as_bool, option_as_int
 from pyspark_ducklake.streaming.offsets import SnapshotOffset
 from pyspark_ducklake.table.change_split import ChangePart, execute_part, split_plan
 from pyspark_ducklake.table.changes import changed_snapshots, count_changes, plan_changes

@@ -22,7 +22,17 @@ from pyspark_ducklake.catalog.transaction import is_connection_error, retry_whil
 from pyspark_ducklake.exceptions import CatalogUnreachableError, InvalidOptionError, SchemaMismatchError
 from pyspark_ducklake.io.fileio import delete_files
 from pyspark_ducklake.lake import Lake
-from pyspark_ducklake.options import LakeConfig, _get, option_as_bool, option_as_float, option_as_int
+from pyspark_ducklake.lake_config import LakeConfig
+from pyspark_ducklake.options import (
+    Entry,
+    _get,
+    check_options,
+    option_as_bool,
+    option_as_int,
+    option_as_seconds,
+    option_as_size,
+    parse_keys,
+)
 from pyspark_ducklake.streaming.microbatch import (
     FLUSH_BYTES_DEFAULT,
     FLUSH_INTERVAL_DEFAULT,
@@ -40,20 +50,24 @@ log = logging.getLogger("pyspark_ducklake.sink")
 
 
 def sink_settings(options: dict[str, str], retry: object) -> SinkSettings:
-    """Sink settings from Spark writer options (case-insensitive; same names as ``ducklake_sink``'s arguments)."""
-    partition = _get(options, "partitionBy") or _get(options, "partition_by") or ""
+    """Sink settings from Spark writer options (case-insensitive; same names as ``ducklake_sink``'s arguments).
+
+    Raises:
+        InvalidOptionError: an unknown option (with the closest valid name) or a value that does not parse.
+    """
+    check_options(options, Entry.STREAM_WRITE)
     return SinkSettings(
         data_inlining_row_limit=option_as_int(
             options, "data_inlining_row_limit", SINK_INLINING_ROW_LIMIT_DEFAULT, minimum=0
         )
         or 0,
         flush_rows=option_as_int(options, "flush_rows", FLUSH_ROWS_DEFAULT, minimum=1) or FLUSH_ROWS_DEFAULT,
-        flush_bytes=option_as_int(options, "flush_bytes", FLUSH_BYTES_DEFAULT, minimum=1) or FLUSH_BYTES_DEFAULT,
-        flush_interval=option_as_float(options, "flush_interval", FLUSH_INTERVAL_DEFAULT),
+        flush_bytes=option_as_size(options, "flush_bytes", FLUSH_BYTES_DEFAULT),
+        flush_interval=option_as_seconds(options, "flush_interval", FLUSH_INTERVAL_DEFAULT),
         create_table=option_as_bool(options, "create_table", True),
-        merge_schema=option_as_bool(options, "merge_schema", False) or option_as_bool(options, "mergeSchema", False),
-        partition_by=tuple(k.strip() for k in partition.split(",") if k.strip()),
-        target_file_rows=option_as_int(options, "targetFileRows", TARGET_FILE_ROWS_DEFAULT, minimum=1)
+        merge_schema=option_as_bool(options, "merge_schema", False),
+        partition_by=parse_keys(_get(options, "partition_by") or "", "partition_by"),
+        target_file_rows=option_as_int(options, "target_file_rows", TARGET_FILE_ROWS_DEFAULT, minimum=1)
         or TARGET_FILE_ROWS_DEFAULT,
         retry=retry,  # type: ignore[arg-type]
     )
@@ -71,10 +85,8 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, config: LakeConfig, identifier: str, options: dict[str, str], schema: StructType) -> None:
         self.config = config
         self.identifier = identifier
-        self.app_id = _get(options, "app_id") or _get(options, "appId")
         self.settings = sink_settings(options, config.retry)
-        if self.settings.flush_interval < 0:
-            raise InvalidOptionError(f"option flush_interval must be seconds >= 0, got {self.settings.flush_interval}")
+        self.app_id = _get(options, "app_id")
         self.incoming = columns_from_spark(schema)
         lake = self._open()  # Spark makes a writer for every micro-batch: it waits out an outage too
         try:

@@ -17,7 +17,6 @@ rewrite groups in parallel (:mod:`pyspark_ducklake.batch.maintenance`); :func:`a
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -26,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 from sqlalchemy import Connection, func, select
 
+from pyspark_ducklake import options
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.catalog import writer as W
@@ -52,10 +52,6 @@ log = logging.getLogger("pyspark_ducklake.maintenance")
 
 DEFAULT_TARGET_FILE_SIZE = 1 << 29  # DuckLakeCatalog::DEFAULT_TARGET_FILE_SIZE (512 MiB)
 _ALL_ROWS = 2**62  # a snapshot newer than any: read every row of a file
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4}
-_UNITS.update({"k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4})
-_UNITS.update({"kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4})
 
 
 def parse_size(value: int | str, *, name: str) -> int:
@@ -64,16 +60,7 @@ def parse_size(value: int | str, *, name: str) -> int:
     Raises:
         InvalidOptionError: not a size, or not positive.
     """
-    if isinstance(value, int):
-        size = value
-    else:
-        m = _SIZE.match(str(value))
-        if m is None or (m.group(2) is not None and m.group(2).lower() not in _UNITS):
-            raise InvalidOptionError(f"could not parse option {name} as a size in bytes (e.g. 512MB): {value!r}")
-        size = int(float(m.group(1)) * _UNITS[(m.group(2) or "").lower()])
-    if size <= 0:
-        raise InvalidOptionError(f"option {name} must be > 0, got {value!r}")
-    return size
+    return options.parse_size(value, name, minimum=1)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ old snapshot keep their files until then.
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -28,31 +27,10 @@ from pyspark_ducklake.catalog.paths import is_inside, normalize
 from pyspark_ducklake.catalog.transaction import now_utc
 from pyspark_ducklake.exceptions import CommitFailedError, DataFileError, InvalidOptionError
 from pyspark_ducklake.io.fileio import delete_files, file_size
+from pyspark_ducklake.options import parse_duration
 from pyspark_ducklake.table.maintenance import MaintenanceReport, log
 
 DEFAULT_DELETE_OLDER_THAN = "2 days"  # the reference's default for ducklake_cleanup_old_files
-_INTERVAL_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]+)")
-_INTERVAL_UNITS = {
-    "microsecond": dt.timedelta(microseconds=1),
-    "us": dt.timedelta(microseconds=1),
-    "millisecond": dt.timedelta(milliseconds=1),
-    "ms": dt.timedelta(milliseconds=1),
-    "second": dt.timedelta(seconds=1),
-    "sec": dt.timedelta(seconds=1),
-    "s": dt.timedelta(seconds=1),
-    "minute": dt.timedelta(minutes=1),
-    "min": dt.timedelta(minutes=1),
-    "m": dt.timedelta(minutes=1),
-    "hour": dt.timedelta(hours=1),
-    "h": dt.timedelta(hours=1),
-    "day": dt.timedelta(days=1),
-    "d": dt.timedelta(days=1),
-    "week": dt.timedelta(weeks=1),
-    "w": dt.timedelta(weeks=1),
-    "month": dt.timedelta(days=30),
-    "year": dt.timedelta(days=365),
-}
-
 When = dt.datetime | dt.timedelta | str
 
 
@@ -62,18 +40,7 @@ def parse_interval(text: str, *, name: str) -> dt.timedelta:
     Raises:
         InvalidOptionError: not an interval.
     """
-    value = text.strip().lower()
-    parts = _INTERVAL_PART.findall(value)
-    total = dt.timedelta(0)
-    for number, unit in parts:
-        key = unit[:-1] if unit.endswith("s") and unit[:-1] in _INTERVAL_UNITS else unit
-        if key not in _INTERVAL_UNITS:
-            parts = []
-            break
-        total += float(number) * _INTERVAL_UNITS[key]
-    if not parts or _INTERVAL_PART.sub("", value).strip():
-        raise InvalidOptionError(f"could not parse option {name} as an interval (e.g. '2 days'): {text!r}")
-    return total
+    return parse_duration(text, name, unit=None, what="an interval")
 
 
 def cutoff_time(when: When, *, name: str) -> dt.datetime:

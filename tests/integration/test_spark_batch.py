@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 
 import pyspark_ducklake as pdl
 from pyspark_ducklake.batch.reader import DuckLakeBatchReader, PruningBatchReader
-from pyspark_ducklake.options import LakeConfig
+from pyspark_ducklake.lake_config import LakeConfig
 from tests.support.compare import canonical_rows
 from tests.support.duck import open_duckdb
 

@@ -238,6 +238,47 @@ CASES: tuple[BadInput, ...] = (
         "lists the transforms there are: identity, year, month, day, hour",
         match="is not one of identity, year, month, day, hour",
     ),
+    # --- options: one registry, one parser per kind (unknown names, strings, NaN), catalog spellings
+    BadInput(
+        "option-unknown",
+        "an unknown or misspelt option (`versionAsOff`, `endingTimestmp`, `creat_table`, `spark.ducklake.datapth`)",
+        E.InvalidOptionError,
+        "did you mean 'versionAsOf'? (names the closest valid option)",
+        match="did you mean",
+    ),
+    BadInput(
+        "option-wrong-entry",
+        "an option of another entry point (`maxSnapshotsPerTrigger` on a batch read, `snapshot` on a write)",
+        E.InvalidOptionError,
+        "says where the option applies",
+        match="does not apply to",
+    ),
+    BadInput(
+        "option-twice",
+        "one option under two spellings (`snapshot` and `versionAsOf`)",
+        E.InvalidOptionError,
+        "give only one of them",
+    ),
+    BadInput(
+        "option-not-finite",
+        "NaN or infinite numbers (`retry_backoff=nan`, `flush_interval=inf`, `reconnect_timeout='nan'`)",
+        E.InvalidOptionError,
+        "must be a finite number",
+        match="must be a finite",
+    ),
+    BadInput(
+        "option-bool-strings",
+        'booleans as strings (`create_table="false"`, `failOnDataLoss="FALSE"`, `merge_schema="no"`)',
+        None,
+        'parsed as booleans: "false" is False; anything but true/false, yes/no, on/off, 1/0 is an InvalidOptionError',
+    ),
+    BadInput(
+        "catalog-libpq-malformed",
+        "a malformed libpq string (`password=a b` unquoted, an unclosed quote)",
+        E.InvalidOptionError,
+        "quote values with spaces: password='a b'",
+        match="libpq connection string",
+    ),
     # --- checkpoints
     BadInput(
         "checkpoint-corrupt",

@@ -57,7 +57,7 @@ def test_cli_maintenance(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     code, _, err = run("expire", "--versions", str(head + 1))
     assert code == 2 and "current snapshot" in err
     code, _, err = run("merge", "--target-file-size", "lots")
-    assert code == 2 and "target_file_size" in err
+    assert code == 2 and "--target-file-size" in err and "lots" in err
     code, out, _ = run("expire", "--older-than-hours", "0", "--dry-run", "--json")
     assert json.loads(out)["snapshots"] == list(range(head + 1))
     assert len(lake.snapshots()) == head + 2  # the dry run kept them all
