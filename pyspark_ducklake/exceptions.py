@@ -43,6 +43,10 @@ class NoSuchSnapshotError(CatalogError):
     """No snapshot matches the requested id or timestamp."""
 
 
+class InlinedDataError(CatalogError, ValueError):
+    """A value in an inlined-data table is not text DuckDB can read back (written so by another writer)."""
+
+
 class InvalidIdentifierError(DuckLakeError, ValueError):
     """A schema, table or column name cannot be used."""
 

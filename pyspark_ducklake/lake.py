@@ -16,6 +16,7 @@ from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import writer as W
 from pyspark_ducklake.catalog.catalog import CatalogInfo, open_catalog
 from pyspark_ducklake.catalog.entries import SnapshotInfo, TableEntry
+from pyspark_ducklake.catalog.inlined_codec import table_inline_obstacle
 from pyspark_ducklake.catalog.location import CatalogLocation, parse_location
 from pyspark_ducklake.catalog.partitioning import (
     PartitionSpec,
@@ -311,8 +312,7 @@ class Lake:
         arrow = conform_to_table(to_arrow_table(data), table.table_schema, table.name)
         if arrow.num_rows == 0:
             return table.snapshot_id
-        inline = arrow.num_rows <= self.data_inlining_row_limit(table.table_id)
-        if inline:
+        if self._inlines(table, arrow):
             result = self._commit(self._inline_apply(table, arrow), base=table.snapshot_id, extra_info=extra_info)
         else:
             files = self._write_files(table, arrow)
@@ -324,6 +324,15 @@ class Lake:
             )
         assert result.snapshot_id is not None
         return result.snapshot_id
+
+    def _inlines(self, table: LakeTable, arrow: pa.Table) -> bool:
+        """Whether rows go into the catalog: few enough, and all of them readable back exactly from there."""
+        if arrow.num_rows > self.data_inlining_row_limit(table.table_id):
+            return False
+        why = table_inline_obstacle(table.table_schema.columns, arrow, self.engine.dialect.name)
+        if why is not None:
+            log.info("table %s: %d rows written to Parquet, not inlined: %s", table.name, arrow.num_rows, why)
+        return why is None
 
     def _table_dir(self, table: LakeTable) -> str:
         return reader.table_path(table.entry, self.data_path)
@@ -362,7 +371,7 @@ class Lake:
         table = self.table(identifier)
         arrow = conform_to_table(to_arrow_table(data), table.table_schema, table.name)
         files: list[PendingFile] = []
-        inline = arrow.num_rows <= self.data_inlining_row_limit(table.table_id)
+        inline = self._inlines(table, arrow)
         if arrow.num_rows and not inline:
             files = self._write_files(table, arrow)
 
