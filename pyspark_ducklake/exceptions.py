@@ -71,6 +71,10 @@ class NoSuchColumnError(SchemaMismatchError):
     """The column does not exist in the table."""
 
 
+class InvalidStringError(SchemaMismatchError):
+    """A string column holds bytes that are not valid UTF-8."""
+
+
 class CommitError(DuckLakeError):
     """A change could not be committed."""
 

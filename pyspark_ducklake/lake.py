@@ -24,7 +24,14 @@ from pyspark_ducklake.catalog.partitioning import (
     partition_spec,
     set_partition_spec,
 )
-from pyspark_ducklake.catalog.transaction import CommitContext, CommitResult, RetryConfig, SkipCommit, run_commit
+from pyspark_ducklake.catalog.transaction import (
+    CommitContext,
+    CommitResult,
+    RetryConfig,
+    SkipCommit,
+    extra_info_text,
+    run_commit,
+)
 from pyspark_ducklake.catalog.types import Column, TableSchema, column_from_arrow_field, columns_from_arrow
 from pyspark_ducklake.exceptions import (
     CommitConflictError,
@@ -298,29 +305,42 @@ class Lake:
             return LakeTable(entry, schema, snap, partition_spec(conn, entry.table_id, snap, schema))
 
     # --- writes ----------------------------------------------------------------------------------------------
-    def append(self, identifier: str | Sequence[str], data: Any, *, extra_info: dict[str, Any] | None = None) -> int:
+    def append(
+        self, identifier: str | Sequence[str], data: Any, *, extra_info: dict[str, Any] | str | None = None
+    ) -> int:
         """Append rows; small appends are inlined into the catalog, larger ones become a Parquet file.
+
+        Rows DuckDB could not read back exactly from the catalog (a NUL inside a nested string on PostgreSQL, a
+        JSON list element DuckDB would rewrite) go to a Parquet file however few they are.
+
+        Args:
+            identifier: ``"schema.table"`` or a ``(schema, table)`` tuple.
+            data: a pyarrow Table or RecordBatch, or anything ``pa.table()`` takes.
+            extra_info: stored as the snapshot's ``commit_extra_info``: a dict of JSON values or a JSON string.
 
         Returns:
             The new snapshot id.
 
         Raises:
+            InvalidOptionError: ``extra_info`` is not JSON (nothing is written).
+            InvalidStringError: a string column holds bytes that are not UTF-8 (nothing is written).
             SchemaMismatchError: the data does not fit the table (nothing is written).
             CommitFailedError, CommitConflictError, CommitStateUnknownError: see the commit protocol.
         """
+        extra = extra_info_text(extra_info)  # before any file is written
         table = self.table(identifier)
         arrow = conform_to_table(to_arrow_table(data), table.table_schema, table.name)
         if arrow.num_rows == 0:
             return table.snapshot_id
         if self._inlines(table, arrow):
-            result = self._commit(self._inline_apply(table, arrow), base=table.snapshot_id, extra_info=extra_info)
+            result = self._commit(self._inline_apply(table, arrow), base=table.snapshot_id, extra_info=extra)
         else:
             files = self._write_files(table, arrow)
             result = self._commit(
                 self._file_apply(table, files),
                 base=table.snapshot_id,
                 files=[f.written.path for f in files],
-                extra_info=extra_info,
+                extra_info=extra,
             )
         assert result.snapshot_id is not None
         return result.snapshot_id

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -11,7 +12,7 @@ import pyarrow as pa
 from pyspark_ducklake.catalog.catalog import uuid7
 from pyspark_ducklake.catalog.file_stats import stats_function
 from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_field, arrow_type, can_promote, ducklake_type
-from pyspark_ducklake.exceptions import SchemaMismatchError, UnsupportedTypeError
+from pyspark_ducklake.exceptions import InvalidStringError, SchemaMismatchError, UnsupportedTypeError
 from pyspark_ducklake.io.fileio import delete_files
 from pyspark_ducklake.io.parquet import WrittenFile, write_table
 from pyspark_ducklake.table.conform import default_array
@@ -70,8 +71,40 @@ def conform_to_table(data: pa.Table, schema: TableSchema, table_name: str) -> pa
         col = data.column(column.name)
         # Matching columns stay chunked (no copy: Spark hands over many small batches); casts need one array.
         arr = col if col.type == target else col.combine_chunks()
-        arrays.append(_cast(arr, column, target, table_name))
+        arrays.append(_check_utf8(_cast(arr, column, target, table_name), column, table_name))
     return pa.Table.from_arrays(arrays, schema=schema.arrow_schema())
+
+
+def _holds_text(t: pa.DataType) -> bool:
+    if isinstance(t, pa.BaseExtensionType):
+        return _holds_text(t.storage_type)
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return True
+    return any(_holds_text(t.field(i).type) for i in range(t.num_fields))
+
+
+def _check_utf8(arr: pa.Array | pa.ChunkedArray, column: Column, table_name: str) -> pa.Array | pa.ChunkedArray:
+    """``arr`` unchanged; buffers from a foreign producer may hold strings that are not UTF-8, which neither the
+    catalog nor a Parquet reader takes."""
+    if not _holds_text(arr.type):
+        return arr
+    first = 0
+    for chunk in arr.chunks if isinstance(arr, pa.ChunkedArray) else [arr]:
+        try:
+            chunk.validate(full=True)
+        except pa.ArrowInvalid as e:
+            where = f"column {column.name!r} of {table_name}"
+            m = re.search(r"string index (\d+)", str(e))
+            if m is not None and not column.is_nested:
+                where += f" (row {first + int(m.group(1))})"
+            if "UTF8" not in str(e):
+                raise SchemaMismatchError(f"{where}: the Arrow data is malformed: {e}") from e
+            raise InvalidStringError(
+                f"{where} holds bytes that are not UTF-8 ({e}); clean or decode those strings first "
+                "(or store them in a binary column)"
+            ) from e
+        first += len(chunk)
+    return arr
 
 
 def _cast(arr: pa.Array, column: Column, target: pa.DataType, table_name: str) -> pa.Array:
