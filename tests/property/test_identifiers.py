@@ -14,10 +14,11 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pytest
-from hypothesis import assume, given, note, settings
+from hypothesis import assume, example, given, note, settings
 from hypothesis import strategies as st
 
 import pyspark_ducklake as pdl
+from pyspark_ducklake.exceptions import InlinedDataError
 from tests.support.catalogs import CatalogLocation
 from tests.support.compare import canonical_rows
 from tests.support.duck import open_duckdb
@@ -54,6 +55,11 @@ class _Lakes:
             self.open[catalog.url] = (lake, open_duckdb(catalog, inlining_row_limit=10))
         return self.open[catalog.url]
 
+    def reopen_duckdb(self, catalog: CatalogLocation) -> None:
+        lake, con = self.open[catalog.url]
+        con.close()
+        self.open[catalog.url] = (lake, open_duckdb(catalog, inlining_row_limit=10))
+
     def close(self) -> None:
         for lake, con in self.open.values():
             con.close()
@@ -81,6 +87,8 @@ def _files_outside(catalog: CatalogLocation) -> list[str]:
 
 @settings(max_examples=examples(0.08))
 @given(names=table_names(), by_duckdb=table_names())
+# DuckDB's own inlined STRUCT text for a field named '\' is {'\': ...}, which its reader rejects
+@example(names=("0", "0", ["0", "00"], "0"), by_duckdb=("00", "0", ["0", "00"], "\\"))
 def test_hostile_names_round_trip(catalog: CatalogLocation, lakes: _Lakes, names: Any, by_duckdb: Any) -> None:
     assume(
         "main" not in (names[0].casefold(), by_duckdb[0].casefold()) and names[0].casefold() != by_duckdb[0].casefold()
@@ -88,9 +96,10 @@ def test_hostile_names_round_trip(catalog: CatalogLocation, lakes: _Lakes, names
     lake, con = lakes.get(catalog)
     try:
         _ours_read_by_duckdb(catalog, lake, con, *names)
-        _theirs_read_by_us(catalog, lake, con, *by_duckdb)
+        _theirs_read_by_us(lakes, catalog, lake, con, *by_duckdb)
     finally:
         # every example starts from a lake with only "main"
+        _, con = lakes.get(catalog)
         for schema in (names[0], by_duckdb[0]):
             con.execute(f"DROP SCHEMA IF EXISTS lake.{q(schema)} CASCADE")
 
@@ -118,6 +127,7 @@ def _ours_read_by_duckdb(
 
 
 def _theirs_read_by_us(
+    lakes: _Lakes,
     catalog: CatalogLocation,
     lake: pdl.Lake,
     con: duckdb.DuckDBPyConnection,
@@ -138,13 +148,19 @@ def _theirs_read_by_us(
         con.execute(f"INSERT INTO {qualified} SELECT * FROM batch")
     assert f"{schema}.{table}" in lake.tables(schema)
     assert lake.table((schema, table)).schema.names == columns
-    ours = canonical_rows(lake.scan((schema, table)), sort_by=columns[0])
+    assert _files_outside(catalog) == []
     try:
         theirs = canonical_rows(con.execute(f"SELECT * FROM {qualified}").to_arrow_table(), sort_by=columns[0])
     except duckdb.Error as e:
-        # DuckDB's inlined STRUCT writer leaves some field names (a backslash) in a form its reader rejects
+        # DuckDB's inlined STRUCT writer doubles quotes in field names but leaves a backslash bare, which its own
+        # reader then rejects ('\' escapes the closing quote): we read what it meant, or raise the typed error
         note(f"DuckDB cannot read its own rows: {e}")
+        lakes.reopen_duckdb(catalog)  # a failed read can invalidate the DuckDB instance (PostgreSQL)
         written = pa.concat_tables([_data(columns, field, 0, 3), _data(columns, field, 3, 12)])
-        theirs = canonical_rows(written, sort_by=columns[0])
-    assert ours == theirs
-    assert _files_outside(catalog) == []
+        try:
+            ours = canonical_rows(lake.scan((schema, table)), sort_by=columns[0])
+        except InlinedDataError:
+            return
+        assert ours == canonical_rows(written, sort_by=columns[0])
+        return
+    assert canonical_rows(lake.scan((schema, table)), sort_by=columns[0]) == theirs
