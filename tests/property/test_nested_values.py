@@ -40,6 +40,12 @@ def _column(dtype: pa.DataType) -> Column:
     return columns_from_arrow(pa.schema([("c", dtype)]))[0]
 
 
+def _has_json_list(column: Column) -> bool:
+    if column.type == "list" and column.children[0].type == "json":
+        return True
+    return any(_has_json_list(c) for c in column.children)
+
+
 def _py(array: pa.Array) -> list[Any]:
     return [canonical(v) for v in array.to_pylist()]
 
@@ -75,15 +81,19 @@ def test_nested_text_reads_back_in_duckdb_and_in_ours(duck: duckdb.DuckDBPyConne
         ).fetchall()
         assert wrong == [], f"DuckDB reads our text differently: {wrong}"
 
-    # DuckDB's own text: we read it as DuckDB does, wherever DuckDB can
+    # DuckDB's own text: we read it as DuckDB does, wherever DuckDB can (its inlined reader uses CAST, not TRY_CAST,
+    # which would turn a child it cannot read into NULL). Not for JSON lists: DuckDB reads their cast text back
+    # re-serialized, but its inlined writer never stores that form (it quotes the elements; see the lake test).
+    if _has_json_list(column):
+        return
     duck.register("src", pa.table({"i": range(len(values)), "c": array}))
-    rows = duck.execute(f"SELECT i, CAST(c AS VARCHAR), TRY_CAST(CAST(c AS VARCHAR) AS {sql_type}) FROM src").fetchall()
-    for i, text, theirs in rows:
-        if text is None or (theirs is None and values[i] is not None):
-            continue  # NULL, or DuckDB cannot read its own text back
-        back = duck.execute(
-            f"SELECT TRY_CAST(CAST(c AS VARCHAR) AS {sql_type}) FROM src WHERE i = ?", [i]
-        ).to_arrow_table()
+    for (text,) in duck.execute("SELECT CAST(c AS VARCHAR) FROM src").fetchall():
+        if text is None:
+            continue
+        try:
+            back = duck.execute(f"SELECT CAST(? AS {sql_type})", [text]).to_arrow_table()
+        except duckdb.Error:
+            continue  # DuckDB cannot read its own text back
         assert _py(decode_values(column, [text], "sqlite")) == _py(back.column(0).combine_chunks()), text
 
 
