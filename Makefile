@@ -13,7 +13,7 @@ define run_pytest
 	exit $$rc
 endef
 
-.PHONY: help install bench-batch bench-sink bench-kafka bench-feed demo demo-python kafka-start kafka-stop kafka-demo test-kafka test test-unit test-conformance test-integration lint format pg-start pg-stop clean
+.PHONY: help install fuzz test-property bench-batch bench-sink bench-kafka bench-feed demo demo-python kafka-start kafka-stop kafka-demo test-kafka test test-unit test-conformance test-integration lint format pg-start pg-stop clean
 
 help: ## List the targets
 	@echo "usage: make <target>"
@@ -39,6 +39,12 @@ test-integration: install ## Run tests/integration (Spark, PostgreSQL)
 
 test-conformance: install ## Run tests/conformance (against DuckDB's ducklake extension)
 	@$(call run_pytest,tests/conformance)
+
+test-property: install ## Run tests/property: hypothesis against DuckDB, fixed examples (profile ci), about a minute
+	@$(call run_pytest,tests/property)
+
+fuzz: install ## tests/property with random, 50x more examples (profile fuzz, about an hour); failures replay first next time
+	@export HYPOTHESIS_PROFILE=fuzz; $(call run_pytest,--timeout=0 tests/property)
 
 lint: install ## ruff check, ruff format --check and mypy (runs all three, fails if any fails)
 	@rc=0; \

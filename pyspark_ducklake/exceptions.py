@@ -43,6 +43,10 @@ class NoSuchSnapshotError(CatalogError):
     """No snapshot matches the requested id or timestamp."""
 
 
+class InlinedDataError(CatalogError, ValueError):
+    """A value in an inlined-data table is not text DuckDB can read back (written so by another writer)."""
+
+
 class InvalidIdentifierError(DuckLakeError, ValueError):
     """A schema, table or column name cannot be used."""
 
@@ -65,6 +69,10 @@ class SchemaMismatchError(DuckLakeError):
 
 class NoSuchColumnError(SchemaMismatchError):
     """The column does not exist in the table."""
+
+
+class InvalidStringError(SchemaMismatchError):
+    """A string column holds bytes that are not valid UTF-8."""
 
 
 class CommitError(DuckLakeError):

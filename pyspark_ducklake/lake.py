@@ -16,6 +16,7 @@ from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import writer as W
 from pyspark_ducklake.catalog.catalog import CatalogInfo, open_catalog
 from pyspark_ducklake.catalog.entries import SnapshotInfo, TableEntry
+from pyspark_ducklake.catalog.inlined_codec import table_inline_obstacle
 from pyspark_ducklake.catalog.location import CatalogLocation, parse_location
 from pyspark_ducklake.catalog.partitioning import (
     PartitionSpec,
@@ -24,7 +25,14 @@ from pyspark_ducklake.catalog.partitioning import (
     set_partition_spec,
 )
 from pyspark_ducklake.catalog.paths import checked_table_dir
-from pyspark_ducklake.catalog.transaction import CommitContext, CommitResult, RetryConfig, SkipCommit, run_commit
+from pyspark_ducklake.catalog.transaction import (
+    CommitContext,
+    CommitResult,
+    RetryConfig,
+    SkipCommit,
+    extra_info_text,
+    run_commit,
+)
 from pyspark_ducklake.catalog.types import (
     Column,
     TableSchema,
@@ -384,34 +392,55 @@ class Lake:
             return LakeTable(entry, schema, snap, partition_spec(conn, entry.table_id, snap, schema))
 
     # --- writes ----------------------------------------------------------------------------------------------
-    def append(self, identifier: str | Sequence[str], data: Any, *, extra_info: dict[str, Any] | None = None) -> int:
+    def append(
+        self, identifier: str | Sequence[str], data: Any, *, extra_info: dict[str, Any] | str | None = None
+    ) -> int:
         """Append rows; small appends are inlined into the catalog, larger ones become a Parquet file.
+
+        Rows DuckDB could not read back exactly from the catalog (a NUL inside a nested string on PostgreSQL, a
+        JSON list element DuckDB would rewrite) go to a Parquet file however few they are.
+
+        Args:
+            identifier: ``"schema.table"`` or a ``(schema, table)`` tuple.
+            data: a pyarrow Table or RecordBatch, or anything ``pa.table()`` takes.
+            extra_info: stored as the snapshot's ``commit_extra_info``: a dict of JSON values or a JSON string.
 
         Returns:
             The new snapshot id.
 
         Raises:
+            InvalidOptionError: ``extra_info`` is not JSON (nothing is written).
+            InvalidStringError: a string column holds bytes that are not UTF-8 (nothing is written).
             SchemaMismatchError: the data does not fit the table (nothing is written).
             CommitFailedError, CommitConflictError, CommitStateUnknownError: see the commit protocol.
         """
         self.check_writable()
+        extra = extra_info_text(extra_info)  # before any file is written
         table = self.table(identifier)
         arrow = conform_to_table(to_arrow_table(data), table.table_schema, table.name)
         if arrow.num_rows == 0:
             return table.snapshot_id
-        inline = arrow.num_rows <= self.data_inlining_row_limit(table.table_id)
-        if inline:
-            result = self._commit(self._inline_apply(table, arrow), base=table.snapshot_id, extra_info=extra_info)
+        if self._inlines(table, arrow):
+            result = self._commit(self._inline_apply(table, arrow), base=table.snapshot_id, extra_info=extra)
         else:
             files = self._write_files(table, arrow)
             result = self._commit(
                 self._file_apply(table, files),
                 base=table.snapshot_id,
                 files=[f.written.path for f in files],
-                extra_info=extra_info,
+                extra_info=extra,
             )
         assert result.snapshot_id is not None
         return result.snapshot_id
+
+    def _inlines(self, table: LakeTable, arrow: pa.Table) -> bool:
+        """Whether rows go into the catalog: few enough, and all of them readable back exactly from there."""
+        if arrow.num_rows > self.data_inlining_row_limit(table.table_id):
+            return False
+        why = table_inline_obstacle(table.table_schema.columns, arrow, self.engine.dialect.name)
+        if why is not None:
+            log.info("table %s: %d rows written to Parquet, not inlined: %s", table.name, arrow.num_rows, why)
+        return why is None
 
     def _table_dir(self, table: LakeTable) -> str:
         """The table's folder, for writing into it.
@@ -456,7 +485,7 @@ class Lake:
         table = self.table(identifier)
         arrow = conform_to_table(to_arrow_table(data), table.table_schema, table.name)
         files: list[PendingFile] = []
-        inline = arrow.num_rows <= self.data_inlining_row_limit(table.table_id)
+        inline = self._inlines(table, arrow)
         if arrow.num_rows and not inline:
             files = self._write_files(table, arrow)
 

@@ -9,6 +9,13 @@
 - ``duckdb_lake``: ``open_duckdb(location, alias="lake", inlining_row_limit=None)``, a DuckDB connection with the
   lake attached, closed after the test (``tests.support.duck.open_duckdb`` is the same without the clean-up).
 - ``spark`` (session, created only when requested): local[2] SparkSession, UTC, 2 shuffle partitions, no UI.
+
+Hypothesis profiles (property-based tests, ``tests/property``), chosen by ``HYPOTHESIS_PROFILE``:
+
+- ``ci`` (default): derandomized (the same examples on every run), no example database, about a minute for the
+  whole property suite; each test takes a share of it with ``settings(max_examples=examples(share))``
+  (``tests.support.hostile.examples``).
+- ``fuzz`` (``make fuzz``): random, 50 times the examples, failures kept in ``.hypothesis/`` and replayed first.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.support.catalogs import (
     CatalogLocation,
@@ -38,7 +46,15 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
 
 TESTS_DIR = Path(__file__).resolve().parent
-FOLDER_MARKERS = ("unit", "integration", "conformance")
+FOLDER_MARKERS = ("unit", "integration", "conformance", "property")
+
+# Lakes and DuckDB make examples slow and fixtures are shared across them on purpose; neither is a problem here.
+_RELAXED = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large]
+settings.register_profile(
+    "ci", derandomize=True, database=None, max_examples=100, deadline=None, suppress_health_check=_RELAXED
+)
+settings.register_profile("fuzz", max_examples=5000, deadline=None, suppress_health_check=_RELAXED)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -24,20 +24,35 @@ list, struct, map                       VARCHAR      varchar (DuckDB's VARCHAR c
 ======================================  ===========  ====================================================
 
 Text values are DuckDB's own VARCHAR text (:func:`~pyspark_ducklake.catalog.stats_values.duckdb_text`), which
-DuckDB reads back with ``CAST(col AS <type>)``. Nested values use DuckDB's VARCHAR cast of LIST/STRUCT/MAP
-(:func:`render_nested`): strings are left bare unless they are empty, start/end with whitespace, spell ``null``
-or contain one of ``"'(),:=[]{}``; then they are single-quoted with ``\\'`` and ``\\\\`` escapes. Struct keys are
-always quoted. DuckDB's parser inverts exactly that, so every value round-trips; SQL's ``''`` doubling is NOT an
-escape (DuckDB's own inlined STRUCT writer uses it and loses apostrophes; this module does not).
+DuckDB reads back with ``CAST(col AS <type>)``. Nested values are written for DuckDB's *reader* (the VARCHAR to
+LIST/STRUCT/MAP cast of ``vector_cast_helpers.cpp``), not copied from its writer, which it cannot always read back:
 
-Lists of JSON are the exception, following DuckDB's json extension: ``[{"a": 1}, 2]`` with raw elements, which
-DuckDB parses as one JSON document (minifying the elements and unable to express SQL NULL elements, so
-:func:`encode_values` refuses those).
+* A leaf string is left bare unless it is empty, starts/ends with whitespace, spells ``null`` or holds one of
+  ``"'(),:=[]{}`` (DuckDB's own rule); then it is single-quoted with ``\\'`` and ``\\\\`` escapes. A map key that
+  ends with a backslash is quoted too: bare, that backslash escapes the quote opening the value after ``=``.
+  Struct field names are always quoted. SQL's ``''`` doubling is NOT an escape.
+* A nested child (a list in a struct, a struct in a map...) is handed on by DuckDB's ``HandleString``, which
+  counts brackets without seeing quotes: a ``}`` or ``]`` inside a quoted string closes the child early and the
+  rest is unquoted, so the child no longer parses (or two map entries merge). Such a child is written as one
+  quoted string (its text, escaped), which ``HandleString`` unquotes exactly; a child it would pass through intact
+  stays bare, so ordinary values read like DuckDB's own text.
+
+Lists of JSON are the exception, following DuckDB's json extension: ``[{"a":1}, 2]`` with raw elements, which
+DuckDB parses as one JSON document, writing every element back minified and unable to express a SQL NULL element.
+
+Some values have no inlined text DuckDB reads back exactly: a NUL inside a nested string on PostgreSQL (a
+``varchar`` cannot hold it; top-level strings are ``bytea`` there), a NULL element of a JSON list, a JSON list
+element not already in yyjson's minified form. :func:`inline_obstacle` names them and the writers put such a batch
+into a Parquet file instead, where DuckDB reads every value exactly; inlining is a storage choice, so the data is
+kept as given rather than refused. :func:`encode_values` raises ``UnsupportedTypeError`` if asked anyway.
 
 DuckDB's own inlined writer is not that careful: inside a STRUCT it writes SQL (``'it''s'`` field names and
 strings, ``CAST('2024-01-01' AS DATE)``, ``CAST('nan' AS VARCHAR)``) and it quotes JSON list elements. DuckDB
-reads ``'it''s'`` strings back as ``its`` (and so does :func:`decode_values`); the rest DuckDB cannot read at all
-(on PostgreSQL it even invalidates the DuckDB instance), and :func:`decode_values` unwraps it instead.
+reads ``'it''s'`` strings back as ``its`` (and so does :func:`decode_values`, which follows DuckDB's reader
+wherever DuckDB can read); the rest DuckDB cannot read at all (on PostgreSQL it even invalidates the DuckDB
+instance), and :func:`decode_values` unwraps it instead. Text that neither can read raises
+:class:`~pyspark_ducklake.exceptions.InlinedDataError`, never a wrong value.
+
 On PostgreSQL, ``-0.0`` is bound as the text ``'-0'`` because psycopg2's ``-0.0`` literal loses its sign.
 
 Infinite dates and timestamps decode to DuckDB's own sentinels (``±(2**31-1)`` days, ``±(2**63-1)`` units), the
@@ -56,6 +71,7 @@ from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.elements import ColumnElement
@@ -73,7 +89,7 @@ from pyspark_ducklake.catalog.stats_values import (
     to_python,
 )
 from pyspark_ducklake.catalog.types import Column, arrow_type, decimal_params
-from pyspark_ducklake.exceptions import UnsupportedTypeError
+from pyspark_ducklake.exceptions import InlinedDataError, UnsupportedTypeError
 
 BACKENDS = ("sqlite", "postgresql")
 _INTEGER_COLUMNS = frozenset({"boolean", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"})
@@ -157,20 +173,24 @@ def _quote(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _escape(text: str) -> str:
-    return _quote(text) if _needs_quotes(text) else text
+def _escape(text: str, *, map_key: bool = False) -> str:
+    # A bare trailing backslash escapes the next character, which after a map key's '=' is the quote that opens
+    # its value (DuckDB's own writer leaves it bare); elsewhere a blank or bracket follows, which it cannot escape.
+    return _quote(text) if _needs_quotes(text) or (map_key and text.endswith("\\")) else text
 
 
 def _is_json_list(column: Column) -> bool:
     return column.type == "list" and column.children[0].type == "json"
 
 
-def _render_child(column: Column, value: Any) -> str:
+def _render_child(column: Column, value: Any, *, map_key: bool = False) -> str:
     if value is None:
         return "NULL"
     if column.is_nested:
-        return _render_raw(column, value)
-    return _escape(duckdb_text(column, value))
+        text = _render_raw(column, value)
+        # DuckDB hands a child on through HandleString, whose bracket count ignores quotes: quote it unless intact
+        return text if _unquote(text, 0, len(text)) == text else _quote(text)
+    return _escape(duckdb_text(column, value), map_key=map_key)
 
 
 def _render_raw(column: Column, value: Any) -> str:
@@ -185,7 +205,7 @@ def _render_raw(column: Column, value: Any) -> str:
         return "{" + ", ".join(fields) + "}"
     if column.type == "map":
         key, val = column.children
-        return "{" + ", ".join(f"{_render_child(key, k)}={_render_child(val, v)}" for k, v in value) + "}"
+        return "{" + ", ".join(f"{_render_child(key, k, map_key=True)}={_render_child(val, v)}" for k, v in value) + "}"
     raise UnsupportedTypeError(f"column {column.name!r} of type {column.type!r} is not nested")
 
 
@@ -724,26 +744,95 @@ def _encode_leaf(column: Column, value: Any, backend: str) -> Any:
     return duckdb_text(column, value)  # time 24:00:00, interval, uuid and everything PostgreSQL stores as text
 
 
-def _check_json_lists(column: Column, value: Any) -> None:
-    """DuckDB reads JSON[] text as a JSON document, which has no SQL NULL element."""
-    if value is None or not column.is_nested:
-        return
-    if _is_json_list(column):
-        if any(v is None for v in value):
-            raise UnsupportedTypeError(
-                f"column {column.name!r}: DuckDB cannot read back a NULL element of an inlined JSON list"
-            )
-        return
-    if column.type == "list":
-        for v in value:
-            _check_json_lists(column.children[0], v)
-    elif column.type == "struct":
-        for c in column.children:
-            _check_json_lists(c, value.get(c.name))
-    else:
-        for k, v in value:
-            _check_json_lists(column.children[0], k)
-            _check_json_lists(column.children[1], v)
+_LOWER_HEX_ESCAPE = re.compile(r"\\u00[01][a-f]")  # yyjson writes \u001F where Python writes \u001f
+
+
+def _json_element_obstacle(text: str) -> str | None:
+    """Why DuckDB would not give back ``text`` as it is when it reads an inlined JSON list, or None.
+
+    DuckDB parses the list as one JSON document and writes each element back minified (yyjson): only elements
+    already in that form survive. Python's compact dump agrees with yyjson's except for floats (``1e2`` comes back
+    as ``100.0``) and control characters (``\\u001F`` in upper case), so elements holding those are refused too.
+    """
+
+    def no_constants(name: str) -> Any:
+        raise ValueError(name)
+
+    try:
+        value = json.loads(text, parse_float=lambda _: no_constants("float"), parse_constant=no_constants)
+    except ValueError:
+        return f"the JSON list element {text[:40]!r} is not JSON, or holds a float or NaN"
+    canonical = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if canonical != text:
+        return f"DuckDB would read the JSON list element {text[:40]!r} back as {canonical[:40]!r}"
+    if _LOWER_HEX_ESCAPE.search(text):
+        return f"DuckDB would write the control characters of the JSON list element {text[:40]!r} in upper case"
+    return None
+
+
+def _span(array: pa.Array, values: pa.Array) -> pa.Array:
+    """The part of ``values`` (a list's values, a map's keys or items) that the rows of ``array`` use."""
+    # .values / .keys / .items ignore a slice, and flatten() cannot build JSON arrays: go by the offsets
+    first, last = (array.offsets[0].as_py(), array.offsets[-1].as_py()) if len(array) else (0, 0)
+    return values.slice(first, last - first)
+
+
+def _obstacle(column: Column, array: pa.Array, backend: str) -> str | None:
+    t = column.type
+    if t == "list":
+        child = column.children[0]
+        valid = array.filter(array.is_valid()) if array.null_count else array
+        values = _span(valid, valid.values)
+        if child.type != "json":
+            return _obstacle(child, values, backend)
+        if values.null_count:
+            return "a NULL element of a JSON list (DuckDB reads the list as one JSON document)"
+        for text in values.storage.to_pylist():
+            why = _json_element_obstacle(text)
+            if why is not None:
+                return why
+        return None
+    if t == "map":
+        valid = array.filter(array.is_valid()) if array.null_count else array
+        keys, items = _span(valid, valid.keys), _span(valid, valid.items)
+        return _obstacle(column.children[0], keys, backend) or _obstacle(column.children[1], items, backend)
+    if t == "struct":
+        for child, values in zip(column.children, array.flatten(), strict=True):
+            why = _obstacle(child, values, backend)
+            if why is not None:
+                return why
+        return None
+    if backend == "postgresql" and t in ("varchar", "json"):
+        storage = array.storage if isinstance(array, pa.ExtensionArray) else array
+        if pc.any(pc.match_substring(storage, "\x00")).as_py():
+            return "a NUL character in a nested string (a PostgreSQL varchar cannot hold it)"
+    return None
+
+
+def inline_obstacle(column: Column, array: pa.Array | pa.ChunkedArray, backend: str) -> str | None:
+    """Why ``array`` cannot be inlined into ``column`` on ``backend`` so that DuckDB reads it back exactly, or None.
+
+    Only nested columns have such values: a NUL in a nested string on PostgreSQL, a NULL or non-minified element
+    of a JSON list (see :func:`_json_element_obstacle`). The caller writes those rows to Parquet instead.
+
+    Raises:
+        UnsupportedTypeError: an unsupported backend.
+        SchemaMismatchError: the array cannot be cast to the column's type.
+    """
+    name = _backend(backend)
+    if not column.is_nested:
+        return None
+    return _obstacle(column, conform_array(column, array), name)
+
+
+def table_inline_obstacle(columns: Sequence[Column], data: pa.Table, backend: str) -> str | None:
+    """:func:`inline_obstacle` of the first column of ``data`` (matched by name) that has one, naming it."""
+    for column in columns:
+        if column.is_nested and column.name in data.column_names:
+            why = inline_obstacle(column, data.column(column.name), backend)
+            if why is not None:
+                return f"column {column.name!r}: {why}"
+    return None
 
 
 def encode_values(column: Column, array: pa.Array | pa.ChunkedArray, backend: str) -> list[Any]:
@@ -763,14 +852,14 @@ def encode_values(column: Column, array: pa.Array | pa.ChunkedArray, backend: st
         SchemaMismatchError: the array cannot be cast to the column's type.
     """
     name = _backend(backend)
-    raw = storage_tree(column, conform_array(column, array))
+    array = conform_array(column, array)
+    raw = storage_tree(column, array)
     if not column.is_nested:
         return [None if v is None else _encode_leaf(column, v, name) for v in raw]
-    out: list[Any] = []
-    for v in raw:
-        _check_json_lists(column, v)
-        out.append(None if v is None else _render_raw(column, v))
-    return out
+    why = _obstacle(column, array, name)
+    if why is not None:
+        raise UnsupportedTypeError(f"column {column.name!r} cannot be inlined: {why}; write it to Parquet")
+    return [None if v is None else _render_raw(column, v) for v in raw]
 
 
 def _decode_leaf(column: Column, value: Any) -> Any:
@@ -805,6 +894,7 @@ def decode_values(column: Column, values: Sequence[Any], backend: str) -> pa.Arr
     :func:`inlined_select_expression`).
 
     Raises:
+        InlinedDataError: a nested value's text is malformed (DuckDB cannot read it either).
         ValueError: a stored text is not a value of the column's type.
         UnsupportedTypeError: a value does not fit the Arrow type (e.g. an INT128 beyond 38 digits).
     """
@@ -815,7 +905,14 @@ def decode_values(column: Column, values: Sequence[Any], backend: str) -> pa.Arr
             raw.append(None)
         elif column.is_nested:
             text = bytes(value).decode() if isinstance(value, (bytes, memoryview, bytearray)) else str(value)
-            raw.append(_parse_raw(column, text))
+            try:
+                raw.append(_parse_raw(column, text))
+            except ValueError as e:
+                raise InlinedDataError(
+                    f"column {column.name!r}: the inlined value {text[:200]!r} is not a {column.type} DuckDB can "
+                    f"read ({e}); DuckDB's own writer leaves such text for some STRUCT values, which DuckDB cannot "
+                    "read either: delete or rewrite the row with the writer that made it"
+                ) from e
         else:
             raw.append(_decode_leaf(column, value))
     return _raw_to_arrow(column, raw)
@@ -825,10 +922,12 @@ __all__ = [
     "BACKENDS",
     "decode_values",
     "encode_values",
+    "inline_obstacle",
     "inlined_select_expression",
     "inlined_sql_type",
     "parse_nested",
     "python_to_arrow",
     "render_nested",
     "storage_tree",
+    "table_inline_obstacle",
 ]

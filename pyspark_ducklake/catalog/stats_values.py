@@ -1004,6 +1004,11 @@ def _pick(column: Column, old: str | None, new: str | None, *, smaller: bool) ->
     return new if (b < a if smaller else b > a) else old
 
 
+def storable_stat(text: str | None) -> str | None:
+    """A stats string as DuckDB stores it: NULL when it holds a NUL character (``DuckLakeUtil::StatsToString``)."""
+    return None if text is None or "\x00" in text else text
+
+
 def _truncate_min(value: bytes, is_blob: bool) -> bytes:
     if is_blob:
         return value[:_MAX_STRING_STATS]

@@ -123,6 +123,33 @@ class CommitResult:
     skipped: bool = False
 
 
+def extra_info_text(value: dict[str, Any] | str | None) -> str | None:
+    """``commit_extra_info`` as stored: a dict as JSON with sorted keys, a string as given; either must be JSON.
+
+    Raises:
+        InvalidOptionError: a value JSON cannot hold (a datetime, a set, NaN) or a string that does not parse.
+    """
+    if value is None:
+        return None
+    advice = "pass a dict of JSON values or a JSON string"
+    if isinstance(value, str):
+        try:
+            json.loads(value, parse_constant=_no_json_constant)
+        except ValueError as e:
+            raise InvalidOptionError(f"extra_info {value[:100]!r} is not JSON ({e}); {advice}") from e
+        return value
+    if not isinstance(value, dict):
+        raise InvalidOptionError(f"extra_info must be a dict or a JSON string, not {type(value).__name__}; {advice}")
+    try:
+        return json.dumps(value, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise InvalidOptionError(f"extra_info is not JSON ({e}); {advice} (str, numbers, bools, None, lists)") from e
+
+
+def _no_json_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def run_commit(
     engine: Engine,
     apply: Callable[[CommitContext], None],
@@ -157,7 +184,7 @@ def run_commit(
         CommitFailedError: retries were exhausted; nothing was committed.
         CommitStateUnknownError: the database failed while committing; the outcome is unknown.
     """
-    extra = json.dumps(commit_extra_info, sort_keys=True) if isinstance(commit_extra_info, dict) else commit_extra_info
+    extra = extra_info_text(commit_extra_info)
     backend = engine.dialect.name
     last_error: Exception | None = None
     for attempt in range(retry.max_retry_count + 1):

@@ -208,6 +208,12 @@ def arrow_field(column: Column) -> pa.Field:
     )
 
 
+def empty_table(schema: pa.Schema) -> pa.Table:
+    """A table of no rows; unlike ``schema.empty_table()`` it allows extension types (UUID, JSON) inside lists,
+    structs and maps."""
+    return pa.table([pa.nulls(0, f.type) for f in schema], schema=schema)
+
+
 def ducklake_type(dtype: pa.DataType, *, where: str = "") -> str:
     """The DuckLake type string for a primitive Arrow type.
 

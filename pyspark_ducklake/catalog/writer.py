@@ -22,7 +22,7 @@ from pyspark_ducklake.catalog.entries import SchemaEntry, TableEntry
 from pyspark_ducklake.catalog.inlined_codec import encode_values, inlined_sql_type
 from pyspark_ducklake.catalog.partitioning import record_partition_values
 from pyspark_ducklake.catalog.paths import path_component
-from pyspark_ducklake.catalog.stats_values import array_min_max, widen
+from pyspark_ducklake.catalog.stats_values import array_min_max, storable_stat, widen
 from pyspark_ducklake.catalog.transaction import CommitContext, now_utc
 from pyspark_ducklake.catalog.types import Column, TableSchema, find_folded, validate_columns
 from pyspark_ducklake.exceptions import InvalidIdentifierError, SchemaAlreadyExistsError, TableAlreadyExistsError
@@ -324,8 +324,8 @@ def add_data_file(
                 "column_size_bytes": s.column_size_bytes,
                 "value_count": s.value_count,
                 "null_count": s.null_count,
-                "min_value": s.min_value,
-                "max_value": s.max_value,
+                "min_value": storable_stat(s.min_value),
+                "max_value": storable_stat(s.max_value),
                 "contains_nan": s.contains_nan,
                 "extra_stats": None,
             }
@@ -557,14 +557,14 @@ def write_table_stats(ctx: CommitContext) -> None:
                     # A column added after rows existed: those rows hold its default, which these stats would
                     # not cover (DuckDB answers count(col) from contains_null). Leave it unknown, as DuckDB does.
                     continue
-                new = ColumnStats(e["null"], e["nan"], e["lo"], e["hi"])
+                new = ColumnStats(e["null"], e["nan"], storable_stat(e["lo"]), storable_stat(e["hi"]))
                 inserts.append({"table_id": table_id, "column_id": column_id, **asdict(new), "extra_stats": None})
             else:
                 lo, hi = widen(e["column"], old.min_value, old.max_value, e["lo"], e["hi"])
                 nan = old.contains_nan
                 if e["nan"] is not None:
                     nan = bool(nan) or e["nan"]
-                new = ColumnStats(bool(old.contains_null) or e["null"], nan, lo, hi)
+                new = ColumnStats(bool(old.contains_null) or e["null"], nan, storable_stat(lo), storable_stat(hi))
                 if new == old:
                     continue
                 updates.append({"b_column_id": column_id, **asdict(new)})

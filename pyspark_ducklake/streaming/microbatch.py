@@ -23,6 +23,7 @@ from pyspark_ducklake.catalog import app_progress
 from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog import writer as W
 from pyspark_ducklake.catalog.entries import TableEntry
+from pyspark_ducklake.catalog.inlined_codec import table_inline_obstacle
 from pyspark_ducklake.catalog.partitioning import (
     PartitionSpec,
     parse_partition_keys,
@@ -331,7 +332,11 @@ class MicroBatchCommitter:
         inline_rows: pa.Table | None = None
         if small:
             leftovers = pa.concat_tables(small)
-            if not files and leftovers.num_rows <= self.settings.data_inlining_row_limit:
+            if (
+                not files
+                and leftovers.num_rows <= self.settings.data_inlining_row_limit
+                and self._inlinable(plan, leftovers)
+            ):
                 inline_rows = leftovers
             else:
                 files += write_data_files(
@@ -418,6 +423,15 @@ class MicroBatchCommitter:
             now - started,
             result.attempts,
         )
+
+    def _inlinable(self, plan: BatchPlan, rows: pa.Table) -> bool:
+        """Whether DuckDB reads every one of ``rows`` back exactly from the catalog (else they go to Parquet)."""
+        why = table_inline_obstacle(plan.schema.columns, rows, self.lake.engine.dialect.name)
+        if why is not None:
+            log.info(
+                "ducklake sink %s: %d rows written to Parquet, not inlined: %s", plan.table_name, rows.num_rows, why
+            )
+        return why is None
 
     def _discard(self, files: list[PendingFile]) -> None:
         from pyspark_ducklake.io.fileio import delete_files

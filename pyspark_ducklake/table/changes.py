@@ -56,7 +56,7 @@ from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.catalog.changes import ChangeSet
 from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
-from pyspark_ducklake.catalog.types import TableSchema, arrow_field
+from pyspark_ducklake.catalog.types import TableSchema, arrow_field, empty_table
 from pyspark_ducklake.exceptions import InvalidOptionError, NoSuchSnapshotError
 from pyspark_ducklake.io.parquet import field_id, read_columns
 from pyspark_ducklake.table.scan import (
@@ -512,7 +512,7 @@ def finish_changes(
     without_time = pa.schema(list(target)[:-1])
     present = [p for p in parts if p is not None and p.num_rows]
     if not present:
-        return target.empty_table()
+        return empty_table(target)
     rows = pa.concat_tables([p.cast(without_time) if p.schema != without_time else p for p in present])
     is_insert = pc.equal(rows.column(CHANGE_TYPE), INSERT).to_numpy().astype(np.int64)
     snaps = rows.column(CHANGE_SNAPSHOT).to_numpy()

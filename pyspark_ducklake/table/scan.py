@@ -20,7 +20,7 @@ from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
 from pyspark_ducklake.catalog.inlined_codec import decode_values, inlined_select_expression
 from pyspark_ducklake.catalog.stats_values import parse_stat
-from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_field
+from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_field, empty_table
 from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.io.parquet import field_id, read_columns, read_table
 from pyspark_ducklake.table.conform import conform_table, default_array
@@ -161,7 +161,7 @@ def empty_result(schema: TableSchema, *, with_virtual: bool) -> pa.Table:
     fields = [arrow_field(c) for c in schema.columns]
     if with_virtual:
         fields += [pa.field(ROWID, pa.int64()), pa.field(SNAPSHOT_ID, pa.int64())]
-    return pa.schema(fields).empty_table()
+    return empty_table(pa.schema(fields))
 
 
 FILE_POSITION = "_file_position"

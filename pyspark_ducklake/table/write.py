@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,7 @@ from pyspark_ducklake.catalog.types import (
     ducklake_type,
     find_folded,
 )
-from pyspark_ducklake.exceptions import SchemaMismatchError, UnsupportedTypeError
+from pyspark_ducklake.exceptions import InvalidStringError, SchemaMismatchError, UnsupportedTypeError
 from pyspark_ducklake.io.fileio import delete_files
 from pyspark_ducklake.io.parquet import WrittenFile, write_table
 from pyspark_ducklake.table.conform import default_array
@@ -98,7 +99,7 @@ def conform_to_table(data: pa.Table, schema: TableSchema, table_name: str) -> pa
             check_fields(col.type, column, (column.name,), table_name)
         # Matching columns stay chunked (no copy: Spark hands over many small batches); casts need one array.
         arr = col if col.type == target else col.combine_chunks()
-        result = _cast(arr, column, target, table_name)
+        result = _check_utf8(_cast(arr, column, target, table_name), column, table_name)
         check_value_ranges(result, column)
         arrays.append(result)
     return pa.Table.from_arrays(arrays, schema=schema.arrow_schema())
@@ -190,6 +191,38 @@ def _check_primitive(t: pa.DataType, column: Column, where: str, table_name: str
             f"the data has {incoming} ({t}); "
             "cast the data or change the column type"
         )
+
+
+def _holds_text(t: pa.DataType) -> bool:
+    if isinstance(t, pa.BaseExtensionType):
+        return _holds_text(t.storage_type)
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return True
+    return any(_holds_text(t.field(i).type) for i in range(t.num_fields))
+
+
+def _check_utf8(arr: pa.Array | pa.ChunkedArray, column: Column, table_name: str) -> pa.Array | pa.ChunkedArray:
+    """``arr`` unchanged; buffers from a foreign producer may hold strings that are not UTF-8, which neither the
+    catalog nor a Parquet reader takes."""
+    if not _holds_text(arr.type):
+        return arr
+    first = 0
+    for chunk in arr.chunks if isinstance(arr, pa.ChunkedArray) else [arr]:
+        try:
+            chunk.validate(full=True)
+        except pa.ArrowInvalid as e:
+            where = f"column {column.name!r} of {table_name}"
+            m = re.search(r"string index (\d+)", str(e))
+            if m is not None and not column.is_nested:
+                where += f" (row {first + int(m.group(1))})"
+            if "UTF8" not in str(e):
+                raise SchemaMismatchError(f"{where}: the Arrow data is malformed: {e}") from e
+            raise InvalidStringError(
+                f"{where} holds bytes that are not UTF-8 ({e}); clean or decode those strings first "
+                "(or store them in a binary column)"
+            ) from e
+        first += len(chunk)
+    return arr
 
 
 def _cast(arr: pa.Array, column: Column, target: pa.DataType, table_name: str) -> pa.Array:

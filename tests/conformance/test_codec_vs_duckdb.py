@@ -316,9 +316,13 @@ def test_text_matches_duckdb_cast(duck: duckdb.DuckDBPyConnection, case: int) ->
     duck.register("src", src)
     duck_text = [r[0] for r in duck.execute("SELECT CAST(c AS VARCHAR) FROM src ORDER BY i").fetchall()]
     ours = [our_text(column, v) for v in values]
-    assert ours == duck_text
-
     sql_type = duckdb_type_sql(column)
+    # Ours differs on purpose only where DuckDB would not read its own text back: a bare backslash ending a map
+    # key escapes the quote opening the value, and quotes inside a nested child do not hide its brackets.
+    for i, (o, d) in enumerate(zip(ours, duck_text, strict=True)):
+        if o != d:
+            assert _map_key_ends_with_backslash(column, values[i]) or not _duckdb_reads_back(duck, d, sql_type, i)
+
     with_text = src.append_column("t", pa.array(ours, pa.string()))
     duck.register("with_text", with_text)
     back = duck.execute(
@@ -331,6 +335,27 @@ def test_text_matches_duckdb_cast(duck: duckdb.DuckDBPyConnection, case: int) ->
     assert decoded.type == arrow_type(column)
     duck.register("decoded", src.append_column("d", decoded))
     assert mismatches(duck, "decoded", "d", "c") == []
+
+
+def _duckdb_reads_back(duck: duckdb.DuckDBPyConnection, text: str, sql_type: str, row: int) -> bool:
+    try:
+        got = duck.execute(
+            f"SELECT TRY_CAST(? AS {sql_type}) IS NOT DISTINCT FROM c FROM src WHERE i = ?", [text, row]
+        ).fetchone()
+    except duckdb.Error:
+        return False
+    return got is not None and got[0] is True
+
+
+def _map_key_ends_with_backslash(column: Column, value: Any) -> bool:
+    if value is None or not column.is_nested:
+        return False
+    if column.type == "list":
+        return any(_map_key_ends_with_backslash(column.children[0], v) for v in value)
+    if column.type == "struct":
+        return any(_map_key_ends_with_backslash(c, value.get(c.name)) for c in column.children)
+    val = column.children[1]
+    return any((isinstance(k, str) and k.endswith("\\")) or _map_key_ends_with_backslash(val, v) for k, v in value)
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -210,6 +210,26 @@ CASES: tuple[BadInput, ...] = (
         E.NoSuchSnapshotError,
         "list them with lake.snapshots()",
     ),
+    # --- values (the inlined-data codec and what it uses)
+    BadInput(
+        "invalid-utf8",
+        "a string column holding bytes that are not UTF-8 (inlined or Parquet)",
+        E.InvalidStringError,
+        "clean or decode those strings first",
+    ),
+    BadInput(
+        "extra-info-not-json",
+        "`extra_info` that is not JSON (a datetime, a set, NaN, a string that does not parse)",
+        E.InvalidOptionError,
+        "pass a dict of JSON values or a JSON string",
+    ),
+    BadInput(
+        "inlined-nested-not-expressible",
+        "few rows whose nested strings hold `]`, `}`, quotes or backslashes; a NUL (PostgreSQL) or a JSON list "
+        "element DuckDB would rewrite",
+        None,
+        "inlined as text DuckDB reads back exactly; what no text can hold goes to Parquet instead",
+    ),
     # --- options
     BadInput(
         "option-unparseable",

@@ -8,6 +8,8 @@ and the data path's files are unchanged. Cases that need Spark or PostgreSQL are
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import os
 import re
 import sqlite3
@@ -325,3 +327,53 @@ def test_unreachable_catalog_error_hides_the_password(tmp_path: Path) -> None:
     with pytest.raises(CatalogUnreachableError) as err:
         pdl.connect("postgresql+psycopg2://user:s3cr3t@127.0.0.1:1/x", str(tmp_path))
     assert "s3cr3t" not in str(err.value) and "***" in str(err.value)
+
+
+# --- values: invalid UTF-8, extra_info ------------------------------------------------------------------------------
+
+
+def _not_utf8(n: int, dtype: pa.DataType) -> pa.Array:
+    """A string array built from raw buffers, as a foreign Arrow producer can hand it over: every third value
+    is not UTF-8 (``pa.array`` refuses such bytes, buffers do not)."""
+    values = [b"ok", b"\xff\xfe", b"a\xc3"] * n
+    offsets = [0]
+    for v in values:
+        offsets.append(offsets[-1] + len(v))
+    offset_type = pa.int64() if dtype == pa.large_string() else pa.int32()
+    buffers = [None, pa.array(offsets, offset_type).buffers()[1], pa.py_buffer(b"".join(values))]
+    return pa.Array.from_buffers(dtype, len(values), buffers)
+
+
+@pytest.mark.parametrize("dtype", [pa.string(), pa.large_string()], ids=["string", "large_string"])
+@pytest.mark.parametrize("rows", [1, 10], ids=["inlined", "parquet"])
+def test_invalid_utf8_is_refused_before_anything_is_written(lake: pdl.Lake, dtype: pa.DataType, rows: int) -> None:
+    bad = _not_utf8(rows, dtype)
+    data = pa.table({"id": pa.array(range(len(bad)), pa.int64()), "name": bad})
+    with expect_bad_input("invalid-utf8", lake) as err:
+        lake.append("main.t", data)
+    assert "column 'name'" in str(err.value) and "row 1" in str(err.value)
+    nested = pa.table({"id": pa.array([0], pa.int64()), "tags": pa.ListArray.from_arrays([0, len(bad)], bad)})
+    lake.create_table("main.nested", pa.schema([("id", pa.int64()), ("tags", pa.list_(pa.string()))]), exist_ok=True)
+    with expect_bad_input("invalid-utf8", lake):
+        lake.append("main.nested", nested)
+    with expect_bad_input("invalid-utf8", lake):
+        lake.overwrite("main.t", data)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{"at": dt.datetime(2026, 1, 1)}, {"s": {1, 2}}, {"x": float("nan")}, "not json", "{'a': 1}"],
+    ids=["datetime", "set", "nan", "text", "python-repr"],
+)
+@pytest.mark.parametrize("rows", [1, 20], ids=["inlined", "parquet"])
+def test_extra_info_that_is_not_json_writes_nothing(lake: pdl.Lake, extra: object, rows: int) -> None:
+    data = pa.table({"id": list(range(rows)), "name": ["x"] * rows})
+    with expect_bad_input("extra-info-not-json", lake):
+        lake.append("main.t", data, extra_info=extra)  # type: ignore[arg-type]
+
+
+def test_json_extra_info_is_stored(lake: pdl.Lake) -> None:
+    lake.append("main.t", pa.table({"id": [1], "name": ["x"]}), extra_info={"k": [1, "é"]})
+    assert json.loads(lake.snapshots()[-1].commit_extra_info or "") == {"k": [1, "é"]}
+    lake.append("main.t", pa.table({"id": [2], "name": ["x"]}), extra_info='{"raw": true}')  # type: ignore[arg-type]
+    assert lake.snapshots()[-1].commit_extra_info == '{"raw": true}'

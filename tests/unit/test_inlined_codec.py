@@ -17,6 +17,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from pyspark_ducklake.catalog.inlined_codec import (
     decode_values,
     encode_values,
+    inline_obstacle,
     inlined_select_expression,
     inlined_sql_type,
     parse_nested,
@@ -201,7 +202,7 @@ CASES: list[tuple[Column, list[Any]]] = [
         ],
     ),
     (list_of(list_of(leaf("element", "varchar"))), [[["a", None], None, [], ["[x]", "y z"]], [None]]),
-    (list_of(leaf("element", "json")), [['{"a": 1}', "[1, 2]", '"x y"', "null"], []]),
+    (list_of(leaf("element", "json")), [['{"a":1}', "[1,2]", '"x y"', "null"], []]),
 ]
 
 
@@ -414,6 +415,34 @@ def test_json_list_with_null_element_is_refused() -> None:
     lj = list_of(leaf("element", "json"))
     with pytest.raises(UnsupportedTypeError):
         encode_values(lj, python_to_arrow(lj, [["1", None]]), "sqlite")
+
+
+@pytest.mark.parametrize(
+    "element", ['{"a": 1}', "1.5", "1e2", "-0", "NaN", '"\\u001f"', '{"a":1,"a":2}', '"\\u00e9"', "not json"]
+)
+def test_json_list_elements_duckdb_would_rewrite_are_not_inlined(element: str) -> None:
+    """DuckDB reads an inlined JSON[] as one document and writes each element back minified."""
+    lj = list_of(leaf("element", "json"))
+    st = struct_of(lj, name="s")
+    assert inline_obstacle(lj, python_to_arrow(lj, [["1"], [element]]), "sqlite") is not None
+    assert inline_obstacle(st, python_to_arrow(st, [{"l": [element]}]), "postgresql") is not None
+    assert inline_obstacle(lj, python_to_arrow(lj, [["1", '{"a":[1,"\\u0000é"]}', "null"]]), "sqlite") is None
+    with pytest.raises(UnsupportedTypeError, match="write it to Parquet"):
+        encode_values(lj, python_to_arrow(lj, [[element]]), "sqlite")
+
+
+def test_nul_in_nested_string_is_inlined_on_sqlite_only() -> None:
+    """A PostgreSQL varchar cannot hold a NUL; SQLite text can, and DuckDB reads it back."""
+    lv = list_of(leaf("element", "varchar"))
+    mp = map_of(leaf("key", "varchar"), struct_of(leaf("x", "varchar"), name="value"))
+    for column, value in ((lv, ["a", "b\x00"]), (mp, [("k", {"x": "\x00"})])):
+        array = python_to_arrow(column, [None, value])
+        assert inline_obstacle(column, array, "sqlite") is None
+        assert parse_nested(column, encode_values(column, array, "sqlite")[1]) == value
+        assert inline_obstacle(column, array, "postgresql") is not None
+        assert inline_obstacle(column, array.slice(0, 1), "postgresql") is None
+        with pytest.raises(UnsupportedTypeError, match="NUL"):
+            encode_values(column, array, "postgresql")
 
 
 def test_int128_beyond_arrow_raises() -> None:
