@@ -289,6 +289,8 @@ def create_catalog_engine(location: CatalogLocation) -> Engine:
         kwargs["connect_args"].setdefault("timeout", SQLITE_BUSY_TIMEOUT_MS / 1000)
         kwargs["connect_args"]["check_same_thread"] = False
         kwargs["poolclass"] = NullPool
+        # Named binds: SQLAlchemy's qmark rewrite misreads a quoted column named like "%(" as a placeholder.
+        kwargs["paramstyle"] = "named"
     else:
         kwargs["pool_pre_ping"] = True
     try:

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import pyspark_ducklake as pdl
 from pyspark_ducklake.exceptions import InlinedDataError
+from pyspark_ducklake.lake import format_identifier
 from tests.support.catalogs import CatalogLocation
 from tests.support.compare import canonical_rows
 from tests.support.duck import open_duckdb
@@ -146,7 +147,10 @@ def _theirs_read_by_us(
     for first, n in ((0, 3), (3, 12)):
         con.register("batch", _data(columns, field, first, n))
         con.execute(f"INSERT INTO {qualified} SELECT * FROM batch")
-    assert f"{schema}.{table}" in lake.tables(schema)
+    listed = lake.tables(schema)
+    assert format_identifier(schema, table) in listed
+    # each listed spelling is an identifier the API takes back
+    assert lake.table(format_identifier(schema, table)).schema.names == columns
     assert lake.table((schema, table)).schema.names == columns
     assert _files_outside(catalog) == []
     try:

@@ -80,3 +80,16 @@ def test_dotted_and_quoted_names_through_flush_maintenance_and_the_cli(
     assert code == 0 and json.loads(out)["dry_run"]
     code, _, err = run("flush", "we.ird.t")
     assert code == 2 and "quoted spelling" in err
+
+
+@pytest.mark.parametrize("name", ["%(", "%(x)s", "a%%b", ":x", "?"])
+def test_columns_named_like_bind_placeholders_read_back(tmp_path: Path, name: str) -> None:
+    # SQLAlchemy's qmark rewrite for SQLite read a quoted column "%(" as the start of a placeholder
+    lake = pdl.connect(f"sqlite:///{tmp_path / 'l.sqlite'}", data_path=str(tmp_path / "d"))
+    lake.create_table("t", pa.schema([("id", pa.int64()), (name, pa.string())]))
+    lake.append("t", pa.table({"id": [1, 2], name: ["x", None]}))  # inlined
+    lake.delete("t", [("id", "=", 2)])
+    assert lake.scan("t").to_pylist() == [{"id": 1, name: "x"}]
+    assert lake.flush_inlined_data("t") is not None
+    assert lake.scan("t", columns=[name]).to_pylist() == [{name: "x"}]
+    lake.close()
