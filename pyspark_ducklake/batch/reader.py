@@ -8,16 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import (
-    DataSourceReader,
-    EqualTo,
-    Filter,
-    GreaterThan,
-    GreaterThanOrEqual,
-    InputPartition,
-    LessThan,
-    LessThanOrEqual,
-)
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from pyspark_ducklake.batch.spark_types import arrow_schema_for_spark, spark_schema, to_spark_batch
@@ -72,8 +63,10 @@ def _table_schema(config: LakeConfig, identifier: str, options: dict[str, str]) 
         lake.close()
 
 
-def read_schema(config: LakeConfig, identifier: str, options: dict[str, str]) -> StructType:
-    return spark_schema(_table_schema(config, identifier, options)[0])
+def read_schema(config: LakeConfig, identifier: str, options: dict[str, str]) -> tuple[StructType, int]:
+    """The Spark schema of the table at the snapshot the options pick, and that snapshot."""
+    schema, snapshot = _table_schema(config, identifier, options)
+    return spark_schema(schema), snapshot
 
 
 @dataclass(frozen=True)
@@ -88,29 +81,33 @@ class InlinedPartition(InputPartition):
     ipc: bytes
 
 
-_PUSHABLE = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<", LessThanOrEqual: "<="}
-
-
 class DuckLakeBatchReader(DataSourceReader):
-    """Reads a table pinned at one snapshot."""
+    """Reads a table pinned at one snapshot: ``snapshot`` (resolved when the DataFrame was loaded), else the one
+    the options pick when Spark plans the read."""
 
-    def __init__(self, config: LakeConfig, identifier: str, options: dict[str, str], schema: StructType) -> None:
+    def __init__(
+        self,
+        config: LakeConfig,
+        identifier: str,
+        options: dict[str, str],
+        schema: StructType,
+        *,
+        snapshot: int | None = None,
+    ) -> None:
         self.config = config
         self.identifier = identifier
         self.options = options
         self.spark_schema = schema
-        self.filters: list[tuple[str, str, Any]] = []
-        self.pruned_files = 0
-        self.snapshot: int | None = None
+        self.snapshot = snapshot
 
     def partitions(self) -> list[InputPartition]:
         lake = self.config.connect()
         try:
-            snapshot = resolve_read_snapshot(lake, self.options)
+            snapshot = self.snapshot if self.snapshot is not None else resolve_read_snapshot(lake, self.options)
             schema_name, table_name = parse_identifier(self.identifier)
             with lake.engine.connect() as conn:
                 entry = R.table_by_name(conn, schema_name, table_name, snapshot)
-                plan = plan_scan(conn, entry, snapshot, lake.data_path, filters=self.filters or None)
+                plan = plan_scan(conn, entry, snapshot, lake.data_path)
         finally:
             lake.close()
         if self.spark_schema is not None and spark_schema(plan.schema) != self.spark_schema:
@@ -119,7 +116,6 @@ class DuckLakeBatchReader(DataSourceReader):
                 "run the read again"
             )
         self.snapshot = snapshot
-        self.pruned_files = plan.pruned_files
         parts: list[InputPartition] = [FilePartition(task, plan.schema) for task in plan.files]
         if plan.inlined is not None and plan.inlined.data.num_rows:
             data = plan.inlined.data.drop_columns(["rowid", "snapshot_id"])
@@ -142,16 +138,3 @@ class DuckLakeBatchReader(DataSourceReader):
             ).drop_columns(["rowid", "snapshot_id"])
         for batch in table.to_batches(max_chunksize=BATCH_ROWS):
             yield to_spark_batch(batch, target)
-
-
-class PruningBatchReader(DuckLakeBatchReader):
-    """A reader that also prunes files by their column statistics (needs spark.sql.python.filterPushdown.enabled)."""
-
-    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
-        for f in filters:
-            op = _PUSHABLE.get(type(f))
-            attribute: tuple[str, ...] = tuple(getattr(f, "attribute", ()))
-            if op is not None and len(attribute) == 1:
-                self.filters.append((attribute[0], op, getattr(f, "value", None)))
-            # Pruning is by file only: Spark still applies every filter to the rows.
-            yield f
