@@ -659,8 +659,14 @@ class Lake:
     ) -> pa.Table:
         """Read the table at the latest snapshot, a snapshot id, or a point in time.
 
-        ``columns`` may include the virtual columns ``rowid`` and ``snapshot_id``. ``filter`` is a list of
-        ``(column, op, value)`` conjunctions; files whose statistics exclude it are skipped.
+        ``columns`` may include the virtual columns ``rowid`` and ``snapshot_id``. ``filter`` is a pyarrow DNF
+        filter (``(column, op, value)`` tuples, or lists of them OR-ed) or an Expression, evaluated by pyarrow;
+        files whose statistics show that no row passes it are skipped (:mod:`pyspark_ducklake.table.pruning`).
+
+        Raises:
+            NoSuchTableError: the table does not exist at the snapshot.
+            NoSuchColumnError: ``columns`` or ``filter`` name a column the table does not have.
+            InvalidOptionError: the filter is malformed, or pyarrow cannot evaluate it on the column's type.
         """
         snap = self.resolve_snapshot(snapshot, timestamp)
         schema_name, table_name = parse_identifier(identifier)
@@ -668,7 +674,8 @@ class Lake:
             entry = reader.table_by_name(conn, schema_name, table_name, snap)
             plan = plan_scan(conn, entry, snap, self.data_path, filters=filter)
         known = {*plan.schema.names(), ROWID, SNAPSHOT_ID}
-        for c in list(columns or []) + _filter_columns(filter):
+        filter_columns = [] if isinstance(filter, pc.Expression) else _filter_columns(filter)
+        for c in list(columns or []) + filter_columns:
             if c not in known:
                 raise NoSuchColumnError(f"column {c!r} is not in {schema_name}.{table_name}: {sorted(known)}")
         return execute_plan(
