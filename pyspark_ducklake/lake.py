@@ -23,6 +23,7 @@ from pyspark_ducklake.catalog.partitioning import (
     partition_spec,
     set_partition_spec,
 )
+from pyspark_ducklake.catalog.reserved import check_column_names, inlining_reserved
 from pyspark_ducklake.catalog.transaction import CommitContext, CommitResult, RetryConfig, SkipCommit, run_commit
 from pyspark_ducklake.catalog.types import Column, TableSchema, column_from_arrow_field, columns_from_arrow
 from pyspark_ducklake.exceptions import (
@@ -37,7 +38,7 @@ from pyspark_ducklake.exceptions import (
 from pyspark_ducklake.io.fileio import delete_files
 from pyspark_ducklake.table import evolution
 from pyspark_ducklake.table.partition_values import PartitionKey, resolve_keys
-from pyspark_ducklake.table.scan import ROWID, SNAPSHOT_ID, execute_plan, plan_scan
+from pyspark_ducklake.table.scan import ROWID, execute_plan, internal_column, plan_scan, virtual_names, visible
 from pyspark_ducklake.table.write import (
     PendingFile,
     conform_to_table,
@@ -166,6 +167,12 @@ class Lake:
             value = reader.metadata_value(conn, "data_inlining_row_limit")
         return int(value) if value is not None else DATA_INLINING_ROW_LIMIT_DEFAULT
 
+    def _inline_limit(self, table: LakeTable) -> int:
+        # a table with a reserved column name (created while inlining was off) is never inlined into
+        if inlining_reserved(table.table_schema.names()):
+            return -1
+        return self.data_inlining_row_limit(table.table_id)
+
     def current_snapshot_id(self) -> int:
         with self.engine.connect() as conn:
             return reader.latest_snapshot(conn).snapshot_id
@@ -247,6 +254,9 @@ class Lake:
         Raises:
             NoSuchSchemaError: the schema does not exist.
             TableAlreadyExistsError: the table exists (unless ``exist_ok``).
+            InvalidIdentifierError: an empty or duplicate column name, or one DuckLake reserves while data inlining
+                is on (``row_id``, ``begin_snapshot``, ``end_snapshot``, ``_ducklake_internal_row_id``,
+                ``_ducklake_internal_snapshot_id``, in any case).
             UnsupportedTypeError: a column type DuckLake cannot hold (the message names the column).
         """
         schema_name, table_name = parse_identifier(identifier)
@@ -255,6 +265,7 @@ class Lake:
                 raise InvalidIdentifierError("column names must not be empty")
         if len(set(schema.names)) != len(schema.names):
             raise InvalidIdentifierError(f"duplicate column names in {schema.names}; give every column its own name")
+        check_column_names(schema.names, self.data_inlining_row_limit())
         columns = columns_from_arrow(schema)
         keys = parse_partition_keys(partition_by, TableSchema(columns)) if partition_by else []
         if exist_ok and f"{schema_name}.{table_name}" in self.tables():
@@ -311,7 +322,7 @@ class Lake:
         arrow = conform_to_table(to_arrow_table(data), table.table_schema, table.name)
         if arrow.num_rows == 0:
             return table.snapshot_id
-        inline = arrow.num_rows <= self.data_inlining_row_limit(table.table_id)
+        inline = arrow.num_rows <= self._inline_limit(table)
         if inline:
             result = self._commit(self._inline_apply(table, arrow), base=table.snapshot_id, extra_info=extra_info)
         else:
@@ -362,7 +373,7 @@ class Lake:
         table = self.table(identifier)
         arrow = conform_to_table(to_arrow_table(data), table.table_schema, table.name)
         files: list[PendingFile] = []
-        inline = arrow.num_rows <= self.data_inlining_row_limit(table.table_id)
+        inline = arrow.num_rows <= self._inline_limit(table)
         if arrow.num_rows and not inline:
             files = self._write_files(table, arrow)
 
@@ -385,29 +396,34 @@ class Lake:
             The new snapshot id (the current one when nothing matched).
         """
         table = self.table(identifier)
-        known = {*table.table_schema.names(), ROWID, SNAPSHOT_ID}
+        known = [*table.table_schema.names(), *virtual_names(table.table_schema)]
         for c in [] if isinstance(filter, pc.Expression) else _filter_columns(filter):
             if c not in known:
-                raise NoSuchColumnError(f"column {c!r} is not in {table.name}: {sorted(known)}")
+                raise NoSuchColumnError(f"column {c!r} is not in {table.name}: {known}")
         from pyspark_ducklake.table.scan import FILE_POSITION, execute_file_task, filter_expression
 
         expr = filter_expression(filter)
         with self.engine.connect() as conn:
             plan = plan_scan(conn, table.entry, table.snapshot_id, self.data_path)
 
+        def matching(rows: pa.Table, internal: str) -> list[int]:
+            # the internal column's values of the matching rows; found by position, as a column may share its name
+            passed = _passing_rows(visible(rows, plan.schema), expr)
+            return list(internal_column(rows, plan.schema, internal).take(passed).to_pylist())
+
         targets: list[tuple[Any, list[int]]] = []
         for task in plan.files:
             rows = execute_file_task(task, plan.schema, storage_options=self.storage_options, with_positions=True)
-            matched = rows.filter(expr)
-            if matched.num_rows == 0:
+            matched = matching(rows, FILE_POSITION)
+            if not matched:
                 continue
             # Positions already in ducklake_inlined_delete_<tid> stay there: DuckDB unions both and counts each once.
-            fresh = sorted(set(matched.column(FILE_POSITION).to_pylist()) - set(task.inlined_deleted_positions))
+            fresh = sorted(set(matched) - set(task.inlined_deleted_positions))
             if fresh:
                 targets.append((task.file, fresh))
         inlined_ids: list[int] = []
         if plan.inlined is not None and plan.inlined.data.num_rows:
-            inlined_ids = plan.inlined.data.filter(expr).column(ROWID).to_pylist()
+            inlined_ids = matching(plan.inlined.data, ROWID)
         if not targets and not inlined_ids:
             return table.snapshot_id
         table_dir = self._table_dir(table)
@@ -448,7 +464,8 @@ class Lake:
     ) -> pa.Table:
         """The change feed of snapshots ``start..end`` (inclusive; ``end`` defaults to the latest), as DuckDB's
         ``ducklake_table_changes`` returns it: the table's columns at ``end``, then ``_change_type`` (``insert``,
-        ``delete``, ``update_preimage``, ``update_postimage``), ``_snapshot_id``, ``_rowid``, ``_commit_timestamp``.
+        ``delete``, ``update_preimage``, ``update_postimage``), ``_snapshot_id``, ``_rowid``, ``_commit_timestamp``;
+        a change column whose name the table has (in any case) gets ``_1``, ``_2``... appended, as DuckDB does.
         """
         from pyspark_ducklake.table.changes import table_changes
 
@@ -615,13 +632,24 @@ class Lake:
     def add_column(
         self, identifier: str | Sequence[str], name: str, dtype: pa.DataType, *, default: Any = None
     ) -> None:
-        """Add a nullable column; old rows read ``default`` (or NULL)."""
+        """Add a nullable column; old rows read ``default`` (or NULL).
+
+        Raises:
+            InvalidIdentifierError: ``name`` is reserved while data inlining is on (as in DuckDB).
+        """
         table = self.table(identifier)
+        check_column_names([name], self.data_inlining_row_limit(table.table_id))
         column = column_from_arrow_field(pa.field(name, dtype), [1])
         self._commit(lambda ctx: evolution.add_column(ctx, table.entry, column, default), base=table.snapshot_id)
 
     def rename_column(self, identifier: str | Sequence[str], old: str, new: str) -> None:
+        """Rename a column; files keep matching it by its id.
+
+        Raises:
+            InvalidIdentifierError: ``new`` is reserved while data inlining is on (as in DuckDB).
+        """
         table = self.table(identifier)
+        check_column_names([new], self.data_inlining_row_limit(table.table_id))
         self._commit(lambda ctx: evolution.rename_column(ctx, table.entry, old, new), base=table.snapshot_id)
 
     def drop_column(self, identifier: str | Sequence[str], name: str) -> None:
@@ -673,11 +701,11 @@ class Lake:
         with self.engine.connect() as conn:
             entry = reader.table_by_name(conn, schema_name, table_name, snap)
             plan = plan_scan(conn, entry, snap, self.data_path, filters=filter)
-        known = {*plan.schema.names(), ROWID, SNAPSHOT_ID}
+        known = [*plan.schema.names(), *virtual_names(plan.schema)]
         filter_columns = [] if isinstance(filter, pc.Expression) else _filter_columns(filter)
         for c in list(columns or []) + filter_columns:
             if c not in known:
-                raise NoSuchColumnError(f"column {c!r} is not in {schema_name}.{table_name}: {sorted(known)}")
+                raise NoSuchColumnError(f"column {c!r} is not in {schema_name}.{table_name}: {known}")
         return execute_plan(
             plan,
             columns=list(columns) if columns is not None else None,
@@ -718,6 +746,15 @@ def write_deletes(ctx: CommitContext, entry: TableEntry, data_file: Any, fresh: 
     W.replace_delete_file(
         ctx, entry, previous, data_file.data_file_id, written, relative_path=name, begin_snapshot=min(merged.values())
     )
+
+
+def _passing_rows(rows: pa.Table, expr: pc.Expression) -> pa.Array:
+    """The indices of the rows that pass ``expr``."""
+    index = "__row"
+    while index in rows.column_names:
+        index += "_"
+    numbered = rows.append_column(index, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
+    return numbered.filter(expr).column(index).combine_chunks()
 
 
 def _filter_columns(filter: Any) -> list[str]:

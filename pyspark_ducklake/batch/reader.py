@@ -17,7 +17,7 @@ from pyspark_ducklake.catalog.types import TableSchema
 from pyspark_ducklake.exceptions import InvalidOptionError, SchemaMismatchError
 from pyspark_ducklake.lake import parse_identifier
 from pyspark_ducklake.options import LakeConfig, _get
-from pyspark_ducklake.table.scan import FileTask, execute_file_task, plan_scan
+from pyspark_ducklake.table.scan import FileTask, execute_file_task, plan_scan, table_columns
 
 SNAPSHOT_OPTIONS = ("snapshot", "versionAsOf")
 TIMESTAMP_OPTIONS = ("timestamp", "timestampAsOf")
@@ -118,7 +118,7 @@ class DuckLakeBatchReader(DataSourceReader):
         self.snapshot = snapshot
         parts: list[InputPartition] = [FilePartition(task, plan.schema) for task in plan.files]
         if plan.inlined is not None and plan.inlined.data.num_rows:
-            data = plan.inlined.data.drop_columns(["rowid", "snapshot_id"])
+            data = table_columns(plan.inlined.data, plan.schema)
             sink = pa.BufferOutputStream()
             with pa.ipc.new_stream(sink, data.schema) as w:
                 w.write_table(data)
@@ -133,8 +133,7 @@ class DuckLakeBatchReader(DataSourceReader):
             table = pa.ipc.open_stream(partition.ipc).read_all()
         else:
             assert isinstance(partition, FilePartition)
-            table = execute_file_task(
-                partition.task, partition.schema, storage_options=self.config.storage_options
-            ).drop_columns(["rowid", "snapshot_id"])
+            rows = execute_file_task(partition.task, partition.schema, storage_options=self.config.storage_options)
+            table = table_columns(rows, partition.schema)
         for batch in table.to_batches(max_chunksize=BATCH_ROWS):
             yield to_spark_batch(batch, target)

@@ -106,7 +106,7 @@ class DuckLakeDataSource(DataSource):
         from pyspark_ducklake.exceptions import InvalidOptionError
         from pyspark_ducklake.streaming.source import DuckLakeChangeFeedReader
 
-        if "_change_type" not in schema.fieldNames():
+        if not self._change_feed():
             raise InvalidOptionError(
                 "readStream.format('ducklake') reads the table's change feed: set option startingSnapshot "
                 "('latest', 'earliest' or a snapshot id) or readChangeFeed=true"

@@ -31,6 +31,9 @@ SNAPSHOT_ID_FIELD_ID = 2147483539
 ROWID = "rowid"
 SNAPSHOT_ID = "snapshot_id"
 VIRTUAL_COLUMNS = (ROWID, SNAPSHOT_ID)
+# Names that reach the virtual columns when the table has columns named rowid / snapshot_id (DuckLake's own names
+# for them in data files).
+VIRTUAL_ALIASES = {ROWID: "_ducklake_internal_row_id", SNAPSHOT_ID: "_ducklake_internal_snapshot_id"}
 
 
 @dataclass(frozen=True)
@@ -254,6 +257,7 @@ def execute_plan(
     if plan.inlined is not None and plan.inlined.data.num_rows:
         parts.append(plan.inlined.data)
     result = empty_result(plan.schema, with_virtual=True) if not parts else _concat(parts)
+    result = visible(result, plan.schema)
     if filters is not None:
         expression = filter_expression(filters)
         try:
@@ -264,10 +268,42 @@ def execute_plan(
                 "column's type (e.g. a Decimal for a decimal column, an aware datetime for a timestamptz column)"
             ) from e
     if columns is not None:
-        result = result.select(columns)
-    else:
-        result = result.drop_columns(list(VIRTUAL_COLUMNS))
-    return result
+        return result.select(columns)
+    return table_columns(result, plan.schema)
+
+
+def table_columns(result: pa.Table, schema: TableSchema) -> pa.Table:
+    """The table's own columns of a read result, without the internal ones after them."""
+    return result.select(list(range(len(schema.columns))))
+
+
+def internal_column(result: pa.Table, schema: TableSchema, name: str) -> pa.ChunkedArray:
+    """An internal column of a read result (``rowid``, ``snapshot_id``, ``_file_position``, ``end_snapshot``),
+    found by position after the table's columns: the table may have a column of the same name."""
+    n = len(schema.columns)
+    return result.column(n + result.schema.names[n:].index(name))
+
+
+def virtual_names(schema: TableSchema) -> dict[str, str]:
+    """``{name a filter or column list may use: virtual column}``. A table column of the same name, compared
+    case-insensitively as DuckDB does, hides ``rowid`` / ``snapshot_id``; they stay reachable by their aliases
+    unless the table has those names too."""
+    taken = {name.lower() for name in schema.names()}
+    out = {}
+    for virtual in VIRTUAL_COLUMNS:
+        for name in (virtual, VIRTUAL_ALIASES[virtual]):
+            if name.lower() not in taken:
+                out[name] = virtual
+    return out
+
+
+def visible(result: pa.Table, schema: TableSchema) -> pa.Table:
+    """A read result as filters and column lists see it: the table's columns, then the virtual columns under
+    the names :func:`virtual_names` gives them (so every name is unique)."""
+    out = table_columns(result, schema)
+    for name, virtual in virtual_names(schema).items():
+        out = out.append_column(name, internal_column(result, schema, virtual))
+    return out
 
 
 def _concat(parts: list[pa.Table]) -> pa.Table:
