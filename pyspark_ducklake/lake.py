@@ -25,6 +25,7 @@ from pyspark_ducklake.catalog.partitioning import (
     set_partition_spec,
 )
 from pyspark_ducklake.catalog.paths import checked_table_dir
+from pyspark_ducklake.catalog.reserved import check_column_names, inlining_reserved
 from pyspark_ducklake.catalog.transaction import (
     CommitContext,
     CommitResult,
@@ -54,7 +55,7 @@ from pyspark_ducklake.io.fileio import delete_files
 from pyspark_ducklake.options import DATA_INLINING_ROW_LIMIT, Entry, check_options, parse_int
 from pyspark_ducklake.table import evolution
 from pyspark_ducklake.table.partition_values import PartitionKey, resolve_keys
-from pyspark_ducklake.table.scan import ROWID, SNAPSHOT_ID, execute_plan, plan_scan
+from pyspark_ducklake.table.scan import ROWID, execute_plan, internal_column, plan_scan, virtual_names, visible
 from pyspark_ducklake.table.write import (
     PendingFile,
     conform_to_table,
@@ -256,6 +257,12 @@ class Lake:
             value = reader.metadata_value(conn, "data_inlining_row_limit")
         return int(value) if value is not None else DATA_INLINING_ROW_LIMIT_DEFAULT
 
+    def _inline_limit(self, table: LakeTable) -> int:
+        # a table with a reserved column name (created while inlining was off) is never inlined into
+        if inlining_reserved(table.table_schema.names()):
+            return -1
+        return self.data_inlining_row_limit(table.table_id)
+
     def current_snapshot_id(self) -> int:
         with self.engine.connect() as conn:
             return reader.latest_snapshot(conn).snapshot_id
@@ -343,11 +350,14 @@ class Lake:
             NoSuchSchemaError: the schema does not exist.
             TableAlreadyExistsError: the table exists (unless ``exist_ok``), or a table or view whose name differs
                 only in case (DuckDB's names are case-insensitive; ``exist_ok`` does not apply).
-            InvalidIdentifierError: an empty name, or two columns (or fields of a struct) differing only in case.
+            InvalidIdentifierError: an empty name, two columns (or fields of a struct) differing only in case, or a
+                column name DuckLake reserves while data inlining is on (``row_id``, ``begin_snapshot``,
+                ``end_snapshot``, ``_ducklake_internal_row_id``, ``_ducklake_internal_snapshot_id``, in any case).
             UnsupportedTypeError: a column type DuckLake cannot hold (the message names the column), no columns,
                 or a struct without fields.
         """
         schema_name, table_name = parse_identifier(identifier)
+        check_column_names(schema.names, self.data_inlining_row_limit())
         columns = columns_from_arrow(schema)
         # What DuckDB refuses (no columns, names equal but for case, empty structs), before anything is committed.
         validate_columns(columns, f"table {schema_name}.{table_name}")
@@ -435,7 +445,7 @@ class Lake:
 
     def _inlines(self, table: LakeTable, arrow: pa.Table) -> bool:
         """Whether rows go into the catalog: few enough, and all of them readable back exactly from there."""
-        if arrow.num_rows > self.data_inlining_row_limit(table.table_id):
+        if arrow.num_rows > self._inline_limit(table):
             return False
         why = table_inline_obstacle(table.table_schema.columns, arrow, self.engine.dialect.name)
         if why is not None:
@@ -512,29 +522,34 @@ class Lake:
         """
         self.check_writable()
         table = self.table(identifier)
-        known = {*table.table_schema.names(), ROWID, SNAPSHOT_ID}
+        known = [*table.table_schema.names(), *virtual_names(table.table_schema)]
         for c in [] if isinstance(filter, pc.Expression) else _filter_columns(filter):
             if c not in known:
-                raise NoSuchColumnError(f"column {c!r} is not in {table.name}: {sorted(known)}")
+                raise NoSuchColumnError(f"column {c!r} is not in {table.name}: {known}")
         from pyspark_ducklake.table.scan import FILE_POSITION, execute_file_task, filter_expression
 
         expr = filter_expression(filter)
         with self.engine.connect() as conn:
             plan = plan_scan(conn, table.entry, table.snapshot_id, self.data_path)
 
+        def matching(rows: pa.Table, internal: str) -> list[int]:
+            # the internal column's values of the matching rows; found by position, as a column may share its name
+            passed = _passing_rows(visible(rows, plan.schema), expr)
+            return list(internal_column(rows, plan.schema, internal).take(passed).to_pylist())
+
         targets: list[tuple[Any, list[int]]] = []
         for task in plan.files:
             rows = execute_file_task(task, plan.schema, storage_options=self.storage_options, with_positions=True)
-            matched = rows.filter(expr)
-            if matched.num_rows == 0:
+            matched = matching(rows, FILE_POSITION)
+            if not matched:
                 continue
             # Positions already in ducklake_inlined_delete_<tid> stay there: DuckDB unions both and counts each once.
-            fresh = sorted(set(matched.column(FILE_POSITION).to_pylist()) - set(task.inlined_deleted_positions))
+            fresh = sorted(set(matched) - set(task.inlined_deleted_positions))
             if fresh:
                 targets.append((task.file, fresh))
         inlined_ids: list[int] = []
         if plan.inlined is not None and plan.inlined.data.num_rows:
-            inlined_ids = plan.inlined.data.filter(expr).column(ROWID).to_pylist()
+            inlined_ids = matching(plan.inlined.data, ROWID)
         if not targets and not inlined_ids:
             return table.snapshot_id
         table_dir = self._table_dir(table) if targets else ""
@@ -577,7 +592,8 @@ class Lake:
     ) -> pa.Table:
         """The change feed of snapshots ``start..end`` (inclusive; ``end`` defaults to the latest), as DuckDB's
         ``ducklake_table_changes`` returns it: the table's columns at ``end``, then ``_change_type`` (``insert``,
-        ``delete``, ``update_preimage``, ``update_postimage``), ``_snapshot_id``, ``_rowid``, ``_commit_timestamp``.
+        ``delete``, ``update_preimage``, ``update_postimage``), ``_snapshot_id``, ``_rowid``, ``_commit_timestamp``;
+        a change column whose name the table has (in any case) gets ``_1``, ``_2``... appended, as DuckDB does.
         """
         from pyspark_ducklake.table.changes import table_changes
 
@@ -759,11 +775,14 @@ class Lake:
             SchemaMismatchError: the name exists already (names are case-insensitive, as in DuckDB), or the path
                 leads to something that is not a struct.
             NoSuchColumnError: the path names a column or field that does not exist.
+            InvalidIdentifierError: ``name`` is reserved while data inlining is on (as in DuckDB).
         """
         table = self.table(identifier)
         path = (name,) if isinstance(name, str) else tuple(name)
         if not path or not all(isinstance(p, str) for p in path):
             raise InvalidIdentifierError(f"column name {name!r} must be a name or a tuple of names")
+        if len(path) == 1:
+            check_column_names([path[0]], self.data_inlining_row_limit(table.table_id))
         column = column_from_arrow_field(pa.field(path[-1], dtype), [1])
         validate_columns((column,), f"{table.name}.{'.'.join(path)}")
         self._commit(
@@ -772,7 +791,13 @@ class Lake:
         )
 
     def rename_column(self, identifier: str | Sequence[str], old: str, new: str) -> None:
+        """Rename a column; files keep matching it by its id.
+
+        Raises:
+            InvalidIdentifierError: ``new`` is reserved while data inlining is on (as in DuckDB).
+        """
         table = self.table(identifier)
+        check_column_names([new], self.data_inlining_row_limit(table.table_id))
         self._commit(lambda ctx: evolution.rename_column(ctx, table.entry, old, new), base=table.snapshot_id)
 
     def drop_column(self, identifier: str | Sequence[str], name: str) -> None:
@@ -810,18 +835,25 @@ class Lake:
     ) -> pa.Table:
         """Read the table at the latest snapshot, a snapshot id, or a point in time.
 
-        ``columns`` may include the virtual columns ``rowid`` and ``snapshot_id``. ``filter`` is a list of
-        ``(column, op, value)`` conjunctions; files whose statistics exclude it are skipped.
+        ``columns`` may include the virtual columns ``rowid`` and ``snapshot_id``. ``filter`` is a pyarrow DNF
+        filter (``(column, op, value)`` tuples, or lists of them OR-ed) or an Expression, evaluated by pyarrow;
+        files whose statistics show that no row passes it are skipped (:mod:`pyspark_ducklake.table.pruning`).
+
+        Raises:
+            NoSuchTableError: the table does not exist at the snapshot.
+            NoSuchColumnError: ``columns`` or ``filter`` name a column the table does not have.
+            InvalidOptionError: the filter is malformed, or pyarrow cannot evaluate it on the column's type.
         """
         snap = self.resolve_snapshot(snapshot, timestamp)
         schema_name, table_name = parse_identifier(identifier)
         with self.engine.connect() as conn:
             entry = reader.table_by_name(conn, schema_name, table_name, snap)
             plan = plan_scan(conn, entry, snap, self.data_path, filters=filter)
-        known = {*plan.schema.names(), ROWID, SNAPSHOT_ID}
-        for c in list(columns or []) + _filter_columns(filter):
+        known = [*plan.schema.names(), *virtual_names(plan.schema)]
+        filter_columns = [] if isinstance(filter, pc.Expression) else _filter_columns(filter)
+        for c in list(columns or []) + filter_columns:
             if c not in known:
-                raise NoSuchColumnError(f"column {c!r} is not in {schema_name}.{table_name}: {sorted(known)}")
+                raise NoSuchColumnError(f"column {c!r} is not in {schema_name}.{table_name}: {known}")
         return execute_plan(
             plan,
             columns=list(columns) if columns is not None else None,
@@ -862,6 +894,15 @@ def write_deletes(ctx: CommitContext, entry: TableEntry, data_file: Any, fresh: 
     W.replace_delete_file(
         ctx, entry, previous, data_file.data_file_id, written, relative_path=name, begin_snapshot=min(merged.values())
     )
+
+
+def _passing_rows(rows: pa.Table, expr: pc.Expression) -> pa.Array:
+    """The indices of the rows that pass ``expr``."""
+    index = "__row"
+    while index in rows.column_names:
+        index += "_"
+    numbered = rows.append_column(index, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
+    return numbered.filter(expr).column(index).combine_chunks()
 
 
 def _filter_columns(filter: Any) -> list[str]:

@@ -21,14 +21,14 @@ from pyspark_ducklake.streaming.source import (
 )
 
 
-def _bounds(lake: Lake, options: dict[str, str]) -> tuple[int, int]:
+def _bounds(lake: Lake, options: dict[str, str], pinned: tuple[int | None, int] | None = None) -> tuple[int, int]:
     feed = FeedOptions.parse(options)
     if feed.starting is None and feed.starting_timestamp is None:
         raise InvalidOptionError(
             "readChangeFeed needs option startingSnapshot (an id or 'earliest') or startingTimestamp"
         )
-    start = resolve_start(lake, feed)
-    end = _end(lake, options)
+    start = pinned[0] if pinned is not None and pinned[0] is not None else resolve_start(lake, feed)
+    end = pinned[1] if pinned is not None else _end(lake, options)
     if end < start - 1:
         raise InvalidOptionError(f"startingSnapshot {start} is after endingSnapshot {end}")
     return start, end
@@ -47,28 +47,47 @@ def _end(lake: Lake, options: dict[str, str]) -> int:
     return lake.current_snapshot_id()
 
 
-def change_feed_schema(config: LakeConfig, identifier: str, options: dict[str, str]) -> StructType:
-    """The table's columns (at ``endingSnapshot``, else the latest) and the change columns."""
+def change_feed_schema(
+    config: LakeConfig, identifier: str, options: dict[str, str]
+) -> tuple[StructType, tuple[int | None, int]]:
+    """The table's columns (at ``endingSnapshot``, else the latest) and the change columns, with the range's start
+    (None when the options do not give one yet) and end resolved now, so every query of the DataFrame reads them."""
     lake = config.connect()
     try:
-        given = _get(options, "endingSnapshot") is not None or _get(options, "endingTimestamp") is not None
-        end = _bounds(lake, options)[1] if given else None
-        return feed_schema(lake.table(identifier, snapshot=end).table_schema)
+        end = _end(lake, options)
+        feed = FeedOptions.parse(options)
+        start: int | None = None
+        if feed.starting is not None or feed.starting_timestamp is not None:
+            start = resolve_start(lake, feed)
+        if _get(options, "endingSnapshot") is not None or _get(options, "endingTimestamp") is not None:
+            _bounds(lake, options, (start, end))  # a range that cannot be read fails at load()
+        return feed_schema(lake.table(identifier, snapshot=end).table_schema), (start, end)
     finally:
         lake.close()
 
 
 class ChangeFeedBatchReader(DataSourceReader):
-    def __init__(self, config: LakeConfig, identifier: str, options: dict[str, str], schema: StructType) -> None:
+    """The changes of one range: ``pinned`` (start, end) when the DataFrame's load resolved them."""
+
+    def __init__(
+        self,
+        config: LakeConfig,
+        identifier: str,
+        options: dict[str, str],
+        schema: StructType,
+        *,
+        pinned: tuple[int | None, int] | None = None,
+    ) -> None:
         self.config = config
         self.identifier = identifier
         self.options = options
         self.spark_schema = schema
+        self.pinned = pinned
 
     def partitions(self) -> list[InputPartition]:
         lake = self.config.connect()
         try:
-            start, end = _bounds(lake, self.options)
+            start, end = _bounds(lake, self.options, self.pinned)
             if end < start:
                 return []
             schema_name, table_name = parse_identifier(self.identifier)

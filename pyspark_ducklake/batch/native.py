@@ -56,10 +56,10 @@ from pyspark_ducklake.options import FEED, Entry, check_options, options_for, pa
 from pyspark_ducklake.table.conform import default_array
 from pyspark_ducklake.table.scan import (
     SNAPSHOT_ID_FIELD_ID,
-    VIRTUAL_COLUMNS,
     FileTask,
     plan_scan,
     read_delete_positions,
+    table_columns,
 )
 
 log = logging.getLogger("pyspark_ducklake.native")
@@ -196,7 +196,7 @@ def plan_read(
         read.groups = _group_files(scan.files, scan.schema, altered, config.storage_options)
         read.deleted = _deleted_positions(read.groups, snap, config.storage_options)
         inlined = scan.inlined.data if scan.inlined is not None else None
-        read.inlined = inlined.drop_columns(list(VIRTUAL_COLUMNS)) if inlined is not None else None
+        read.inlined = table_columns(inlined, scan.schema) if inlined is not None else None
     except _NotNative as e:
         read.reason = str(e)
         read.groups, read.deleted, read.inlined = [], {}, None

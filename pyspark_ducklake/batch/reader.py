@@ -8,16 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import (
-    DataSourceReader,
-    EqualTo,
-    Filter,
-    GreaterThan,
-    GreaterThanOrEqual,
-    InputPartition,
-    LessThan,
-    LessThanOrEqual,
-)
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from pyspark_ducklake.batch.spark_types import arrow_schema_for_spark, spark_schema, to_spark_batch
@@ -27,7 +18,7 @@ from pyspark_ducklake.exceptions import InvalidOptionError, SchemaMismatchError
 from pyspark_ducklake.lake import parse_identifier
 from pyspark_ducklake.lake_config import LakeConfig
 from pyspark_ducklake.options import _get
-from pyspark_ducklake.table.scan import FileTask, execute_file_task, plan_scan
+from pyspark_ducklake.table.scan import FileTask, execute_file_task, plan_scan, table_columns
 
 SNAPSHOT_OPTIONS = ("snapshot", "versionAsOf")
 TIMESTAMP_OPTIONS = ("timestamp", "timestampAsOf")
@@ -73,8 +64,10 @@ def _table_schema(config: LakeConfig, identifier: str, options: dict[str, str]) 
         lake.close()
 
 
-def read_schema(config: LakeConfig, identifier: str, options: dict[str, str]) -> StructType:
-    return spark_schema(_table_schema(config, identifier, options)[0])
+def read_schema(config: LakeConfig, identifier: str, options: dict[str, str]) -> tuple[StructType, int]:
+    """The Spark schema of the table at the snapshot the options pick, and that snapshot."""
+    schema, snapshot = _table_schema(config, identifier, options)
+    return spark_schema(schema), snapshot
 
 
 @dataclass(frozen=True)
@@ -89,29 +82,33 @@ class InlinedPartition(InputPartition):
     ipc: bytes
 
 
-_PUSHABLE = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<", LessThanOrEqual: "<="}
-
-
 class DuckLakeBatchReader(DataSourceReader):
-    """Reads a table pinned at one snapshot."""
+    """Reads a table pinned at one snapshot: ``snapshot`` (resolved when the DataFrame was loaded), else the one
+    the options pick when Spark plans the read."""
 
-    def __init__(self, config: LakeConfig, identifier: str, options: dict[str, str], schema: StructType) -> None:
+    def __init__(
+        self,
+        config: LakeConfig,
+        identifier: str,
+        options: dict[str, str],
+        schema: StructType,
+        *,
+        snapshot: int | None = None,
+    ) -> None:
         self.config = config
         self.identifier = identifier
         self.options = options
         self.spark_schema = schema
-        self.filters: list[tuple[str, str, Any]] = []
-        self.pruned_files = 0
-        self.snapshot: int | None = None
+        self.snapshot = snapshot
 
     def partitions(self) -> list[InputPartition]:
         lake = self.config.connect()
         try:
-            snapshot = resolve_read_snapshot(lake, self.options)
+            snapshot = self.snapshot if self.snapshot is not None else resolve_read_snapshot(lake, self.options)
             schema_name, table_name = parse_identifier(self.identifier)
             with lake.engine.connect() as conn:
                 entry = R.table_by_name(conn, schema_name, table_name, snapshot)
-                plan = plan_scan(conn, entry, snapshot, lake.data_path, filters=self.filters or None)
+                plan = plan_scan(conn, entry, snapshot, lake.data_path)
         finally:
             lake.close()
         if self.spark_schema is not None and spark_schema(plan.schema) != self.spark_schema:
@@ -120,10 +117,9 @@ class DuckLakeBatchReader(DataSourceReader):
                 "run the read again"
             )
         self.snapshot = snapshot
-        self.pruned_files = plan.pruned_files
         parts: list[InputPartition] = [FilePartition(task, plan.schema) for task in plan.files]
         if plan.inlined is not None and plan.inlined.data.num_rows:
-            data = plan.inlined.data.drop_columns(["rowid", "snapshot_id"])
+            data = table_columns(plan.inlined.data, plan.schema)
             sink = pa.BufferOutputStream()
             with pa.ipc.new_stream(sink, data.schema) as w:
                 w.write_table(data)
@@ -138,21 +134,7 @@ class DuckLakeBatchReader(DataSourceReader):
             table = pa.ipc.open_stream(partition.ipc).read_all()
         else:
             assert isinstance(partition, FilePartition)
-            table = execute_file_task(
-                partition.task, partition.schema, storage_options=self.config.storage_options
-            ).drop_columns(["rowid", "snapshot_id"])
+            rows = execute_file_task(partition.task, partition.schema, storage_options=self.config.storage_options)
+            table = table_columns(rows, partition.schema)
         for batch in table.to_batches(max_chunksize=BATCH_ROWS):
             yield to_spark_batch(batch, target)
-
-
-class PruningBatchReader(DuckLakeBatchReader):
-    """A reader that also prunes files by their column statistics (needs spark.sql.python.filterPushdown.enabled)."""
-
-    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
-        for f in filters:
-            op = _PUSHABLE.get(type(f))
-            attribute: tuple[str, ...] = tuple(getattr(f, "attribute", ()))
-            if op is not None and len(attribute) == 1:
-                self.filters.append((attribute[0], op, getattr(f, "value", None)))
-            # Pruning is by file only: Spark still applies every filter to the rows.
-            yield f

@@ -13,7 +13,6 @@ from pyspark_ducklake.lake_config import spark_conf as session_conf
 from pyspark_ducklake.options import Entry, check_options
 
 FORMAT_NAME = "ducklake"
-FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
 class DuckLakeDataSource(DataSource):
@@ -39,6 +38,10 @@ class DuckLakeDataSource(DataSource):
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
         self._config: LakeConfig | None = None
+        # The snapshot (or change-feed range) resolved by schema() when load() ran. Spark pickles this instance
+        # after schema() and plans every query of the DataFrame from it, so each query reads the same snapshot.
+        self._snapshot: int | None = None
+        self._feed_range: tuple[int | None, int] | None = None
 
     def _check(self, *entries: Entry) -> None:
         check_options(dict(self.options), *entries)
@@ -87,21 +90,24 @@ class DuckLakeDataSource(DataSource):
         if self._change_feed():
             from pyspark_ducklake.batch.change_feed import change_feed_schema
 
-            return change_feed_schema(self.config, self.identifier, dict(self.options))
-        return read_schema(self.config, self.identifier, dict(self.options))
+            schema, self._feed_range = change_feed_schema(self.config, self.identifier, dict(self.options))
+            return schema
+        schema, self._snapshot = read_schema(self.config, self.identifier, dict(self.options))
+        return schema
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        from pyspark_ducklake.batch.reader import DuckLakeBatchReader, PruningBatchReader
+        # No filter pushdown: PySpark 4.x keeps the partitions of the last plan that pushed filters on the relation
+        # and reuses them for later plans of the DataFrame that push none, so pruning files for one query would
+        # drop rows from the next one (the same holds for two scans of one relation in one plan).
+        from pyspark_ducklake.batch.reader import DuckLakeBatchReader
 
         self._check(Entry.READ)
         if self._change_feed():
             from pyspark_ducklake.batch.change_feed import ChangeFeedBatchReader
 
-            return ChangeFeedBatchReader(self.config, self.identifier, dict(self.options), schema)
-
-        pushdown = self.spark_conf.get(FILTER_PUSHDOWN_CONF, "false").lower() == "true"
-        cls = PruningBatchReader if pushdown else DuckLakeBatchReader
-        return cls(self.config, self.identifier, dict(self.options), schema)
+            options = dict(self.options)
+            return ChangeFeedBatchReader(self.config, self.identifier, options, schema, pinned=self._feed_range)
+        return DuckLakeBatchReader(self.config, self.identifier, dict(self.options), schema, snapshot=self._snapshot)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from pyspark_ducklake.batch.writer import DuckLakeBatchWriter
@@ -123,7 +129,7 @@ class DuckLakeDataSource(DataSource):
         from pyspark_ducklake.streaming.source import DuckLakeChangeFeedReader
 
         self._check(Entry.STREAM_READ)
-        if "_change_type" not in schema.fieldNames():
+        if not self._change_feed():
             raise InvalidOptionError(
                 "readStream.format('ducklake') reads the table's change feed: set option startingSnapshot "
                 "('latest', 'earliest' or a snapshot id) or readChangeFeed=true"
@@ -136,11 +142,7 @@ def register(spark: Any) -> type[DuckLakeDataSource]:
 
     Call it again after changing ``spark.ducklake.catalog`` / ``spark.ducklake.dataPath`` at run time.
     """
-    # File pruning needs Python filter pushdown; turn it on unless the user turned it off explicitly.
-    if spark.conf.get(FILTER_PUSHDOWN_CONF, None) is None:
-        spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
     conf = session_conf(spark)  # a misspelt spark.ducklake.* key fails here
-    conf[FILTER_PUSHDOWN_CONF] = str(spark.conf.get(FILTER_PUSHDOWN_CONF))
     # A module that cannot be imported makes cloudpickle ship the class by value, conf included.
     source = type(
         "DuckLakeDataSource", (DuckLakeDataSource,), {"spark_conf": conf, "__module__": "pyspark_ducklake_registered"}

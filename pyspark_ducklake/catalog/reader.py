@@ -353,6 +353,16 @@ def file_column_stats(conn: Connection, table_id: int, column_ids: list[int]) ->
     return out
 
 
+def column_types_ever(conn: Connection, table_id: int, column_ids: list[int]) -> dict[int, set[str]]:
+    """``{column_id: types}``: every type each column has had (statistics keep the type of their file)."""
+    c = T.ducklake_column
+    out: dict[int, set[str]] = {}
+    query = select(c.c.column_id, c.c.column_type).where(c.c.table_id == table_id, c.c.column_id.in_(column_ids))
+    for r in conn.execute(query.distinct()):
+        out.setdefault(int(r.column_id), set()).add(str(r.column_type))
+    return out
+
+
 def name_mapping(conn: Connection, mapping_id: int) -> list[Any]:
     n = T.ducklake_name_mapping
     return list(conn.execute(select(n).where(n.c.mapping_id == mapping_id).order_by(n.c.column_id)))

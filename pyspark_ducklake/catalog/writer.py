@@ -22,6 +22,7 @@ from pyspark_ducklake.catalog.entries import SchemaEntry, TableEntry
 from pyspark_ducklake.catalog.inlined_codec import encode_values, inlined_sql_type
 from pyspark_ducklake.catalog.partitioning import record_partition_values
 from pyspark_ducklake.catalog.paths import path_component
+from pyspark_ducklake.catalog.reserved import inlining_reserved
 from pyspark_ducklake.catalog.stats_values import array_min_max, storable_stat, widen
 from pyspark_ducklake.catalog.transaction import CommitContext, now_utc
 from pyspark_ducklake.catalog.types import Column, TableSchema, find_folded, validate_columns
@@ -114,7 +115,8 @@ def create_table(ctx: CommitContext, schema: SchemaEntry, name: str, columns: tu
     ctx.conn.execute(
         insert(T.ducklake_schema_versions).values(begin_snapshot=ctx.snapshot_id, schema_version=sv, table_id=table_id)
     )
-    create_inlined_table(ctx, table_id, sv, TableSchema(columns))
+    if not inlining_reserved(c.name for c in columns):  # such a table never takes inlined rows
+        create_inlined_table(ctx, table_id, sv, TableSchema(columns))
     ctx.changes.created_tables.append((schema.schema_name, name))
     return entry
 

@@ -31,6 +31,7 @@ from pyspark_ducklake.catalog.partitioning import (
     set_partition_spec,
 )
 from pyspark_ducklake.catalog.paths import checked_table_dir, path_component
+from pyspark_ducklake.catalog.reserved import inlining_reserved
 from pyspark_ducklake.catalog.transaction import CommitContext, RetryConfig, SkipCommit
 from pyspark_ducklake.catalog.types import Column, TableSchema, find_folded, validate_columns
 from pyspark_ducklake.exceptions import (
@@ -308,7 +309,8 @@ class MicroBatchCommitter:
             table_dir,
             schema,
             keys,
-            self.settings.data_inlining_row_limit,
+            # a table with a reserved column name (row_id, end_snapshot...) cannot take inlined rows
+            -1 if inlining_reserved(schema.names()) else self.settings.data_inlining_row_limit,
             self.settings.target_file_rows,
             self.lake.storage_options,
         )
@@ -332,11 +334,7 @@ class MicroBatchCommitter:
         inline_rows: pa.Table | None = None
         if small:
             leftovers = pa.concat_tables(small)
-            if (
-                not files
-                and leftovers.num_rows <= self.settings.data_inlining_row_limit
-                and self._inlinable(plan, leftovers)
-            ):
+            if not files and leftovers.num_rows <= plan.inline_limit and self._inlinable(plan, leftovers):
                 inline_rows = leftovers
             else:
                 files += write_data_files(

@@ -39,7 +39,7 @@ from pyspark_ducklake.lake_config import LakeConfig
 from pyspark_ducklake.options import _get, option_as_bool, option_as_int
 from pyspark_ducklake.streaming.offsets import SnapshotOffset
 from pyspark_ducklake.table.change_split import ChangePart, execute_part, split_plan
-from pyspark_ducklake.table.changes import changed_snapshots, count_changes, plan_changes
+from pyspark_ducklake.table.changes import change_column_names, changed_snapshots, count_changes, plan_changes
 from pyspark_ducklake.table.conform import default_array
 
 log = logging.getLogger("pyspark_ducklake.source")
@@ -86,7 +86,10 @@ class FeedOptions:
 
 
 def feed_schema(table_schema: TableSchema) -> StructType:
-    return spark_schema(table_schema, list(CHANGE_COLUMNS))
+    """The table's columns, then the change columns (renamed where the table has their names)."""
+    names = change_column_names(table_schema)
+    extra = [StructField(name, f.dataType, f.nullable) for name, f in zip(names, CHANGE_COLUMNS, strict=True)]
+    return spark_schema(table_schema, extra)
 
 
 def resolve_start(lake: Lake, options: FeedOptions) -> int:
@@ -320,16 +323,14 @@ def check_stream_columns(lake: Lake, schema_name: str, table_name: str, stream: 
 def stream_columns(raw: pa.Table, at_end: TableSchema, stream: TableSchema) -> pa.Table:
     """Changes read in the columns of ``at_end`` (the range's last snapshot), in the stream's columns (matched by
     column id; columns added after the range are filled in), plus the change columns."""
-    end_by_id = at_end.by_id()
+    # by position: a table column may share a change column's name
+    end_at = {c.column_id: i for i, c in enumerate(at_end.columns)}
     arrays = []
     for column in stream.columns:
-        then = end_by_id.get(column.column_id)
+        then = end_at.get(column.column_id)
         if then is None:
             arrays.append(pa.chunked_array([default_array(column, raw.num_rows)]))  # added after these snapshots
         else:
-            arrays.append(raw.column(then.name))
-    names = stream.names()
-    for extra in ("_change_type", "_snapshot_id", "_rowid", "_commit_timestamp"):
-        arrays.append(raw.column(extra))
-        names.append(extra)
-    return pa.Table.from_arrays(arrays, names=names)
+            arrays.append(raw.column(then))
+    arrays.extend(raw.column(i) for i in range(len(at_end.columns), raw.num_columns))
+    return pa.Table.from_arrays(arrays, names=[*stream.names(), *change_column_names(stream)])

@@ -30,15 +30,16 @@ from pyspark_ducklake.exceptions import DataFileError, InvalidOptionError
 from pyspark_ducklake.io.parquet import read_columns
 from pyspark_ducklake.table.changes import (
     _KINDS,
-    CHANGE_ROWID,
-    CHANGE_SNAPSHOT,
-    CHANGE_TYPE,
     INSERT,
+    ROWID_AT,
+    SNAPSHOT_AT,
+    TYPE_AT,
     ChangePlan,
     FileChangeTask,
     _commit_times_of,
     _file_changes,
     _in_threads,
+    change_column_at,
     deleted_positions,
     execute_change_task,
     feed_schema,
@@ -110,12 +111,13 @@ def _file_keys(task: FileChangeTask, storage_options: dict[str, Any] | None) -> 
     f = task.file
     internal = read_columns(f.path, internal_columns, storage_options=storage_options)
     if internal.num_columns:
-        rows = _file_changes(task, versions(f, internal), positions, snapshots, [])
+        rows = _file_changes(task, versions(f, internal), positions, snapshots, 0)
         if rows is None:
             return _Keys(0, 0, np.empty(0, np.int64), np.empty(0, np.int64), read_rows=f.record_count)
-        inserts = int(pc.sum(pc.equal(rows.column(CHANGE_TYPE), INSERT)).as_py() or 0)
-        snaps = rows.column(CHANGE_SNAPSHOT).to_numpy()
-        return _Keys(rows.num_rows, inserts, snaps, rows.column(CHANGE_ROWID).to_numpy(), read_rows=f.record_count)
+        inserts = int(pc.sum(pc.equal(change_column_at(rows, TYPE_AT), INSERT)).as_py() or 0)
+        snaps = change_column_at(rows, SNAPSHOT_AT).to_numpy()
+        rowids = change_column_at(rows, ROWID_AT).to_numpy()
+        return _Keys(rows.num_rows, inserts, snaps, rowids, read_rows=f.record_count)
     # Every row has rowid row_id_start + position and snapshot begin_snapshot, as in execute_file_task.
     n, lo, begin = f.record_count, f.row_id_start or 0, f.begin_snapshot
     began = task.inserts and task.start <= begin <= task.end and begin not in task.rewrite_snapshots
@@ -126,11 +128,12 @@ def _file_keys(task: FileChangeTask, storage_options: dict[str, Any] | None) -> 
 
 
 def _inlined_keys(plan: ChangePlan) -> _Keys | None:
-    rows = inlined_changes(plan, columns=[])
+    rows = inlined_changes(plan, columns=False)
     if rows is None:
         return None
-    inserts = int(pc.sum(pc.equal(rows.column(CHANGE_TYPE), INSERT)).as_py() or 0)
-    return _Keys(rows.num_rows, inserts, rows.column(CHANGE_SNAPSHOT).to_numpy(), rows.column(CHANGE_ROWID).to_numpy())
+    inserts = int(pc.sum(pc.equal(change_column_at(rows, TYPE_AT), INSERT)).as_py() or 0)
+    snaps, rowids = change_column_at(rows, SNAPSHOT_AT).to_numpy(), change_column_at(rows, ROWID_AT).to_numpy()
+    return _Keys(rows.num_rows, inserts, snaps, rowids)
 
 
 # --- deciding the fate of rows that meet others -------------------------------------------------------------------
@@ -340,8 +343,8 @@ def execute_piece(
         if not keep.all():
             rows, fates = rows.filter(pa.array(keep)), fates[keep]
             arrays = [rows.column(i) for i in range(rows.num_columns)]
-        arrays[rows.schema.get_field_index(CHANGE_TYPE)] = pa.chunked_array([_KINDS.take(pa.array(fates))])
-    snaps = rows.column(CHANGE_SNAPSHOT).to_numpy()
+        arrays[rows.num_columns + TYPE_AT] = pa.chunked_array([_KINDS.take(pa.array(fates))])
+    snaps = change_column_at(rows, SNAPSHOT_AT).to_numpy()
     arrays.append(pa.chunked_array([_commit_times_of(snaps, plan.commit_times)]))
     target = feed_schema(plan.schema)
     out = pa.Table.from_arrays(arrays, names=target.names)

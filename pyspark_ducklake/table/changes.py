@@ -67,6 +67,7 @@ from pyspark_ducklake.table.scan import (
     SNAPSHOT_ID_FIELD_ID,
     FileTask,
     execute_file_task,
+    internal_column,
     read_delete_file,
     read_inlined_rows,
 )
@@ -76,6 +77,9 @@ CHANGE_SNAPSHOT = "_snapshot_id"
 CHANGE_ROWID = "_rowid"
 COMMIT_TIMESTAMP = "_commit_timestamp"
 CHANGE_COLUMNS = (CHANGE_TYPE, CHANGE_SNAPSHOT, CHANGE_ROWID, COMMIT_TIMESTAMP)
+# Rows on their way through the feed end with these three columns (found by position: the table may have columns
+# of the same names); the commit time is added last.
+TYPE_AT, SNAPSHOT_AT, ROWID_AT = -3, -2, -1
 
 INSERT = "insert"
 DELETE = "delete"
@@ -325,10 +329,10 @@ def _inlined_file_deletes(conn: Connection, table_id: int, end: int) -> dict[int
 
 def _inlined_versions(conn: Connection, table_id: int, schema: TableSchema, start: int, end: int) -> pa.Table | None:
     rows = read_inlined_rows(conn, table_id, schema, end, include_ended=True)
-    if rows.num_rows == 0 or "end_snapshot" not in rows.column_names:
+    if rows.num_rows == 0 or rows.num_columns != len(schema.columns) + 3:
         return None
-    ends = rows.column("end_snapshot")
-    begun = pc.greater_equal(rows.column(SNAPSHOT_ID), start)
+    ends = internal_column(rows, schema, "end_snapshot")
+    begun = pc.greater_equal(internal_column(rows, schema, SNAPSHOT_ID), start)
     ended = pc.and_(pc.greater_equal(ends, start), pc.less_equal(ends, end))
     keep = pc.or_(begun, pc.fill_null(ended, False))
     rows = rows.filter(keep)
@@ -398,7 +402,7 @@ def execute_change_task(
     data = execute_file_task(
         FileTask(task.file, _ALL_ROWS), schema, storage_options=storage_options, with_positions=True
     )
-    return _file_changes(task, data, positions, snapshots, list(schema.names()))
+    return _file_changes(task, data, positions, snapshots, len(schema.columns))
 
 
 def count_task_changes(task: FileChangeTask, *, storage_options: dict[str, Any] | None = None) -> pa.Table | None:
@@ -407,7 +411,7 @@ def count_task_changes(task: FileChangeTask, *, storage_options: dict[str, Any] 
     if not task.inserts and len(positions) == 0:
         return None
     data = _read_versions(task.file, storage_options)
-    return _file_changes(task, data, positions, snapshots, [])
+    return _file_changes(task, data, positions, snapshots, 0)
 
 
 def _read_versions(f: DataFileEntry, storage_options: dict[str, Any] | None) -> pa.Table:
@@ -437,50 +441,58 @@ def internal_columns(schema: pa.Schema) -> list[str]:
 
 
 def _file_changes(
-    task: FileChangeTask, data: pa.Table, positions: np.ndarray, snapshots: np.ndarray, columns: list[str]
+    task: FileChangeTask, data: pa.Table, positions: np.ndarray, snapshots: np.ndarray, columns: int
 ) -> pa.Table | None:
+    """``data``'s inserts and deletes; its first ``columns`` columns are the table's, the internal ones follow."""
     parts = []
     if task.inserts:
-        snaps = data.column(SNAPSHOT_ID)
+        snaps = _internal(data, columns, SNAPSHOT_ID)
         began = pc.and_(pc.greater_equal(snaps, task.start), pc.less_equal(snaps, task.end))
         if task.rewrite_snapshots:
             began = pc.and_(began, pc.invert(pc.is_in(snaps, pa.array(task.rewrite_snapshots, pa.int64()))))
         inserted = data if pc.all(began).as_py() else data.filter(began)  # most files: every row, no copy
         if inserted.num_rows:
-            parts.append(_tag(inserted, columns, INSERT, inserted.column(SNAPSHOT_ID)))
+            parts.append(_tag(inserted, columns, columns, INSERT, _internal(inserted, columns, SNAPSHOT_ID)))
     if len(positions):
         n = data.num_rows
         inside = positions < n  # a delete file pointing past the end: nothing to report for those
         deleted = data.take(pa.array(positions[inside]))
-        parts.append(_tag(deleted, columns, DELETE, pa.array(snapshots[inside], pa.int64())))
+        parts.append(_tag(deleted, columns, columns, DELETE, pa.array(snapshots[inside], pa.int64())))
     if not parts:
         return None
     return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
 
-def _tag(data: pa.Table, columns: list[str], kind: str, snapshots: pa.Array | pa.ChunkedArray) -> pa.Table:
-    out = data.select(columns)
+def _internal(data: pa.Table, columns: int, name: str) -> pa.ChunkedArray:
+    """An internal column of ``data``, whose first ``columns`` columns are the table's (they may share its name)."""
+    return data.column(columns + data.schema.names[columns:].index(name))
+
+
+def _tag(data: pa.Table, columns: int, keep: int, kind: str, snapshots: pa.Array | pa.ChunkedArray) -> pa.Table:
+    """The first ``keep`` of ``data``'s ``columns`` table columns, then the change columns."""
+    out = data.select(list(range(keep)))
     out = out.append_column(CHANGE_TYPE, pa.repeat(pa.scalar(kind, pa.string()), data.num_rows))
     if isinstance(snapshots, pa.Array):
         snapshots = pa.chunked_array([snapshots])
     out = out.append_column(CHANGE_SNAPSHOT, snapshots.cast(pa.int64()))
-    return out.append_column(CHANGE_ROWID, data.column(ROWID).cast(pa.int64()))
+    return out.append_column(CHANGE_ROWID, _internal(data, columns, ROWID).cast(pa.int64()))
 
 
-def inlined_changes(plan: ChangePlan, columns: list[str] | None = None) -> pa.Table | None:
-    """The inserts and deletes of the plan's inlined row versions."""
+def inlined_changes(plan: ChangePlan, *, columns: bool = True) -> pa.Table | None:
+    """The inserts and deletes of the plan's inlined row versions (without the table's columns: ``columns=False``)."""
     rows = plan.inlined
     if rows is None:
         return None
-    names = list(plan.schema.names()) if columns is None else columns
+    n = len(plan.schema.columns)
+    keep = n if columns else 0
     parts = []
-    begun = rows.filter(pc.greater_equal(rows.column(SNAPSHOT_ID), plan.start))
+    begun = rows.filter(pc.greater_equal(_internal(rows, n, SNAPSHOT_ID), plan.start))
     if begun.num_rows:
-        parts.append(_tag(begun, names, INSERT, begun.column(SNAPSHOT_ID)))
-    ends = rows.column("end_snapshot")
+        parts.append(_tag(begun, n, keep, INSERT, _internal(begun, n, SNAPSHOT_ID)))
+    ends = _internal(rows, n, "end_snapshot")
     ended = rows.filter(pc.fill_null(pc.and_(pc.greater_equal(ends, plan.start), pc.less_equal(ends, plan.end)), False))
     if ended.num_rows:
-        parts.append(_tag(ended, names, DELETE, ended.column("end_snapshot")))
+        parts.append(_tag(ended, n, keep, DELETE, _internal(ended, n, "end_snapshot")))
     if not parts:
         return None
     return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
@@ -489,15 +501,32 @@ def inlined_changes(plan: ChangePlan, columns: list[str] | None = None) -> pa.Ta
 # --- putting the rows together -----------------------------------------------------------------------------------
 
 
+def change_column_names(schema: TableSchema) -> tuple[str, str, str, str]:
+    """The names of the change columns after the table's: ``_change_type``, ``_snapshot_id``, ``_rowid``,
+    ``_commit_timestamp``, each with ``_1`` (``_2``...) appended where the table has a column of that name (compared
+    case-insensitively), as DuckDB's ``table_changes`` names a duplicate."""
+    taken = {name.lower() for name in schema.names()}
+    out = []
+    for base in CHANGE_COLUMNS:
+        name, n = base, 0
+        while name.lower() in taken:
+            n += 1
+            name = f"{base}_{n}"
+        taken.add(name.lower())
+        out.append(name)
+    return out[0], out[1], out[2], out[3]
+
+
 def feed_schema(schema: TableSchema) -> pa.Schema:
     """The feed's columns: the table's (end snapshot), then the change columns."""
+    kind, snapshot, rowid, committed = change_column_names(schema)
     return pa.schema(
         [arrow_field(c) for c in schema.columns]
         + [
-            pa.field(CHANGE_TYPE, pa.string()),
-            pa.field(CHANGE_SNAPSHOT, pa.int64()),
-            pa.field(CHANGE_ROWID, pa.int64()),
-            pa.field(COMMIT_TIMESTAMP, pa.timestamp("us", tz="UTC")),
+            pa.field(kind, pa.string()),
+            pa.field(snapshot, pa.int64()),
+            pa.field(rowid, pa.int64()),
+            pa.field(committed, pa.timestamp("us", tz="UTC")),
         ]
     )
 
@@ -513,10 +542,10 @@ def finish_changes(
     present = [p for p in parts if p is not None and p.num_rows]
     if not present:
         return empty_table(target)
-    rows = pa.concat_tables([p.cast(without_time) if p.schema != without_time else p for p in present])
-    is_insert = pc.equal(rows.column(CHANGE_TYPE), INSERT).to_numpy().astype(np.int64)
-    snaps = rows.column(CHANGE_SNAPSHOT).to_numpy()
-    order, codes = pair_changes(snaps, rows.column(CHANGE_ROWID).to_numpy(), is_insert)
+    rows = pa.concat_tables([_conform(p, without_time) for p in present])
+    is_insert = pc.equal(change_column_at(rows, TYPE_AT), INSERT).to_numpy().astype(np.int64)
+    snaps = change_column_at(rows, SNAPSHOT_AT).to_numpy()
+    order, codes = pair_changes(snaps, change_column_at(rows, ROWID_AT).to_numpy(), is_insert)
     s_snaps = snaps[order]
     if ordered:
         out = _reorder(rows, order)
@@ -529,9 +558,21 @@ def finish_changes(
         out = rows if keep.all() else rows.filter(pa.array(keep))
         codes, out_snaps = in_place[keep], snaps[keep]
     arrays = [out.column(i) for i in range(out.num_columns)]
-    arrays[out.schema.get_field_index(CHANGE_TYPE)] = _KINDS.take(pa.array(codes))
+    arrays[out.num_columns + TYPE_AT] = _KINDS.take(pa.array(codes))
     arrays.append(_commit_times_of(out_snaps, plan.commit_times))
     return pa.Table.from_arrays(arrays, schema=target)
+
+
+def change_column_at(rows: pa.Table, position: int) -> pa.ChunkedArray:
+    """A change column of rows on their way through the feed (``TYPE_AT``...), by position."""
+    return rows.column(rows.num_columns + position)
+
+
+def _conform(rows: pa.Table, target: pa.Schema) -> pa.Table:
+    """``rows`` under the target's names (matched by position) and types."""
+    if rows.schema.names != target.names:
+        rows = rows.rename_columns(target.names)
+    return rows if rows.schema == target else rows.cast(target)
 
 
 def pair_changes(snaps: np.ndarray, rowids: np.ndarray, is_insert: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -696,7 +737,7 @@ def count_changes(
     """
     plan = _plan(engine, data_path, schema_name, table_name, start_snapshot, end_snapshot)
     parts = [count_task_changes(t, storage_options=storage_options) for t in plan.files]
-    parts.append(inlined_changes(plan, columns=[]))
+    parts.append(inlined_changes(plan, columns=False))
     return finish_changes(parts, plan, columns=False, ordered=False).num_rows
 
 
@@ -730,12 +771,17 @@ __all__ = [
     "COMMIT_TIMESTAMP",
     "DELETE",
     "INSERT",
+    "ROWID_AT",
+    "SNAPSHOT_AT",
+    "TYPE_AT",
     "UPDATE_POSTIMAGE",
     "UPDATE_PREIMAGE",
     "ChangePlan",
     "DeleteFileRef",
     "FileChangeTask",
     "SnapshotChanges",
+    "change_column_at",
+    "change_column_names",
     "changed_snapshots",
     "classify",
     "count_changes",

@@ -45,6 +45,7 @@ from pyspark_ducklake.table.scan import (
     SNAPSHOT_ID_FIELD_ID,
     FileTask,
     execute_file_task,
+    internal_column,
 )
 from pyspark_ducklake.table.write import new_data_file_name
 
@@ -323,7 +324,7 @@ def rewrite_group(group: MergeGroup, storage_options: dict[str, Any] | None = No
         for source in group.sources
     ]
     data = pa.concat_tables(parts)
-    row_ids = data.column(ROWID).combine_chunks().cast(pa.int64())
+    row_ids = internal_column(data, group.schema, ROWID).combine_chunks().cast(pa.int64())
     first = group.sources[0].row_id_start
     contiguous = first is not None and np.array_equal(
         row_ids.to_numpy(zero_copy_only=False), np.arange(first, first + data.num_rows, dtype=np.int64)
@@ -333,7 +334,7 @@ def rewrite_group(group: MergeGroup, storage_options: dict[str, Any] | None = No
     if not contiguous:
         columns.append(row_ids)
         fields.append(_internal_field(INTERNAL_ROW_ID, ROW_ID_FIELD_ID))
-    columns.append(data.column(SNAPSHOT_ID).combine_chunks().cast(pa.int64()))
+    columns.append(internal_column(data, group.schema, SNAPSHOT_ID).combine_chunks().cast(pa.int64()))
     fields.append(_internal_field(INTERNAL_SNAPSHOT_ID, SNAPSHOT_ID_FIELD_ID))
     name = new_data_file_name()
     written = write_table(

@@ -10,6 +10,7 @@ from sqlalchemy import Connection, func, insert, select, update
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.catalog.entries import TableEntry
+from pyspark_ducklake.catalog.reserved import inlining_reserved
 from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.catalog.types import Column, TableSchema, can_promote, find_folded
 from pyspark_ducklake.catalog.writer import column_rows, create_inlined_table
@@ -108,7 +109,8 @@ def finish_alter(ctx: CommitContext, table: TableEntry) -> None:
         )
     )
     schema = reader.table_schema(ctx.conn, table.table_id, ctx.snapshot_id)
-    create_inlined_table(ctx, table.table_id, sv, schema)
+    if not inlining_reserved(schema.names()):  # such a table never takes inlined rows
+        create_inlined_table(ctx, table.table_id, sv, schema)
     ctx.changes.altered_tables.add(table.table_id)
 
 

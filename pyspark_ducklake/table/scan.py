@@ -19,11 +19,11 @@ from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
 from pyspark_ducklake.catalog.inlined_codec import decode_values, inlined_select_expression
-from pyspark_ducklake.catalog.stats_values import parse_stat
 from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_field, empty_table
 from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.io.parquet import field_id, read_columns, read_table
 from pyspark_ducklake.table.conform import conform_table, default_array
+from pyspark_ducklake.table.pruning import prune_files
 from pyspark_ducklake.table.write import DELETE_POS_ID
 
 ROW_ID_FIELD_ID = 2147483540
@@ -31,6 +31,9 @@ SNAPSHOT_ID_FIELD_ID = 2147483539
 ROWID = "rowid"
 SNAPSHOT_ID = "snapshot_id"
 VIRTUAL_COLUMNS = (ROWID, SNAPSHOT_ID)
+# Names that reach the virtual columns when the table has columns named rowid / snapshot_id (DuckLake's own names
+# for them in data files).
+VIRTUAL_ALIASES = {ROWID: "_ducklake_internal_row_id", SNAPSHOT_ID: "_ducklake_internal_snapshot_id"}
 
 
 @dataclass(frozen=True)
@@ -65,13 +68,14 @@ def plan_scan(
     snapshot_id: int,
     data_path: str,
     *,
-    filters: list[tuple[str, str, Any]] | None = None,
+    filters: Any = None,
 ) -> ScanPlan:
-    """Everything needed to read ``table`` at ``snapshot_id``; files whose stats exclude ``filters`` are pruned."""
+    """Everything needed to read ``table`` at ``snapshot_id``; files whose stats exclude ``filters`` (as
+    :func:`filter_expression` takes them) are pruned."""
     schema = reader.table_schema(conn, table.table_id, snapshot_id)
     plan = ScanPlan(table, schema, snapshot_id)
     files = reader.data_files(conn, table, snapshot_id, data_path)
-    if filters:
+    if filters is not None:
         files, plan.pruned_files = prune_files(conn, table, schema, files, filters)
     inlined_deletes = read_inlined_file_deletes(conn, table.table_id, snapshot_id)
     for f in files:
@@ -245,7 +249,7 @@ def execute_plan(
     plan: ScanPlan,
     *,
     columns: list[str] | None = None,
-    filters: list[tuple[str, str, Any]] | None = None,
+    filters: Any = None,
     storage_options: dict[str, Any] | None = None,
 ) -> pa.Table:
     """Run every task of the plan locally and concatenate (the Python API's path; Spark runs tasks itself)."""
@@ -253,57 +257,58 @@ def execute_plan(
     if plan.inlined is not None and plan.inlined.data.num_rows:
         parts.append(plan.inlined.data)
     result = empty_result(plan.schema, with_virtual=True) if not parts else _concat(parts)
-    if filters:
-        result = result.filter(filter_expression(filters))
+    result = visible(result, plan.schema)
+    if filters is not None:
+        expression = filter_expression(filters)
+        try:
+            result = result.filter(expression)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+            raise InvalidOptionError(
+                f"filter {filters!r} cannot be evaluated on the table's columns ({e}); give values of the "
+                "column's type (e.g. a Decimal for a decimal column, an aware datetime for a timestamptz column)"
+            ) from e
     if columns is not None:
-        result = result.select(columns)
-    else:
-        result = result.drop_columns(list(VIRTUAL_COLUMNS))
-    return result
+        return result.select(columns)
+    return table_columns(result, plan.schema)
+
+
+def table_columns(result: pa.Table, schema: TableSchema) -> pa.Table:
+    """The table's own columns of a read result, without the internal ones after them."""
+    return result.select(list(range(len(schema.columns))))
+
+
+def internal_column(result: pa.Table, schema: TableSchema, name: str) -> pa.ChunkedArray:
+    """An internal column of a read result (``rowid``, ``snapshot_id``, ``_file_position``, ``end_snapshot``),
+    found by position after the table's columns: the table may have a column of the same name."""
+    n = len(schema.columns)
+    return result.column(n + result.schema.names[n:].index(name))
+
+
+def virtual_names(schema: TableSchema) -> dict[str, str]:
+    """``{name a filter or column list may use: virtual column}``. A table column of the same name, compared
+    case-insensitively as DuckDB does, hides ``rowid`` / ``snapshot_id``; they stay reachable by their aliases
+    unless the table has those names too."""
+    taken = {name.lower() for name in schema.names()}
+    out = {}
+    for virtual in VIRTUAL_COLUMNS:
+        for name in (virtual, VIRTUAL_ALIASES[virtual]):
+            if name.lower() not in taken:
+                out[name] = virtual
+    return out
+
+
+def visible(result: pa.Table, schema: TableSchema) -> pa.Table:
+    """A read result as filters and column lists see it: the table's columns, then the virtual columns under
+    the names :func:`virtual_names` gives them (so every name is unique)."""
+    out = table_columns(result, schema)
+    for name, virtual in virtual_names(schema).items():
+        out = out.append_column(name, internal_column(result, schema, virtual))
+    return out
 
 
 def _concat(parts: list[pa.Table]) -> pa.Table:
     target = parts[0].schema
     return pa.concat_tables([p.cast(target) if p.schema != target else p for p in parts])
-
-
-def prune_files(
-    conn: Connection,
-    table: TableEntry,
-    schema: TableSchema,
-    files: list[DataFileEntry],
-    filters: list[tuple[str, str, Any]],
-) -> tuple[list[DataFileEntry], int]:
-    """Drop files whose column min/max cannot satisfy a conjunction of ``(column, op, value)`` filters."""
-    by_name = {c.name: c for c in schema.columns if not c.is_nested}
-    usable = [(by_name[c], op, v) for c, op, v in filters if c in by_name and op in ("=", "==", "<", "<=", ">", ">=")]
-    if not usable:
-        return files, 0
-    stats = reader.file_column_stats(conn, table.table_id, [c.column_id for c, _, _ in usable])
-    kept = []
-    for f in files:
-        fs = stats.get(f.data_file_id, {})
-        if all(_may_match(c, op, v, fs.get(c.column_id)) for c, op, v in usable):
-            kept.append(f)
-    return kept, len(files) - len(kept)
-
-
-def _may_match(column: Column, op: str, value: Any, row: Any) -> bool:
-    if row is None or row.min_value is None or row.max_value is None or value is None:
-        return True
-    try:
-        lo, hi = parse_stat(column, row.min_value), parse_stat(column, row.max_value)
-        if op in ("=", "=="):
-            return bool(lo <= value <= hi)
-        if op == "<":
-            return bool(lo < value)
-        if op == "<=":
-            return bool(lo <= value)
-        if op == ">":
-            return bool(hi > value)
-        return bool(hi >= value)
-    except (TypeError, ValueError):
-        return True
 
 
 __all__ = ["FileTask", "ScanPlan", "execute_file_task", "execute_plan", "pc", "plan_scan"]

@@ -393,7 +393,7 @@ def test_spark_batch_and_change_feed_on_s3(
     first, second = [s.snapshot_id for s in lake.snapshots()[-2:]]
     assert len(s3_server.keys(bucket)) >= 6  # 3 partitions x 2 tasks, then the overwrite's
 
-    # A read (time travel, file pruning) with the credentials in the Spark conf, captured by register()
+    # A filtered read with time travel, with the credentials in the Spark conf, captured by register()
     for key, value in s3_server.spark_options().items():
         spark.conf.set("spark." + key, value)
     try:

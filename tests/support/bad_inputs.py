@@ -230,6 +230,22 @@ CASES: tuple[BadInput, ...] = (
         None,
         "inlined as text DuckDB reads back exactly; what no text can hold goes to Parquet instead",
     ),
+    # --- reads (spark-read): column names DuckLake reserves
+    BadInput(
+        "reserved-column-name",
+        "column named `row_id`, `begin_snapshot`, `end_snapshot`, `_ducklake_internal_row_id` or "
+        "`_ducklake_internal_snapshot_id` (any case) in `create_table`, `add_column` or `rename_column` while data "
+        "inlining is on",
+        E.InvalidIdentifierError,
+        "rename the column, or connect with data_inlining_row_limit=0",
+    ),
+    BadInput(
+        "filter-type-mismatch",
+        "`scan` filter pyarrow cannot compare with the column (a decimal column against an `int`, a naive datetime "
+        "against a timestamptz)",
+        E.InvalidOptionError,
+        "give values of the column's type",
+    ),
     # --- options
     BadInput(
         "option-unparseable",

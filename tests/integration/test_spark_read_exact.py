@@ -1,0 +1,173 @@
+"""Spark reads that must be exact whatever the values and the column names: NaN, -0.0 and long strings under Spark's
+filters, and columns named like the reader's own (virtual, internal and change-feed columns)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import SparkSession
+
+import pyspark_ducklake as pdl
+from tests.support.duck import open_duckdb
+
+NAN = float("nan")
+UTC = dt.timezone.utc
+# Spark orders NaN above every double and equal to itself, and -0.0 equal to 0.0.
+PREDICATES = [
+    "f > 5",
+    "f >= double('inf')",
+    "f = double('nan')",
+    "f < 0",
+    "f = 0",
+    "f <=> -0.0",
+    "f IN (1.0, double('nan'))",
+    "f != 2.0",
+    "f IS NULL",
+    "s > 'zzz'",
+    "s >= concat(repeat('z', 300), 'a')",
+    "s < 'b'",
+    "s IN ('', 'a')",
+    "d = 0.1",
+    "d > 1",
+    "dt >= DATE'2024-02-29'",
+    "ts > TIMESTAMP'2024-01-01 05:00:00+05:00'",
+    "b = true",
+    "NOT b",
+]
+
+
+def _rows() -> list[pa.Table]:
+    schema = pa.schema(
+        [
+            ("id", pa.int64()),
+            ("f", pa.float64()),
+            ("s", pa.string()),
+            ("d", pa.decimal128(10, 2)),
+            ("dt", pa.date32()),
+            ("ts", pa.timestamp("us", tz="UTC")),
+            ("b", pa.bool_()),
+        ]
+    )
+    t0 = dt.datetime(2024, 1, 1, tzinfo=UTC)
+    files = [
+        {"f": [1.0, 2.0, NAN], "s": ["a", "b", "z" * 300 + "b"], "d": ["0.10", "1.00", None]},
+        {"f": [-0.0, 0.0, None], "s": ["", "\U0010ffff" * 80, "é" * 200], "d": ["2.50", None, "-1.00"]},
+        {"f": [float("inf"), float("-inf"), -0.0], "s": [None, "~" * 300, "\x7f" * 300], "d": [None, None, "0.00"]},
+        {"f": [None, None, None], "s": [None, None, None], "d": [None, None, None]},
+    ]
+    out, n = [], 0
+    for k, f in enumerate(files):
+        out.append(
+            pa.table(
+                {
+                    "id": [n, n + 1, n + 2],
+                    "f": f["f"],
+                    "s": f["s"],
+                    "d": [None if v is None else Decimal(v) for v in f["d"]],
+                    "dt": [dt.date(2024, 2, 27) + dt.timedelta(days=k), None, dt.date(2023, 1, 1)],
+                    "ts": [t0 + dt.timedelta(hours=k), t0 - dt.timedelta(hours=k), None],
+                    "b": [True, False, None],
+                },
+                schema=schema,
+            )
+        )
+        n += 3
+    return out
+
+
+def _ids(df: Any, predicate: str) -> list[int]:
+    return sorted(r[0] for r in df.filter(predicate).select("id").collect())
+
+
+@pytest.mark.parametrize("writer", ["ours", "duckdb"])
+def test_spark_filters_over_nan_zero_and_long_strings_match_spark_over_every_row(
+    spark: SparkSession, sqlite_catalog: Any, writer: str
+) -> None:
+    files = _rows()
+    if writer == "ours":
+        lake = pdl.connect(sqlite_catalog.url, data_path=sqlite_catalog.data_path, data_inlining_row_limit=0)
+        lake.create_table("main.t", files[0].schema)
+        for f in files:
+            lake.append("main.t", f)
+        lake.close()
+    else:
+        con = open_duckdb(sqlite_catalog, inlining_row_limit=0)
+        con.execute("SET TimeZone = 'UTC'")
+        con.execute(
+            "CREATE TABLE lake.main.t (id BIGINT, f DOUBLE, s VARCHAR, d DECIMAL(10,2), dt DATE, ts TIMESTAMPTZ, "
+            "b BOOLEAN)"
+        )
+        for f in files:
+            con.register("batch", f)
+            con.execute("INSERT INTO lake.main.t SELECT * FROM batch")
+            con.unregister("batch")
+        con.close()
+    pdl.register(spark)
+    every_row = spark.createDataFrame(pa.concat_tables(files))  # Arrow keeps NaN apart from NULL
+    source = spark.read.format("ducklake").option("catalog", sqlite_catalog.url).load("main.t")
+    native = pdl.read_table(spark, "main.t", catalog=sqlite_catalog.url)
+    for predicate in PREDICATES:
+        expected = _ids(every_row, predicate)
+        assert _ids(source, predicate) == expected, predicate
+        assert _ids(native, predicate) == expected, predicate
+
+
+NAMES = ["rowid", "snapshot_id", "_change_type", "_snapshot_id", "_rowid", "_commit_timestamp", "_file_position"]
+RESERVED = ["row_id", "begin_snapshot", "end_snapshot", "_ducklake_internal_row_id", "_ducklake_internal_snapshot_id"]
+
+
+def test_columns_named_like_the_readers_own_read_in_spark(
+    spark: SparkSession, sqlite_catalog: Any, tmp_path: Path
+) -> None:
+    names = NAMES + RESERVED
+    lake = pdl.connect(sqlite_catalog.url, data_path=sqlite_catalog.data_path, data_inlining_row_limit=0)
+    lake.create_table("main.t", pa.schema([("id", pa.int64())] + [(n, pa.int64()) for n in names]))
+    lake.append("main.t", pa.table({"id": list(range(30)), **{n: list(range(1000, 1030)) for n in names}}))
+    lake.delete("main.t", [("rowid", "=", 1003)])
+    lake.close()
+    inlined = pdl.connect(sqlite_catalog.url)  # a table of NAMES only takes inlined rows
+    inlined.create_table("main.i", pa.schema([("id", pa.int64())] + [(n, pa.int64()) for n in NAMES]))
+    inlined.append("main.i", pa.table({"id": [0, 1], **{n: [1000, 1001] for n in NAMES}}))
+    inlined.close()
+    pdl.register(spark)
+
+    def check(df: Any, table_names: list[str], ids: list[int]) -> None:
+        rows = sorted(df.collect(), key=lambda r: r["id"])
+        assert [r["id"] for r in rows] == ids
+        for r in rows:
+            assert [r[i + 1] for i in range(len(table_names))] == [1000 + r["id"]] * len(table_names)
+
+    live = [i for i in range(30) if i != 3]
+    read = spark.read.format("ducklake").option("catalog", sqlite_catalog.url)
+    check(read.load("main.t"), names, live)
+    check(pdl.read_table(spark, "main.t", catalog=sqlite_catalog.url), names, live)
+    check(read.load("main.i"), NAMES, [0, 1])
+    check(pdl.read_table(spark, "main.i", catalog=sqlite_catalog.url), NAMES, [0, 1])
+
+    feed = read.option("readChangeFeed", "true").option("startingSnapshot", "earliest").load("main.t")
+    assert feed.columns == ["id", *names, "_change_type_1", "_snapshot_id_1", "_rowid_1", "_commit_timestamp_1"]
+    changes = feed.collect()
+    assert sorted((r["_change_type_1"], r["id"]) for r in changes if r["_change_type_1"] == "delete") == [("delete", 3)]
+    assert all(r[1] == 1000 + r["id"] and r["_rowid_1"] == r["id"] for r in changes)
+
+    got: list[Any] = []
+    stream = (
+        spark.readStream.format("ducklake")
+        .option("catalog", sqlite_catalog.url)
+        .option("startingSnapshot", "earliest")
+        .load("main.i")
+        .writeStream.foreachBatch(lambda df, _: got.extend(df.collect()))
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    stream.awaitTermination(120)
+    assert sorted((r["id"], r["rowid"], r["_change_type"], r["_change_type_1"], r["_rowid_1"]) for r in got) == [
+        (0, 1000, 1000, "insert", 0),
+        (1, 1001, 1001, "insert", 1),
+    ]
