@@ -79,6 +79,31 @@ def snapshot_at_time(conn: Connection, when: dt.datetime) -> Snapshot:
     return best
 
 
+def first_snapshot_from(conn: Connection, when: dt.datetime) -> Snapshot | None:
+    """The oldest snapshot committed at or after ``when`` (naive means UTC), as DuckDB's ``table_changes`` takes a
+    start time; None when every snapshot is older."""
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    for row in conn.execute(select(T.ducklake_snapshot).order_by(T.ducklake_snapshot.c.snapshot_id)):
+        snap = _snapshot(row)
+        if snap.snapshot_time is not None and snap.snapshot_time >= when:
+            return snap
+    return None
+
+
+def oldest_snapshot(conn: Connection) -> Snapshot:
+    """The oldest snapshot not expired.
+
+    Raises:
+        NoSuchSnapshotError: the catalog has no snapshot at all.
+    """
+    s = T.ducklake_snapshot
+    row = conn.execute(select(s).order_by(s.c.snapshot_id).limit(1)).first()
+    if row is None:
+        raise NoSuchSnapshotError("the catalog has no snapshots; it was not initialised")
+    return _snapshot(row)
+
+
 def snapshots(conn: Connection) -> list[SnapshotInfo]:
     s, c = T.ducklake_snapshot, T.ducklake_snapshot_changes
     q = select(s, c.c.changes_made, c.c.author, c.c.commit_message, c.c.commit_extra_info).select_from(

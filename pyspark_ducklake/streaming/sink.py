@@ -15,7 +15,7 @@ from pyspark_ducklake.batch.spark_types import columns_from_spark
 from pyspark_ducklake.catalog.transaction import run_through_outages, wait_for_catalog
 from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.lake_config import LakeConfig, retry_config, spark_conf
-from pyspark_ducklake.options import Entry, check_options
+from pyspark_ducklake.options import Entry, check_keywords, check_options
 from pyspark_ducklake.streaming.microbatch import (
     FLUSH_BYTES_DEFAULT,
     FLUSH_INTERVAL_DEFAULT,
@@ -183,6 +183,7 @@ def ducklake_sink(
     retry_backoff: float | str | None = None,
     reconnect_timeout: float | str | None = None,
     storage_options: dict[str, Any] | None = None,
+    **unknown: Any,
 ) -> DuckLakeSink:
     """A ``foreachBatch`` function that commits each micro-batch to ``table`` as one DuckLake snapshot.
 
@@ -210,7 +211,8 @@ def ducklake_sink(
     ``flush_interval="5 min"``), as Spark options are.
 
     Raises:
-        InvalidOptionError: an option value that does not parse or is out of range (names the option).
+        InvalidOptionError: an option value that does not parse or is out of range (names the option), or a
+            misspelt keyword argument (naming the closest valid one).
     """
     given = {
         "catalog": catalog,
@@ -230,6 +232,7 @@ def ducklake_sink(
         "reconnect_timeout": reconnect_timeout,
         "storage_options": storage_options,
     }
+    check_keywords(unknown, ["table", *given], "ducklake_sink()")  # not Python's bare TypeError
     # one parser for every entry point: "false" is False, "64MB" a size, NaN and negative values are refused
     parsed = check_options(given, Entry.SINK)
     retry = retry_config(parsed)
