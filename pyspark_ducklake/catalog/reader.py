@@ -19,7 +19,7 @@ from pyspark_ducklake.catalog.entries import (
     TableEntry,
 )
 from pyspark_ducklake.catalog.types import Column, TableSchema
-from pyspark_ducklake.exceptions import NoSuchSchemaError, NoSuchSnapshotError, NoSuchTableError
+from pyspark_ducklake.exceptions import NoSuchSchemaError, NoSuchSnapshotError, NoSuchTableError, NotATableError
 
 
 def visible(table: Table, snapshot_id: int) -> ColumnElement[bool]:
@@ -163,6 +163,15 @@ def table_by_name(conn: Connection, schema: str, name: str, snapshot_id: int) ->
         select(t).where(t.c.schema_id == sch.schema_id, t.c.table_name == name, visible(t, snapshot_id))
     ).first()
     if row is None:
+        v = T.ducklake_view
+        view = conn.execute(
+            select(v.c.view_id).where(v.c.schema_id == sch.schema_id, v.c.view_name == name, visible(v, snapshot_id))
+        ).first()
+        if view is not None:
+            raise NotATableError(
+                f"{schema}.{name} is a view, not a table: this library reads and writes tables only; query the view "
+                "with DuckDB, or read the tables it selects from"
+            )
         raise NoSuchTableError(
             f"table {schema}.{name} does not exist at snapshot {snapshot_id}; create it with lake.create_table()"
         )

@@ -154,13 +154,17 @@ def collect_if_small(batch_df: Any, limit: int) -> list[pa.RecordBatch] | None:
 def run_tasks(batch_df: Any, plan: BatchPlan) -> list[TaskOutput]:
     """Run :func:`write_task` on every partition of the batch (executors) and collect what they produced."""
 
+    names = list(batch_df.columns)
+
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        output = write_task(plan, batches)
+        output = write_task(plan, (b.rename_columns(names) for b in batches))
         yield pa.RecordBatch.from_pydict(
             {"payload": [pickle.dumps(output)]}, schema=pa.schema([("payload", pa.binary())])
         )
 
-    rows = batch_df.mapInArrow(task, _OUTPUT_SCHEMA).collect()
+    # mapInArrow resolves each column by name, so a column named 'a.b' failed as a nested field: positional names
+    plain = batch_df.toDF(*[f"_c{i}" for i in range(len(names))])
+    rows = plain.mapInArrow(task, _OUTPUT_SCHEMA).collect()
     return [pickle.loads(r["payload"]) for r in rows]
 
 

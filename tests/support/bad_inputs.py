@@ -377,6 +377,18 @@ CASES: tuple[BadInput, ...] = (
         E.NoSuchTableError,
         "if it was renamed, restart the query with its new name (the checkpoint stays valid for it)",
     ),
+    BadInput(
+        "view-not-table",
+        "a DuckDB view where a table is expected (reads, writes, the sink, the change feed)",
+        E.NotATableError,
+        "query the view with DuckDB, or read the tables it selects from",
+    ),
+    BadInput(
+        "unreadable-type",
+        "a table with a column of a DuckDB type this library cannot read yet (VARIANT, GEOMETRY, TIMETZ)",
+        E.UnsupportedTypeError,
+        "read it with DuckDB, or have DuckDB copy the rows without it or cast to text",
+    ),
     # --- accepted
     BadInput(
         "hostile-identifiers",
