@@ -598,7 +598,7 @@ class Lake:
         target_file_size: int | str | None = None,
         min_file_size: int | str | None = None,
         max_file_size: int | str | None = None,
-        max_compacted_files: int | None = None,
+        max_compacted_files: int | str | None = None,
         dry_run: bool = False,
         rewrite: Callable[[list[MergeGroup]], list[MergedFile]] | None = None,
     ) -> CompactionReport:
@@ -636,7 +636,9 @@ class Lake:
             target_file_size=size(target_file_size, "target_file_size"),
             min_file_size=size(min_file_size, "min_file_size"),
             max_file_size=size(max_file_size, "max_file_size"),
-            max_compacted_files=max_compacted_files,
+            max_compacted_files=None
+            if max_compacted_files is None
+            else parse_int(max_compacted_files, "max_compacted_files", minimum=1),
         )
         with self.engine.connect() as conn:
             base = reader.latest_snapshot(conn).snapshot_id

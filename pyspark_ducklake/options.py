@@ -222,13 +222,17 @@ def parse_seconds(value: object, name: str) -> float:
 
 
 def parse_text(value: object, name: str) -> str:
-    """A non-empty string.
+    """A non-empty string without NUL characters.
 
     Raises:
-        InvalidOptionError: not a string, or empty.
+        InvalidOptionError: not a string, empty, or holding a NUL character.
     """
     if not isinstance(value, str) or not value.strip():
         raise InvalidOptionError(f"option {name} must be a non-empty string, got {type(value).__name__}")
+    # PostgreSQL refuses NUL in text at commit time, after the files were written; the value is not shown: a URL
+    # may hold a password
+    if "\x00" in value:
+        raise InvalidOptionError(f"option {name} must not contain a NUL character (\\x00)")
     return value
 
 

@@ -64,3 +64,17 @@ def test_data_path_with_an_unknown_protocol_is_refused_before_the_catalog_is_mad
             pdl.connect(f"sqlite:///{catalog}", data_path)
         assert not catalog.exists()
     assert os.listdir(tmp_path) == []
+
+
+def test_nul_in_an_app_id_or_author_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    """On PostgreSQL the sink's commit failed with psycopg2's bare ValueError after its Parquet files were written
+    (and left behind); refused when the sink or lake is made now, on every backend."""
+    from pyspark_ducklake.streaming.sink import ducklake_sink
+
+    with pytest.raises(InvalidOptionError, match="option app_id must not contain a NUL character"):
+        ducklake_sink("main.t", catalog=f"sqlite:///{tmp_path}/c.sqlite", app_id="a\x00b")
+    with pytest.raises(InvalidOptionError, match="option author must not contain a NUL character"):
+        pdl.connect(f"sqlite:///{tmp_path}/c.sqlite", str(tmp_path / "data"), author="x\x00y")
+    with pytest.raises(InvalidOptionError, match=r"option catalog must not contain a NUL character \(\\x00\)$"):
+        ducklake_sink("main.t", catalog="postgresql://u:secret@host/db\x00")
+    assert os.listdir(tmp_path) == []

@@ -109,3 +109,22 @@ def test_expire_versions_empty_missing_and_as_text(tmp_path: Path) -> None:
     assert report.snapshots == (1,) and report.not_found == (99,)
     assert "no snapshot 99 (never existed or already expired)" in report.summary()
     assert [s.snapshot_id for s in lake.snapshots()] == [0, 2, 3, 4]
+
+
+@pytest.mark.parametrize("value", ["x", 1.5, 0, "-2"], ids=["word", "float", "zero", "negative"])
+def test_merge_max_compacted_files_that_is_not_a_count_is_refused(tmp_path: Path, value: Any) -> None:
+    """'x' raised a bare TypeError ('<=' not supported between str and int)."""
+    lake = small_lake(tmp_path)
+    with pytest.raises(InvalidOptionError, match="max_compacted_files"):
+        lake.merge_adjacent_files("main.t", max_compacted_files=value)
+    assert len(lake.snapshots()) == 5
+
+
+def test_merge_of_an_empty_or_inlined_only_table_does_nothing(tmp_path: Path) -> None:
+    lake = pdl.connect(f"sqlite:///{tmp_path}/c.sqlite", str(tmp_path / "data"))
+    lake.create_table("main.e", pa.schema([("id", pa.int64())]))
+    assert lake.merge_adjacent_files("main.e").snapshot_id is None
+    lake.append("main.e", pa.table({"id": [1, 2]}))  # inlined
+    head = lake.current_snapshot_id()
+    assert lake.merge_adjacent_files("main.e", max_compacted_files="3").snapshot_id is None
+    assert lake.current_snapshot_id() == head and lake.scan("main.e").num_rows == 2
