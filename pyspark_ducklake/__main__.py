@@ -9,7 +9,10 @@
     python -m pyspark_ducklake --catalog ... expire (--older-than TIME | --older-than-hours H | --versions 3,4)
     python -m pyspark_ducklake --catalog ... cleanup (--older-than TIME | --older-than-hours H | --all)
 
-Maintenance commands take ``--dry-run`` (report, change nothing) and ``--json`` (the report as JSON on stdout).
+Maintenance commands take ``--dry-run`` (report, change nothing) and ``--json`` (the report as JSON on stdout; an
+error is then a JSON object ``{"error": {"type": ..., "message": ...}}`` on stdout too).
+
+Exit codes: 0 done, 1 the lake refused or failed (a ``DuckLakeError``: its message, no traceback), 2 a usage error.
 
 TABLE is ``schema.table``, a bare table (schema ``main``), or DuckDB's quoted spelling for names holding dots or
 quotes: ``'"we.ird"."t.1"'`` (``""`` for a quote inside). ``tables`` prints names in that spelling.
@@ -42,13 +45,28 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         if message.startswith("unrecognized arguments:"):
-            flags = sorted(_all_flags(self))
             for word in message.split(":", 1)[1].split():
-                close = difflib.get_close_matches(word.split("=")[0], flags, n=1, cutoff=0.6)
-                if close:
-                    message += f" (did you mean {close[0]}?)"
+                hint = _flag_hint(self, word.split("=")[0])
+                if hint:
+                    message += f" ({hint})"
                     break
         super().error(message)
+
+
+def _flag_hint(parser: argparse.ArgumentParser, word: str) -> str | None:
+    """The closest valid flag, or where a valid flag given in the wrong place belongs."""
+    owners = sorted(name for name, sub in _subcommands(parser).items() if word in _all_flags(sub))
+    if owners:
+        return f"{word} is an option of the command {', '.join(owners)}: put it after the command"
+    close = difflib.get_close_matches(word, sorted(_all_flags(parser)), n=1, cutoff=0.6)
+    return f"did you mean {close[0]}?" if close else None
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
 
 
 def _all_flags(parser: argparse.ArgumentParser) -> set[str]:
@@ -74,7 +92,10 @@ def _arg(parse: Callable[[str, str], object], name: str) -> Callable[[str], obje
 
 
 def _hours(text: str, name: str) -> dt.timedelta:
-    return dt.timedelta(hours=parse_float(text, name, minimum=0))
+    try:
+        return dt.timedelta(hours=parse_float(text, name, minimum=0))
+    except OverflowError:  # beyond timedelta's 999999999 days
+        raise InvalidOptionError(f"option {name} is too large: {text!r} hours") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -178,8 +199,11 @@ def main(argv: list[str] | None = None) -> int:
             for row in table.to_pylist():
                 print(row)
     except DuckLakeError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        if getattr(args, "json", False):
+            print(json.dumps({"error": {"type": type(e).__name__, "message": str(e)}}, indent=2))
+        else:
+            print(f"error: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

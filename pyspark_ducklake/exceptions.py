@@ -31,6 +31,10 @@ class NoSuchTableError(CatalogError):
     """The table does not exist at the requested snapshot."""
 
 
+class NotATableError(NoSuchTableError):
+    """The name is a view (DuckDB's ``CREATE VIEW``), not a table: nothing here reads or writes views."""
+
+
 class SchemaAlreadyExistsError(CatalogError):
     """A schema of that name already exists."""
 

@@ -52,7 +52,7 @@ from pyspark_ducklake.exceptions import (
     NoSuchSchemaError,
 )
 from pyspark_ducklake.io.fileio import delete_files
-from pyspark_ducklake.options import DATA_INLINING_ROW_LIMIT, Entry, check_options, parse_int
+from pyspark_ducklake.options import DATA_INLINING_ROW_LIMIT, Entry, check_keywords, check_options, parse_int
 from pyspark_ducklake.table import evolution
 from pyspark_ducklake.table.partition_values import PartitionKey, resolve_keys
 from pyspark_ducklake.table.scan import ROWID, execute_plan, internal_column, plan_scan, virtual_names, visible
@@ -603,8 +603,13 @@ class Lake:
             self.engine, self.data_path, schema_name, table_name, start, stop, storage_options=self.storage_options
         )
 
-    def orphan_files(self, *, older_than: dt.timedelta = dt.timedelta(hours=1)) -> list[str]:
-        """Files under the data path that no snapshot references (left by crashed writers), older than the age."""
+    def orphan_files(self, *, older_than: dt.timedelta | float | str = dt.timedelta(hours=1)) -> list[str]:
+        """Files under the data path that no snapshot references (left by crashed writers), older than the age (a
+        ``timedelta``, seconds or ``'1 hour'``; 0 also lists what a writer may be about to commit).
+
+        Raises:
+            InvalidOptionError: the age is negative or not a duration.
+        """
         from pyspark_ducklake.table.maintenance import find_orphans
 
         return list(
@@ -614,13 +619,16 @@ class Lake:
         )
 
     def delete_orphan_files(
-        self, *, older_than: dt.timedelta = dt.timedelta(hours=1), dry_run: bool = False
+        self, *, older_than: dt.timedelta | float | str = dt.timedelta(hours=1), dry_run: bool = False
     ) -> OrphanReport:
         """Delete :meth:`orphan_files` (or only list them with ``dry_run``), as ``ducklake_delete_orphaned_files``.
 
         Returns:
             An :class:`~pyspark_ducklake.table.maintenance.OrphanReport`; iterating it gives the files deleted (or
             that would be), ``.bytes`` their size, ``.skipped_recent`` the unreferenced files younger than the age.
+
+        Raises:
+            InvalidOptionError: the age is negative or not a duration.
         """
         from pyspark_ducklake.table.maintenance import delete_orphans
 
@@ -635,7 +643,7 @@ class Lake:
         target_file_size: int | str | None = None,
         min_file_size: int | str | None = None,
         max_file_size: int | str | None = None,
-        max_compacted_files: int | None = None,
+        max_compacted_files: int | str | None = None,
         dry_run: bool = False,
         rewrite: Callable[[list[MergeGroup]], list[MergedFile]] | None = None,
     ) -> CompactionReport:
@@ -673,7 +681,9 @@ class Lake:
             target_file_size=size(target_file_size, "target_file_size"),
             min_file_size=size(min_file_size, "min_file_size"),
             max_file_size=size(max_file_size, "max_file_size"),
-            max_compacted_files=max_compacted_files,
+            max_compacted_files=None
+            if max_compacted_files is None
+            else parse_int(max_compacted_files, "max_compacted_files", minimum=1),
         )
         with self.engine.connect() as conn:
             base = reader.latest_snapshot(conn).snapshot_id
@@ -711,7 +721,7 @@ class Lake:
     def expire_snapshots(
         self,
         *,
-        older_than: dt.datetime | dt.timedelta | str | None = None,
+        older_than: dt.datetime | dt.date | dt.timedelta | str | None = None,
         versions: Sequence[int] | None = None,
         dry_run: bool = False,
     ) -> ExpireReport:
@@ -736,7 +746,7 @@ class Lake:
     def cleanup_old_files(
         self,
         *,
-        older_than: dt.datetime | dt.timedelta | str | None = None,
+        older_than: dt.datetime | dt.date | dt.timedelta | str | None = None,
         cleanup_all: bool = False,
         dry_run: bool = False,
     ) -> CleanupReport:
@@ -969,6 +979,19 @@ def _delete_everything(ctx: CommitContext, table: LakeTable, data_path: str) -> 
                 ctx.changes.inlined_delete.add(table.table_id)
 
 
+CONNECT_ARGUMENTS = (
+    "catalog",
+    "data_path",
+    "data_inlining_row_limit",
+    "max_retry_count",
+    "retry_wait_ms",
+    "retry_backoff",
+    "reconnect_timeout",
+    "storage_options",
+    "author",
+)
+
+
 def connect(
     catalog: str,
     data_path: str | None = None,
@@ -980,14 +1003,18 @@ def connect(
     reconnect_timeout: float | str | None = None,
     storage_options: dict[str, Any] | None = None,
     author: str | None = None,
+    **unknown: Any,
 ) -> Lake:
     """Open a lake, creating the catalog when the database is empty (then ``data_path`` is required).
 
     Numbers may also be given as strings (``max_retry_count="3"``, ``reconnect_timeout="5 min"``), as Spark options are.
 
     Raises:
-        CatalogUnreachableError, NotADuckLakeCatalogError, UnsupportedSpecVersionError, InvalidOptionError.
+        CatalogUnreachableError, NotADuckLakeCatalogError, UnsupportedSpecVersionError, InvalidOptionError (also for
+        a misspelt keyword argument, naming the closest valid one).
     """
+    # a misspelt keyword is an InvalidOptionError naming the right one, not Python's bare TypeError
+    check_keywords(unknown, CONNECT_ARGUMENTS, "connect()")
     parsed = check_options(
         {
             "data_inlining_row_limit": data_inlining_row_limit,

@@ -75,6 +75,9 @@ def _check_range(value: float, name: str, minimum: float | None, maximum: float 
         raise InvalidOptionError(f"option {name} must be <= {maximum}{unit}, got {value}")
 
 
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+
+
 def parse_int(value: object, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
     """An integer, or its decimal text; ``minimum``/``maximum`` bound it.
 
@@ -83,10 +86,10 @@ def parse_int(value: object, name: str, *, minimum: int | None = None, maximum: 
     """
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise InvalidOptionError(f"could not parse option {name} to an integer: {value!r}")
-    try:
-        number = value if isinstance(value, int) else int(value.strip())
-    except ValueError as e:
-        raise InvalidOptionError(f"could not parse option {name} to an integer: {value!r}") from e
+    # Python's int() also takes '3_000' and non-ASCII digits: an option is plain decimal text
+    if isinstance(value, str) and not _INT_TEXT.fullmatch(value.strip()):
+        raise InvalidOptionError(f"could not parse option {name} to an integer: {value!r}")
+    number = value if isinstance(value, int) else int(value.strip())
     _check_range(number, name, minimum, maximum)
     return number
 
@@ -167,6 +170,16 @@ def parse_duration(
     """
     seconds = " or a number of seconds" if unit == dt.timedelta(seconds=1) else ""
     bad = f"could not parse option {name} as {what} (e.g. '2 days', '30s'{seconds})"
+    try:
+        total = _duration(value, unit, bad, name)
+    except OverflowError:  # beyond timedelta's 999999999 days
+        raise InvalidOptionError(f"option {name} is too large a duration: {value!r}") from None
+    if total < dt.timedelta(0):
+        raise InvalidOptionError(f"option {name} must be >= 0, got {value!r}")
+    return total
+
+
+def _duration(value: object, unit: dt.timedelta | None, bad: str, name: str) -> dt.timedelta:
     if isinstance(value, dt.timedelta):
         total = value
     elif isinstance(value, bool):
@@ -192,8 +205,6 @@ def parse_duration(
             raise InvalidOptionError(f"{bad}: {value!r}")
     else:
         raise InvalidOptionError(f"{bad}: {value!r}")
-    if total < dt.timedelta(0):
-        raise InvalidOptionError(f"option {name} must be >= 0, got {value!r}")
     return total
 
 
@@ -211,13 +222,17 @@ def parse_seconds(value: object, name: str) -> float:
 
 
 def parse_text(value: object, name: str) -> str:
-    """A non-empty string.
+    """A non-empty string without NUL characters.
 
     Raises:
-        InvalidOptionError: not a string, or empty.
+        InvalidOptionError: not a string, empty, or holding a NUL character.
     """
     if not isinstance(value, str) or not value.strip():
         raise InvalidOptionError(f"option {name} must be a non-empty string, got {type(value).__name__}")
+    # PostgreSQL refuses NUL in text at commit time, after the files were written; the value is not shown: a URL
+    # may hold a password
+    if "\x00" in value:
+        raise InvalidOptionError(f"option {name} must not contain a NUL character (\\x00)")
     return value
 
 
@@ -534,7 +549,8 @@ OPTIONS: tuple[Option, ...] = (
         frozenset({Entry.READ, Entry.STREAM_READ}),
         parse_snapshot_start,
         "`latest`",
-        "first snapshot to emit: an id, `earliest` or `latest` (only what comes after the query starts)",
+        "first snapshot to emit: an id (at most the newest + 1), `earliest` (the oldest snapshot not expired) or "
+        "`latest` (only what comes after the query starts)",
         FEED,
         aliases=("startingVersion",),
     ),
@@ -543,7 +559,8 @@ OPTIONS: tuple[Option, ...] = (
         frozenset({Entry.READ, Entry.STREAM_READ}),
         parse_timestamp,
         "none",
-        "start at the first snapshot after this ISO time",
+        "start at the oldest snapshot committed at or after this ISO time (naive means UTC), as DuckDB's "
+        "`table_changes` takes a start time; before the first snapshot: from the oldest",
         FEED,
     ),
     Option(

@@ -49,7 +49,7 @@ from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog.types import Column, TableSchema, can_promote, ducklake_type
 from pyspark_ducklake.exceptions import InvalidOptionError, UnsupportedTypeError
 from pyspark_ducklake.io.fileio import filesystem
-from pyspark_ducklake.io.parquet import field_id
+from pyspark_ducklake.io.parquet import check_not_encrypted, field_id
 from pyspark_ducklake.lake import parse_identifier
 from pyspark_ducklake.lake_config import LakeConfig
 from pyspark_ducklake.options import FEED, Entry, check_options, options_for, parse_int
@@ -186,6 +186,9 @@ def plan_read(
             scan = plan_scan(conn, entry, snap, lake.data_path)
             altered = R.columns_changed_since_creation(conn, entry)
         data_path_root = lake.data_path
+        if lake.catalog_info.encrypted:  # Spark's reader would fail on the first file with its own error
+            for task in scan.files:
+                check_not_encrypted(task.file.path, storage_options=config.storage_options)
     finally:
         lake.close()
     pinned = {k: v for k, v in opts.items() if k.lower() not in _SNAPSHOT_KEYS}

@@ -35,6 +35,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -52,7 +53,7 @@ from pyspark_ducklake.catalog.catalog import uuid7
 from pyspark_ducklake.catalog.file_stats import leaf_min_max, stats_function
 from pyspark_ducklake.catalog.stats_values import render_stat
 from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_type, can_promote, decimal_params
-from pyspark_ducklake.exceptions import DataFileError, InvalidOptionError
+from pyspark_ducklake.exceptions import DataFileError, InvalidOptionError, TableAlreadyExistsError
 from pyspark_ducklake.io import thrift_compact as tc
 from pyspark_ducklake.io.parquet import LeafStats, WrittenFile, leaf_arrays
 from pyspark_ducklake.options import Entry, check_options, option_as_int
@@ -71,7 +72,8 @@ WRITE_CONF = {
     "spark.sql.parquet.datetimeRebaseModeInWrite": "CORRECTED",
     "spark.sql.parquet.int96RebaseModeInWrite": "CORRECTED",
 }
-MODES = ("append", "overwrite")
+CREATE_MODES = ("error", "errorifexists", "ignore")
+MODES = ("append", "overwrite", *CREATE_MODES)
 _SCHEMA = 2  # FileMetaData.schema
 _NAME, _NUM_CHILDREN, _FIELD_ID = 4, 5, 9  # SchemaElement fields
 
@@ -103,12 +105,20 @@ def write_table(
 ) -> WriteOutcome:
     """Append ``df`` to ``table`` (or replace its rows with ``mode="overwrite"``) in one snapshot.
 
-    The table is created from the DataFrame's schema when missing, as the data source does. ``options`` takes the
-    data source's write options (``targetFileRows``, the retry options, S3 settings); ``partition_by`` is its
-    ``partitionBy`` (partitioned tables are written through the data source).
+    The table is created from the DataFrame's schema when missing, as the data source does. Spark's other save modes
+    work as for its own tables: ``"error"``/``"errorifexists"`` create the table and fail when it exists,
+    ``"ignore"`` writes nothing when it exists (the data source cannot offer these: Spark refuses them there).
+    ``options`` takes the data source's write options (``targetFileRows``, the retry options, S3 settings);
+    ``partition_by`` is its ``partitionBy`` (partitioned tables are written through the data source).
+
+    Raises:
+        TableAlreadyExistsError: mode ``"error"`` and the table exists; nothing was written.
+        InvalidOptionError: an unknown mode or option.
     """
     if mode not in MODES:
-        raise InvalidOptionError(f"mode {mode!r} is not supported: use 'append' or 'overwrite'")
+        raise InvalidOptionError(
+            f"mode {mode!r} is not supported: use 'append', 'overwrite', 'error' (alias 'errorifexists') or 'ignore'"
+        )
     spark = df.sparkSession
     opts = {str(k): str(v) for k, v in (options or {}).items()}
     if catalog is not None:
@@ -123,6 +133,15 @@ def write_table(
     check_options(opts, Entry.WRITE)
     config = LakeConfig.resolve(opts, _spark_conf(spark).get)
     plan = plan_write(config, table, opts, df.schema)
+    if mode in CREATE_MODES:  # Spark's SaveMode semantics, which the data source cannot offer (Spark refuses them)
+        if plan.table_exists and mode == "ignore":
+            log.info("write_table(mode='ignore'): %s exists; nothing written", table)
+            return WriteOutcome(True, "the table exists (mode 'ignore'): nothing written")
+        if plan.table_exists:
+            raise TableAlreadyExistsError(
+                f"table {table} already exists (mode {mode!r}); use mode 'append' or 'overwrite' to write to it"
+            )
+        mode = "append"  # the commit creates the table; one created meanwhile makes it a CommitConflictError
     try:
         frame = _conform(df, plan)
         _check_target(spark, plan)
@@ -198,6 +217,11 @@ def _check_target(spark: SparkSession, plan: WritePlan) -> None:
         raise _NotNative(f"the table folder {folder} contains glob characters")
 
 
+def _column(name: str) -> SparkColumn:
+    """The top-level column ``name``; quoted, since ``F.col('a.b')`` means field b of a column a."""
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
 def _conform(df: DataFrame, plan: WritePlan) -> DataFrame:
     """``df`` as the table's columns, in the table's order and Spark types (defaults for missing columns)."""
     incoming = {f.name: f for f in df.schema.fields}
@@ -213,9 +237,9 @@ def _conform(df: DataFrame, plan: WritePlan) -> DataFrame:
         if f is None:
             columns.append(_default_literal(column, target, current=True).alias(column.name))
         elif _same_type(f.dataType, target):
-            columns.append(F.col(column.name))
+            columns.append(_column(column.name))
         elif _promotion(f.dataType, column):
-            columns.append(F.col(column.name).cast(target).alias(column.name))
+            columns.append(_column(column.name).cast(target).alias(column.name))
         else:
             raise _NotNative(
                 f"column {column.name} is {f.dataType.simpleString()} in the data and {column.type} in the table"

@@ -12,7 +12,14 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from pyspark_ducklake.catalog.stats_values import format_interval
-from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_field, columns_from_arrow, decimal_params
+from pyspark_ducklake.catalog.types import (
+    Column,
+    TableSchema,
+    arrow_field,
+    columns_from_arrow,
+    decimal_params,
+    unreadable_type,
+)
 from pyspark_ducklake.exceptions import UnsupportedTypeError
 
 _PRIMITIVES: dict[str, T.DataType] = {
@@ -59,7 +66,7 @@ def spark_type(column: Column) -> T.DataType:
     if t == "map":
         key, value = column.children
         return T.MapType(spark_type(key), spark_type(value), value.nulls_allowed)
-    raise UnsupportedTypeError(f"column {column.name!r}: DuckLake type {t!r} has no Spark equivalent")
+    raise unreadable_type(column.name, t)
 
 
 def spark_schema(schema: TableSchema, extra: list[T.StructField] | None = None) -> T.StructType:
@@ -145,9 +152,12 @@ def _nullable(column: Column) -> Column:
 def _check_spark_type(name: str, dt: T.DataType) -> None:
     unsupported = (T.CalendarIntervalType, T.DayTimeIntervalType, T.YearMonthIntervalType, T.NullType, T.VariantType)
     if isinstance(dt, unsupported):
+        hint = {
+            T.VariantType: "e.g. to_json(col) for a JSON string",
+            T.NullType: "e.g. lit(None).cast('string'): a column of NULLs needs a type",
+        }.get(type(dt), "e.g. to a string or a number of seconds")
         raise UnsupportedTypeError(
-            f"column {name!r}: Spark type {dt.simpleString()} cannot be stored in DuckLake; cast it first "
-            "(e.g. to a string or a number of seconds)"
+            f"column {name!r}: Spark type {dt.simpleString()} cannot be stored in DuckLake; cast it first ({hint})"
         )
     if isinstance(dt, T.ArrayType):
         _check_spark_type(name, dt.elementType)

@@ -31,6 +31,7 @@ from pyspark_ducklake.exceptions import (
     CommitStateUnknownError,
     InvalidOptionError,
     NoSuchTableError,
+    NotATableError,
 )
 from pyspark_ducklake.io.fileio import delete_files
 from pyspark_ducklake.lake import LakeTable, _delete_everything, add_pending_files, parse_identifier
@@ -104,6 +105,8 @@ def plan_write(config: LakeConfig, identifier: str, options: dict[str, str], spa
         snapshot = lake.current_snapshot_id()
         try:
             table = lake.table((schema_name, table_name), snapshot=snapshot)
+        except NotATableError:
+            raise  # a view: never created over
         except NoSuchTableError:
             with lake.engine.connect() as conn:
                 schema = R.schema_by_name(conn, schema_name, snapshot)

@@ -20,6 +20,7 @@ from pyspark_ducklake.exceptions import (
     NotADuckLakeCatalogError,
     UnsupportedSpecVersionError,
 )
+from pyspark_ducklake.io.fileio import known_protocol
 
 FORMAT_VERSION = "1.0"
 SUPPORTED_VERSIONS = ("1.0",)
@@ -57,6 +58,11 @@ def normalize_data_path(data_path: str) -> str:
         path = path[len("file://") :]
     if "://" not in path:
         path = os.path.abspath(os.path.expanduser(path))
+    elif not known_protocol(path):  # refused before the catalog records it, not at the first write
+        raise InvalidOptionError(
+            f"data_path {path!r} has a protocol no filesystem is known for; give a local folder or a URL such as "
+            "s3://bucket/prefix/ (fsspec's protocols)"
+        )
     return path if path.endswith("/") else path + "/"
 
 
@@ -72,6 +78,8 @@ def open_catalog(
         InvalidOptionError: a new catalog needs a data path and none was given.
     """
     loc = location if isinstance(location, CatalogLocation) else parse_location(location)
+    if data_path is not None:
+        normalize_data_path(data_path)  # an empty path or unknown protocol is refused before the database is touched
     sqlite_file = make_url(loc.url).database if loc.backend == "sqlite" else None
     new_file = sqlite_file is not None and not os.path.exists(sqlite_file)
     engine = create_catalog_engine(loc)

@@ -19,7 +19,7 @@ from pyspark_ducklake.catalog.entries import (
     TableEntry,
 )
 from pyspark_ducklake.catalog.types import Column, TableSchema
-from pyspark_ducklake.exceptions import NoSuchSchemaError, NoSuchSnapshotError, NoSuchTableError
+from pyspark_ducklake.exceptions import NoSuchSchemaError, NoSuchSnapshotError, NoSuchTableError, NotATableError
 
 
 def visible(table: Table, snapshot_id: int) -> ColumnElement[bool]:
@@ -77,6 +77,31 @@ def snapshot_at_time(conn: Connection, when: dt.datetime) -> Snapshot:
     if best is None:
         raise NoSuchSnapshotError(f"no snapshot at or before {when.isoformat()}; list them with lake.snapshots()")
     return best
+
+
+def first_snapshot_from(conn: Connection, when: dt.datetime) -> Snapshot | None:
+    """The oldest snapshot committed at or after ``when`` (naive means UTC), as DuckDB's ``table_changes`` takes a
+    start time; None when every snapshot is older."""
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    for row in conn.execute(select(T.ducklake_snapshot).order_by(T.ducklake_snapshot.c.snapshot_id)):
+        snap = _snapshot(row)
+        if snap.snapshot_time is not None and snap.snapshot_time >= when:
+            return snap
+    return None
+
+
+def oldest_snapshot(conn: Connection) -> Snapshot:
+    """The oldest snapshot not expired.
+
+    Raises:
+        NoSuchSnapshotError: the catalog has no snapshot at all.
+    """
+    s = T.ducklake_snapshot
+    row = conn.execute(select(s).order_by(s.c.snapshot_id).limit(1)).first()
+    if row is None:
+        raise NoSuchSnapshotError("the catalog has no snapshots; it was not initialised")
+    return _snapshot(row)
 
 
 def snapshots(conn: Connection) -> list[SnapshotInfo]:
@@ -138,6 +163,15 @@ def table_by_name(conn: Connection, schema: str, name: str, snapshot_id: int) ->
         select(t).where(t.c.schema_id == sch.schema_id, t.c.table_name == name, visible(t, snapshot_id))
     ).first()
     if row is None:
+        v = T.ducklake_view
+        view = conn.execute(
+            select(v.c.view_id).where(v.c.schema_id == sch.schema_id, v.c.view_name == name, visible(v, snapshot_id))
+        ).first()
+        if view is not None:
+            raise NotATableError(
+                f"{schema}.{name} is a view, not a table: this library reads and writes tables only; query the view "
+                "with DuckDB, or read the tables it selects from"
+            )
         raise NoSuchTableError(
             f"table {schema}.{name} does not exist at snapshot {snapshot_id}; create it with lake.create_table()"
         )

@@ -36,7 +36,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pyspark_ducklake.catalog.types import Column, arrow_type, decimal_params
+from pyspark_ducklake.catalog.types import Column, arrow_type, decimal_params, unreadable_type
 from pyspark_ducklake.exceptions import UnsupportedTypeError
 
 DATE_INFINITY = 2**31 - 1
@@ -470,7 +470,7 @@ def duckdb_text(column: Column, value: Any) -> str:
     dec = decimal_params(t)
     if dec is not None:
         return format_decimal(Decimal(value), *dec)
-    raise UnsupportedTypeError(f"column {column.name!r}: no single-value text for DuckLake type {t!r}")
+    raise unreadable_type(column.name, t)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -748,7 +748,7 @@ def parse_duckdb_text(column: Column, text: str) -> Any:
             return Decimal(text.strip())
         except InvalidOperation as exc:
             raise ValueError(f"not a decimal: {text!r}") from exc
-    raise UnsupportedTypeError(f"column {column.name!r}: no single-value text for DuckLake type {t!r}")
+    raise unreadable_type(column.name, t)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -195,7 +195,16 @@ def arrow_type(column: Column) -> pa.DataType:
     if t == "map":
         key, value = column.children
         return pa.map_(arrow_field(key).with_nullable(False), arrow_field(value))
-    raise UnsupportedTypeError(f"DuckLake type {t!r} of column {column.name!r} has no Arrow equivalent")
+    raise unreadable_type(column.name, t)
+
+
+def unreadable_type(name: str, type_name: str) -> UnsupportedTypeError:
+    """The error for a column of a DuckLake type this library cannot read (issue #16: VARIANT, GEOMETRY, TIMETZ)."""
+    return UnsupportedTypeError(
+        f"column {name!r} has DuckLake type {type_name!r}, which pyspark-ducklake cannot read yet, so the table "
+        "(and every snapshot with that column) cannot be read here; read it with DuckDB, or have DuckDB copy the "
+        f"rows without it or cast to text (CREATE TABLE … AS SELECT * EXCLUDE ({name}), {name}::VARCHAR AS {name} …)"
+    )
 
 
 def arrow_field(column: Column) -> pa.Field:

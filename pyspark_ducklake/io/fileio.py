@@ -10,6 +10,7 @@ from typing import Any
 
 import fsspec
 from fsspec.core import url_to_fs
+from fsspec.registry import known_implementations
 
 from pyspark_ducklake.exceptions import DataFileError, NotInstalledError
 from pyspark_ducklake.io.storage import S3_PROTOCOLS, describe_error, with_env_defaults
@@ -46,6 +47,14 @@ def filesystem(path: str, storage_options: dict[str, Any] | None = None) -> tupl
             f"no filesystem for {protocol}:// paths: pip install 'pyspark-ducklake[{extra}]' ({e})"
         ) from e
     return fs, fs._strip_protocol(path) if protocol != "file" else path
+
+
+def known_protocol(path: str) -> bool:
+    """Whether fsspec has a filesystem for ``path``'s protocol (installed or not); a plain path is local."""
+    if "://" not in path:
+        return True
+    protocol = path.split("://", 1)[0].lower()
+    return protocol in known_implementations or protocol in fsspec.registry
 
 
 def ensure_parent(path: str, storage_options: dict[str, Any] | None = None) -> None:

@@ -520,11 +520,22 @@ def read_columns(
         ) from e
     except (OSError, pa.ArrowInvalid) as e:
         if _is_encrypted(fs, p):
-            raise EncryptedLakeError(
-                f"data file {path} is encrypted (the lake was created by DuckDB with ATTACH ... (ENCRYPTED)); reading "
-                "encrypted lakes is not supported yet: read this table with DuckDB"
-            ) from e
+            raise _encrypted(path) from e
         raise DataFileError(f"data file {path} cannot be read as Parquet: {e}") from e
+
+
+def _encrypted(path: str) -> EncryptedLakeError:
+    return EncryptedLakeError(
+        f"data file {path} is encrypted (the lake was created by DuckDB with ATTACH ... (ENCRYPTED)); reading "
+        "encrypted lakes is not supported yet: read this table with DuckDB"
+    )
+
+
+def check_not_encrypted(path: str, *, storage_options: dict[str, Any] | None = None) -> None:
+    """Raises: EncryptedLakeError when the file is Parquet with an encrypted footer (DuckDB's encrypted lakes)."""
+    fs, p = filesystem(path, storage_options)
+    if _is_encrypted(fs, p):
+        raise _encrypted(path)
 
 
 def _is_encrypted(fs: Any, path: str) -> bool:

@@ -37,6 +37,7 @@ from pyspark_ducklake.catalog.types import Column, TableSchema, find_folded, val
 from pyspark_ducklake.exceptions import (
     CommitConflictError,
     NoSuchTableError,
+    NotATableError,
     SchemaMismatchError,
 )
 from pyspark_ducklake.lake import Lake, add_pending_files, parse_identifier
@@ -248,6 +249,8 @@ class MicroBatchCommitter:
             key = None
             try:
                 entry = R.table_by_name(conn, self.schema_name, self.table_name, snapshot)
+            except NotATableError:
+                raise  # a view: never created over
             except NoSuchTableError:
                 if not self.settings.create_table:
                     raise NoSuchTableError(

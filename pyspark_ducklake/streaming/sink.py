@@ -15,7 +15,7 @@ from pyspark_ducklake.batch.spark_types import columns_from_spark
 from pyspark_ducklake.catalog.transaction import run_through_outages, wait_for_catalog
 from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.lake_config import LakeConfig, retry_config, spark_conf
-from pyspark_ducklake.options import Entry, check_options
+from pyspark_ducklake.options import Entry, check_keywords, check_options
 from pyspark_ducklake.streaming.microbatch import (
     FLUSH_BYTES_DEFAULT,
     FLUSH_INTERVAL_DEFAULT,
@@ -154,13 +154,17 @@ def collect_if_small(batch_df: Any, limit: int) -> list[pa.RecordBatch] | None:
 def run_tasks(batch_df: Any, plan: BatchPlan) -> list[TaskOutput]:
     """Run :func:`write_task` on every partition of the batch (executors) and collect what they produced."""
 
+    names = list(batch_df.columns)
+
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        output = write_task(plan, batches)
+        output = write_task(plan, (b.rename_columns(names) for b in batches))
         yield pa.RecordBatch.from_pydict(
             {"payload": [pickle.dumps(output)]}, schema=pa.schema([("payload", pa.binary())])
         )
 
-    rows = batch_df.mapInArrow(task, _OUTPUT_SCHEMA).collect()
+    # mapInArrow resolves each column by name, so a column named 'a.b' failed as a nested field: positional names
+    plain = batch_df.toDF(*[f"_c{i}" for i in range(len(names))])
+    rows = plain.mapInArrow(task, _OUTPUT_SCHEMA).collect()
     return [pickle.loads(r["payload"]) for r in rows]
 
 
@@ -183,6 +187,7 @@ def ducklake_sink(
     retry_backoff: float | str | None = None,
     reconnect_timeout: float | str | None = None,
     storage_options: dict[str, Any] | None = None,
+    **unknown: Any,
 ) -> DuckLakeSink:
     """A ``foreachBatch`` function that commits each micro-batch to ``table`` as one DuckLake snapshot.
 
@@ -210,7 +215,8 @@ def ducklake_sink(
     ``flush_interval="5 min"``), as Spark options are.
 
     Raises:
-        InvalidOptionError: an option value that does not parse or is out of range (names the option).
+        InvalidOptionError: an option value that does not parse or is out of range (names the option), or a
+            misspelt keyword argument (naming the closest valid one).
     """
     given = {
         "catalog": catalog,
@@ -230,6 +236,7 @@ def ducklake_sink(
         "reconnect_timeout": reconnect_timeout,
         "storage_options": storage_options,
     }
+    check_keywords(unknown, ["table", *given], "ducklake_sink()")  # not Python's bare TypeError
     # one parser for every entry point: "false" is False, "64MB" a size, NaN and negative values are refused
     parsed = check_options(given, Entry.SINK)
     retry = retry_config(parsed)

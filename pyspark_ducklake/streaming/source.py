@@ -9,7 +9,6 @@ checkpoint with the new columns, with no gap).
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,10 +32,11 @@ from pyspark_ducklake.exceptions import (
     DuckLakeError,
     InvalidOptionError,
     NoSuchSnapshotError,
+    NoSuchTableError,
 )
 from pyspark_ducklake.lake import Lake, parse_identifier
 from pyspark_ducklake.lake_config import LakeConfig
-from pyspark_ducklake.options import _get, option_as_bool, option_as_int
+from pyspark_ducklake.options import _get, option_as_bool, option_as_int, parse_int, parse_timestamp
 from pyspark_ducklake.streaming.offsets import SnapshotOffset
 from pyspark_ducklake.table.change_split import ChangePart, execute_part, split_plan
 from pyspark_ducklake.table.changes import change_column_names, changed_snapshots, count_changes, plan_changes
@@ -93,33 +93,34 @@ def feed_schema(table_schema: TableSchema) -> StructType:
 
 
 def resolve_start(lake: Lake, options: FeedOptions) -> int:
-    """The first snapshot whose changes the stream emits."""
+    """The first snapshot whose changes the feed emits.
+
+    ``startingTimestamp`` picks the oldest snapshot committed at or after that time, as DuckDB's ``table_changes``
+    does with a start time (a time before the first snapshot starts at the oldest one, a time after the newest
+    emits only what comes later); ``earliest`` is the oldest snapshot not expired.
+
+    Raises:
+        InvalidOptionError: both options, a value that does not parse, or a snapshot id beyond the newest.
+    """
     if options.starting is not None and options.starting_timestamp is not None:
         raise InvalidOptionError("options startingSnapshot and startingTimestamp both pick a start; give only one")
     with lake.engine.connect() as conn:
         latest = R.latest_snapshot(conn).snapshot_id
         if options.starting_timestamp is not None:
-            try:
-                when = dt.datetime.fromisoformat(options.starting_timestamp)
-            except ValueError as e:
-                raise InvalidOptionError(
-                    f"could not parse option startingTimestamp as an ISO timestamp: {options.starting_timestamp!r}"
-                ) from e
-            return R.snapshot_at_time(conn, when).snapshot_id + 1
+            when = parse_timestamp(options.starting_timestamp, "startingTimestamp")
+            first = R.first_snapshot_from(conn, when)
+            return latest + 1 if first is None else first.snapshot_id
         value = (options.starting or "latest").strip().lower()
         if value == "latest":
             return latest + 1
         if value == "earliest":
-            return 0
-        try:
-            start = int(value)
-        except ValueError as e:
+            return R.oldest_snapshot(conn).snapshot_id
+        start = parse_int(options.starting, "startingSnapshot", minimum=0)
+        if start > latest + 1:
             raise InvalidOptionError(
-                f"could not parse option startingSnapshot {options.starting!r}: "
-                "use a snapshot id, 'earliest' or 'latest'"
-            ) from e
-        if start < 0:
-            raise InvalidOptionError(f"option startingSnapshot must be >= 0, got {start}")
+                f"option startingSnapshot {start} is beyond the newest snapshot {latest} of the lake; give an "
+                "existing snapshot id, 'earliest' or 'latest' (only what is committed after the query starts)"
+            )
         return start
 
 
@@ -172,7 +173,9 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
         self._available_now: int | None = None
         self._planner: Lake | None = None
         lake = self._planner_lake()
-        self.stream_schema = lake.table(identifier).table_schema
+        table = lake.table(identifier)
+        self.stream_schema = table.table_schema
+        self.table_uuid = str(table.entry.table_uuid)
         self._start = resolve_start(lake, self.options)
 
     def _lake(self) -> Lake:
@@ -195,8 +198,37 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
             self._planner = None
 
     # --- offsets ------------------------------------------------------------------------------------------------
-    def initialOffset(self) -> dict[str, int]:
-        return SnapshotOffset(self._start - 1).to_dict()
+    def initialOffset(self) -> dict[str, Any]:
+        return self._offset(self._start - 1)
+
+    def _offset(self, snapshot_id: int) -> dict[str, Any]:
+        return SnapshotOffset(snapshot_id, self.table_uuid).to_dict()
+
+    def _begin(self, offset: dict[str, Any]) -> int:
+        """The snapshot id of an offset of this table (a checkpoint of another table is refused)."""
+        return SnapshotOffset.from_dict(offset).check_table(self.table_uuid, self.identifier).snapshot_id
+
+    def _check_table(self, lake: Lake, snapshot_id: int) -> None:
+        """Fail when the streamed table is gone at ``snapshot_id`` (dropped, renamed) or is another table by now.
+
+        Raises:
+            NoSuchTableError: dropped or renamed since the query started.
+            InvalidOptionError: a table of the same name replaced it (the checkpoint belongs to the old one).
+        """
+        with lake.engine.connect() as conn:
+            try:
+                entry = R.table_by_name(conn, self.schema_name, self.table_name, snapshot_id)
+            except NoSuchTableError:
+                raise NoSuchTableError(
+                    f"table {self.identifier} was dropped or renamed (snapshot {snapshot_id}) while its change feed "
+                    "was running; if it was renamed, restart the query with its new name (the checkpoint stays "
+                    "valid for it)"
+                ) from None
+        if str(entry.table_uuid) != self.table_uuid:
+            raise InvalidOptionError(
+                f"table {self.identifier} was dropped and created again while its change feed was running; the "
+                "checkpoint belongs to the old table: use a new checkpoint location to follow the new one"
+            )
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_snapshots is not None:
@@ -208,8 +240,8 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
     def prepareForTriggerAvailableNow(self) -> None:
         self._available_now = self._planner_lake().current_snapshot_id()
 
-    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, int]:
-        begin = SnapshotOffset.from_dict(start).snapshot_id
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        begin = self._begin(start)
         lake = self._planner_lake()
         latest = lake.current_snapshot_id()
         if begin > latest:
@@ -220,15 +252,16 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
         if self._available_now is not None:
             latest = min(latest, self._available_now)
         if latest <= begin:
-            return SnapshotOffset(begin).to_dict()
+            return self._offset(begin)
+        self._check_table(lake, latest)
         begin = self._check_data_loss(lake, begin)
         if isinstance(limit, ReadMaxFiles):
             changed = self._changed(lake, begin, latest)
             if len(changed) > limit.max_files:
-                return SnapshotOffset(changed[max(1, limit.max_files) - 1]).to_dict()
+                return self._offset(changed[max(1, limit.max_files) - 1])
         elif isinstance(limit, ReadMaxRows):
-            return SnapshotOffset(self._limit_rows(lake, begin, latest, limit.max_rows)).to_dict()
-        return SnapshotOffset(latest).to_dict()
+            return self._offset(self._limit_rows(lake, begin, latest, limit.max_rows))
+        return self._offset(latest)
 
     def _changed(self, lake: Lake, begin: int, latest: int) -> list[int]:
         """Snapshots after ``begin`` that changed the table's rows (maintenance and other tables' commits left out)."""
@@ -276,8 +309,8 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
 
     # --- reading ------------------------------------------------------------------------------------------------
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        begin = SnapshotOffset.from_dict(start).snapshot_id
-        last = SnapshotOffset.from_dict(end).snapshot_id
+        begin = self._begin(start)
+        last = self._begin(end)
         if last <= begin:
             return []
         lake = self._planner_lake()
@@ -298,7 +331,7 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
         )
 
     def commit(self, end: dict[str, Any]) -> None:
-        SnapshotOffset.from_dict(end)  # validates the checkpoint's offset; nothing to release
+        self._begin(end)  # validates the checkpoint's offset; nothing to release
 
 
 def check_stream_columns(lake: Lake, schema_name: str, table_name: str, stream: TableSchema) -> None:

@@ -15,7 +15,7 @@ old snapshot keep their files until then.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -27,11 +27,11 @@ from pyspark_ducklake.catalog.paths import is_inside, normalize
 from pyspark_ducklake.catalog.transaction import now_utc
 from pyspark_ducklake.exceptions import CommitFailedError, DataFileError, InvalidOptionError
 from pyspark_ducklake.io.fileio import delete_files, file_size
-from pyspark_ducklake.options import parse_duration
+from pyspark_ducklake.options import parse_duration, parse_int
 from pyspark_ducklake.table.maintenance import MaintenanceReport, log
 
 DEFAULT_DELETE_OLDER_THAN = "2 days"  # the reference's default for ducklake_cleanup_old_files
-When = dt.datetime | dt.timedelta | str
+When = dt.datetime | dt.date | dt.timedelta | str
 
 
 def parse_interval(text: str, *, name: str) -> dt.timedelta:
@@ -44,19 +44,38 @@ def parse_interval(text: str, *, name: str) -> dt.timedelta:
 
 
 def cutoff_time(when: When, *, name: str) -> dt.datetime:
-    """An aware cut-off time from a datetime (naive means UTC), an ISO string, or an age before now.
+    """An aware cut-off time from a datetime (naive means UTC), a date (its midnight, UTC), an ISO string, or an
+    age before now (a ``timedelta`` or interval text such as ``'7 days'``).
 
     Raises:
-        InvalidOptionError: an unparseable string.
+        InvalidOptionError: an unparseable string, a negative or too large age, or another type (a bare number
+            would be ambiguous: seconds, hours or a snapshot id?).
     """
-    if isinstance(when, dt.timedelta):
-        return now_utc() - when
     if isinstance(when, str):
         try:
-            when = dt.datetime.fromisoformat(when)
-        except ValueError as e:
-            raise InvalidOptionError(f"could not parse option {name} as an ISO timestamp: {when!r}") from e
-    return when if when.tzinfo is not None else when.replace(tzinfo=dt.timezone.utc)
+            when = dt.datetime.fromisoformat(when.strip())
+        except ValueError:
+            try:
+                when = parse_duration(when, name, unit=None, what="an ISO time or an interval")
+            except InvalidOptionError as e:
+                if not str(e).startswith("could not parse"):
+                    raise  # an interval, but negative or too large
+                raise InvalidOptionError(
+                    f"could not parse option {name} as an ISO timestamp or an interval ('7 days'): {when!r}"
+                ) from None
+    if isinstance(when, dt.timedelta):
+        age = parse_duration(when, name)  # never negative: a negative age would reach into the future
+        try:
+            return now_utc() - age
+        except OverflowError:  # older than year 1: nothing is
+            return dt.datetime.min.replace(tzinfo=dt.timezone.utc)
+    if isinstance(when, dt.datetime):
+        return when if when.tzinfo is not None else when.replace(tzinfo=dt.timezone.utc)
+    if isinstance(when, dt.date):
+        return dt.datetime.combine(when, dt.time(), dt.timezone.utc)
+    raise InvalidOptionError(
+        f"option {name} must be a datetime, a timedelta, an ISO time or an interval such as '7 days', got {when!r}"
+    )
 
 
 @dataclass(frozen=True)
@@ -71,13 +90,17 @@ class ExpireReport(MaintenanceReport):
     not_found: tuple[int, ...] = ()
 
     def summary(self) -> str:
+        missing = ""
+        if self.not_found:
+            listed = ", ".join(str(s) for s in self.not_found[:20]) + (", ..." if len(self.not_found) > 20 else "")
+            missing = f"; no snapshot {listed} (never existed or already expired)"
         if not self.snapshots:
-            return "expire_snapshots: no snapshot to expire"
+            return "expire_snapshots: no snapshot to expire" + missing
         verb = "would expire" if self.dry_run else "expired"
         ids = ", ".join(str(s) for s in self.snapshots[:20]) + (", ..." if len(self.snapshots) > 20 else "")
         return (
             f"expire_snapshots: {verb} {len(self.snapshots)} snapshots ({ids}); "
-            f"{len(self.files_scheduled)} files ({self.bytes_scheduled} bytes) scheduled for deletion"
+            f"{len(self.files_scheduled)} files ({self.bytes_scheduled} bytes) scheduled for deletion" + missing
         )
 
 
@@ -154,7 +177,7 @@ def _expire(
     latest = rows[-1].snapshot_id if rows else None
     not_found: tuple[int, ...] = ()
     if versions is not None:
-        wanted = {int(v) for v in versions}
+        wanted = _snapshot_ids(versions)
         if latest in wanted:
             raise InvalidOptionError(
                 f"cannot expire snapshot {latest}: it is the current snapshot of the lake; expire older ones"
@@ -185,6 +208,17 @@ def _expire(
         tables_removed=removed.tables_removed,
         not_found=not_found,
     )
+
+
+def _snapshot_ids(versions: Sequence[int]) -> set[int]:
+    """The snapshot ids of ``versions`` (a list of ints, or of their decimal text).
+
+    Raises:
+        InvalidOptionError: not a list, or an item that is not a snapshot id.
+    """
+    if isinstance(versions, (str, bytes, int)) or not isinstance(versions, Iterable):
+        raise InvalidOptionError(f"option versions must be a list of snapshot ids such as [3, 4], got {versions!r}")
+    return {parse_int(v, "versions", minimum=0) for v in versions}
 
 
 def cleanup_old_files(

@@ -21,6 +21,7 @@ from pyspark_ducklake.catalog.paths import is_inside, normalize
 from pyspark_ducklake.exceptions import DataFileError
 from pyspark_ducklake.io.fileio import abort_upload, delete_files, file_size, incomplete_uploads, list_files
 from pyspark_ducklake.io.storage import describe_error
+from pyspark_ducklake.options import parse_duration
 
 log = logging.getLogger("pyspark_ducklake.maintenance")
 
@@ -87,13 +88,17 @@ def find_orphans(
     engine: Engine,
     data_path: str,
     *,
-    older_than: dt.timedelta = ORPHAN_SAFETY_AGE,
+    older_than: dt.timedelta | float | str = ORPHAN_SAFETY_AGE,
     storage_options: dict[str, Any] | None = None,
 ) -> OrphanReport:
     """Files under ``data_path`` older than ``older_than`` that the catalog does not reference.
 
     Younger files are left alone: a writer may be about to commit them.
+
+    Raises:
+        InvalidOptionError: ``older_than`` is not a duration (a ``timedelta``, seconds or ``'1 hour'``) or negative.
     """
+    older_than = parse_duration(older_than, "older_than")
     with engine.connect() as conn:
         # Catalog paths may be spelled with ./.. or doubled slashes: compare normalised spellings.
         referenced = {normalize(p) for p in reader.all_referenced_paths(conn, data_path)}
@@ -128,7 +133,7 @@ def delete_orphans(
     engine: Engine,
     data_path: str,
     *,
-    older_than: dt.timedelta = ORPHAN_SAFETY_AGE,
+    older_than: dt.timedelta | float | str = ORPHAN_SAFETY_AGE,
     dry_run: bool = False,
     storage_options: dict[str, Any] | None = None,
 ) -> OrphanReport:

@@ -277,7 +277,8 @@ CASES: tuple[BadInput, ...] = (
     # --- options: one registry, one parser per kind (unknown names, strings, NaN), catalog spellings
     BadInput(
         "option-unknown",
-        "an unknown or misspelt option (`versionAsOff`, `endingTimestmp`, `creat_table`, `spark.ducklake.datapth`)",
+        "an unknown or misspelt option (`versionAsOff`, `endingTimestmp`, `creat_table`, `spark.ducklake.datapth`, "
+        "`connect(max_retry_cont=3)`)",
         E.InvalidOptionError,
         "did you mean 'versionAsOf'? (names the closest valid option)",
         match="did you mean",
@@ -324,7 +325,8 @@ CASES: tuple[BadInput, ...] = (
     ),
     BadInput(
         "checkpoint-foreign",
-        "a change-feed checkpoint of another lake or table",
+        "a change-feed checkpoint of another lake or table (another table of the same lake too; a table dropped and "
+        "created again under the stream)",
         E.InvalidOptionError,
         "use a new checkpoint location",
         match="the checkpoint belongs to another lake or table; use a new checkpoint location",
@@ -389,6 +391,39 @@ CASES: tuple[BadInput, ...] = (
         "with `ATTACH … (ENCRYPTED)`",
         E.EncryptedLakeError,
         "writing to encrypted lakes is not supported yet: write with DuckDB",
+    ),
+    # --- the attacker's pass (#14): entry points and values nobody listed
+    BadInput(
+        "maintenance-age",
+        "a maintenance age that is negative, NaN, too large or not a time (`older_than=timedelta(hours=-1)`, "
+        "`'0'`, `3600` for expire and cleanup)",
+        E.InvalidOptionError,
+        "names older_than and what it takes: a timedelta, '7 days', an ISO time; never negative",
+        match="option older_than",
+    ),
+    BadInput(
+        "feed-start-beyond",
+        "a change-feed `startingSnapshot` beyond the newest snapshot",
+        E.InvalidOptionError,
+        "give an existing snapshot id, 'earliest' or 'latest'",
+    ),
+    BadInput(
+        "feed-table-gone",
+        "the streamed table dropped or renamed (by DuckDB) under a running change feed",
+        E.NoSuchTableError,
+        "if it was renamed, restart the query with its new name (the checkpoint stays valid for it)",
+    ),
+    BadInput(
+        "view-not-table",
+        "a DuckDB view where a table is expected (reads, writes, the sink, the change feed)",
+        E.NotATableError,
+        "query the view with DuckDB, or read the tables it selects from",
+    ),
+    BadInput(
+        "unreadable-type",
+        "a table with a column of a DuckDB type this library cannot read yet (VARIANT, GEOMETRY, TIMETZ)",
+        E.UnsupportedTypeError,
+        "read it with DuckDB, or have DuckDB copy the rows without it or cast to text",
     ),
     # --- accepted
     BadInput(

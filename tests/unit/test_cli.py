@@ -31,7 +31,7 @@ def test_cli_lists_flushes_and_cleans(tmp_path: Path, capsys: pytest.CaptureFixt
     assert not (tmp_path / "data" / "main" / "t" / "ducklake-crashed.parquet").exists()
     assert main(["--catalog", url, "changes", "main.t", "0"]) == 0
     assert capsys.readouterr().out.count("'insert'") == 2
-    assert main(["--catalog", url, "changes", "main.nope", "0"]) == 2
+    assert main(["--catalog", url, "changes", "main.nope", "0"]) == 1
     assert "main.nope" in capsys.readouterr().err
 
 
@@ -55,7 +55,7 @@ def test_cli_maintenance(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     code, out, _ = run("merge", "--target-file-size", "1MB")
     assert code == 0 and "merged 3 files" in out and f"in snapshot {head + 1}" in out
     code, _, err = run("expire", "--versions", str(head + 1))
-    assert code == 2 and "current snapshot" in err
+    assert code == 1 and "current snapshot" in err
     code, _, err = run("merge", "--target-file-size", "lots")
     assert code == 2 and "--target-file-size" in err and "lots" in err
     code, out, _ = run("expire", "--older-than-hours", "0", "--dry-run", "--json")
@@ -74,3 +74,36 @@ def test_cli_maintenance(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     code, out, _ = run("orphans", "--older-than-hours", "0", "--json")
     assert json.loads(out)["orphans"] == []
     assert sorted(lake.scan("main.t").column("id").to_pylist()) == [0, 1, 2, 10, 11, 12]
+
+
+def test_cli_errors_exit_1_stay_json_and_huge_ages_are_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A DuckLakeError exited 2 like a usage error and printed text under --json; --older-than-hours 1e300 raised
+    a bare OverflowError with a traceback; --json before the command was 'did you mean --json?'."""
+    url = f"sqlite:///{tmp_path}/c.sqlite"
+    lake = pdl.connect(url, str(tmp_path / "data"))
+    lake.create_table("main.t", pa.schema([("id", pa.int64())]))
+    lake.append("main.t", pa.table({"id": [1]}))
+    head = lake.current_snapshot_id()
+
+    def run(*args: str) -> tuple[int, str, str]:
+        code = main(["--catalog", url, *args])
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    code, out, err = run("merge", "main.nope", "--json")
+    assert code == 1 and err == ""
+    assert json.loads(out)["error"]["type"] == "NoSuchTableError" and "main.nope" in json.loads(out)["error"]["message"]
+    code, out, err = run("expire", "--versions", str(head), "--json")
+    assert code == 1 and json.loads(out)["error"]["type"] == "InvalidOptionError"
+    code, out, err = run("flush", '"unterminated')
+    assert code == 1 and out == "" and err.startswith("error: ") and "Traceback" not in err
+    for hours in ("1e300", "-1", "nan", "inf"):
+        code, out, err = run("orphans", "--older-than-hours", hours)
+        assert code == 2 and "--older-than-hours" in err and "Traceback" not in err, (hours, err)
+    code, out, err = run("--json", "tables")
+    assert code == 2 and "--json is an option of the command cleanup, expire, merge, orphans" in err
+    code, out, err = run("expire", "--versions", "99")
+    assert code == 0 and "no snapshot 99 (never existed or already expired)" in out
+    assert [s.snapshot_id for s in lake.snapshots()] == list(range(head + 1))

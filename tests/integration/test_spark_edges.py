@@ -1,0 +1,141 @@
+"""Spark entry points with inputs nobody listed (the attacker's pass, #14): column names with dots through the sink and
+``write_table``, Spark's save modes on ``write_table``, DuckDB views, column types this library cannot read yet, and
+``read_table`` of an encrypted lake. Real SparkSession, real catalogs; DuckDB reads what was written."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+import pyspark_ducklake as pdl
+from pyspark_ducklake.exceptions import EncryptedLakeError, TableAlreadyExistsError
+from pyspark_ducklake.streaming.sink import ducklake_sink
+from tests.conformance.test_encrypted_lake import duck_encrypted
+from tests.support.bad_inputs import expect_bad_input
+from tests.support.duck import open_duckdb
+
+
+def duck_rows(catalog: Any, sql: str) -> list[tuple[Any, ...]]:
+    con = open_duckdb(catalog)
+    try:
+        return sorted(con.execute(sql).fetchall())
+    finally:
+        con.close()
+
+
+def test_sink_and_write_table_take_a_column_named_with_a_dot(spark: SparkSession, sqlite_catalog: Any) -> None:
+    """mapInArrow resolved 'a.b' as field b of a column a: the sink's first batch (and write_table) failed with
+    Spark's UNRESOLVED_COLUMN."""
+    pdl.register(spark)
+    lake = pdl.connect(sqlite_catalog.url, sqlite_catalog.data_path)
+    df = spark.range(3).select(F.col("id").alias("a.b"), (F.col("id") * 10).alias("c"))
+    sink = ducklake_sink("main.s", catalog=sqlite_catalog.url, app_id="dots")
+    sink(df, 0)  # the first batch is written by executor tasks
+    sink(spark.range(3, 2003).select(F.col("id").alias("a.b"), (F.col("id") * 10).alias("c")), 1)
+    expected = [(i, i * 10) for i in range(2003)]
+    assert sorted((r["a.b"], r["c"]) for r in lake.scan("main.s").to_pylist()) == expected
+    assert duck_rows(sqlite_catalog, 'SELECT "a.b", c FROM lake.main.s') == expected
+    outcome = pdl.write_table(df, "main.w", catalog=sqlite_catalog.url)
+    assert outcome.native and outcome.rows == 3
+    assert duck_rows(sqlite_catalog, 'SELECT "a.b", c FROM lake.main.w') == expected[:3]
+
+
+def test_write_table_save_modes_error_and_ignore(spark: SparkSession, sqlite_catalog: Any) -> None:
+    """They were refused ("use 'append' or 'overwrite'"); the data source cannot take them (Spark refuses)."""
+    pdl.register(spark)
+    lake = pdl.connect(sqlite_catalog.url, sqlite_catalog.data_path)
+    df = spark.range(3).select("id")
+    for mode in ("error", "errorifexists", "ignore"):
+        outcome = pdl.write_table(df, f"main.t_{mode}", mode=mode, catalog=sqlite_catalog.url)
+        assert outcome.snapshot_id is not None and outcome.rows == 3  # a new table: created and written
+        assert sorted(lake.scan(f"main.t_{mode}").column("id").to_pylist()) == [0, 1, 2]
+    before = (len(lake.snapshots()), sorted(p.name for p in _files(sqlite_catalog)))
+    for mode in ("error", "errorifexists"):
+        with pytest.raises(TableAlreadyExistsError, match=f"already exists \\(mode '{mode}'\\)"):
+            pdl.write_table(df, "main.t_ignore", mode=mode, catalog=sqlite_catalog.url)
+    outcome = pdl.write_table(spark.range(7).select("id"), "main.t_ignore", mode="ignore", catalog=sqlite_catalog.url)
+    assert outcome.snapshot_id is None and "nothing written" in (outcome.reason or "")
+    assert (len(lake.snapshots()), sorted(p.name for p in _files(sqlite_catalog))) == before
+    assert duck_rows(sqlite_catalog, "SELECT id FROM lake.main.t_ignore") == [(0,), (1,), (2,)]
+
+
+def _files(catalog: Any) -> list[Any]:
+    from pathlib import Path
+
+    return [p for p in Path(catalog.data_path).rglob("*") if p.is_file()]
+
+
+def test_a_duckdb_view_is_named_as_a_view_on_every_entry_point(spark: SparkSession, sqlite_catalog: Any) -> None:
+    """Reads said "does not exist; create it with lake.create_table()", writes "already exists; pass exist_ok"."""
+    pdl.register(spark)
+    lake = pdl.connect(sqlite_catalog.url, sqlite_catalog.data_path)
+    lake.create_table("main.t", pa.schema([("id", pa.int64())]))
+    lake.append("main.t", pa.table({"id": [1]}))
+    con = open_duckdb(sqlite_catalog)
+    try:
+        con.execute("CREATE VIEW lake.main.v AS SELECT id * 2 AS id FROM lake.main.t")
+    finally:
+        con.close()
+    url = sqlite_catalog.url
+    df = spark.range(2).select("id")
+    for attempt in (
+        lambda: lake.scan("main.v"),
+        lambda: lake.append("main.v", pa.table({"id": [5]})),
+        lambda: spark.read.format("ducklake").option("catalog", url).load("main.v").collect(),
+        lambda: pdl.read_table(spark, "main.v", catalog=url).collect(),
+        lambda: df.write.format("ducklake").mode("append").option("catalog", url).save("main.v"),
+        lambda: pdl.write_table(df, "main.v", catalog=url),
+        lambda: ducklake_sink("main.v", catalog=url, app_id="v")(df, 0),
+        lambda: spark.read.format("ducklake").option("catalog", url).option("startingSnapshot", 0).load("main.v"),
+    ):
+        with expect_bad_input("view-not-table", lake):
+            attempt()
+    assert duck_rows(sqlite_catalog, "SELECT id FROM lake.main.v") == [(2,)]
+
+
+@pytest.mark.parametrize(
+    ("duck_type", "value"),
+    [("VARIANT", "42::VARIANT"), ("TIMETZ", "'12:00:00+02'::TIMETZ"), ("GEOMETRY", "NULL")],
+)
+def test_a_column_type_we_cannot_read_names_the_column_and_what_to_do(
+    spark: SparkSession, sqlite_catalog: Any, duck_type: str, value: str
+) -> None:
+    """Issue #16's types: the errors were typed but said only "has no Arrow equivalent" or "no single-value text"."""
+    pdl.register(spark)
+    con = open_duckdb(sqlite_catalog)
+    try:
+        con.execute(f"CREATE TABLE lake.main.t (id INTEGER, odd {duck_type})")
+        con.execute(f"INSERT INTO lake.main.t SELECT i, {value} FROM range(20) r(i)")
+    finally:
+        con.close()
+    lake = pdl.connect(sqlite_catalog.url)
+    url = sqlite_catalog.url
+    for attempt in (
+        lambda: lake.scan("main.t"),
+        lambda: lake.scan("main.t", columns=["id"]),
+        lambda: spark.read.format("ducklake").option("catalog", url).load("main.t").collect(),
+        lambda: pdl.read_table(spark, "main.t", catalog=url).collect(),
+        lambda: spark.read.format("ducklake").option("catalog", url).option("startingSnapshot", 0).load("main.t"),
+    ):
+        with expect_bad_input("unreadable-type", lake) as err:
+            attempt()
+        assert f"column 'odd' has DuckLake type '{duck_type.lower()}'" in str(err.value)
+
+
+def test_read_table_of_an_encrypted_lake_raises_encrypted_lake_error(spark: SparkSession, sqlite_catalog: Any) -> None:
+    """Spark's own Parquet reader failed on the file with its own error; the Python path named it."""
+    con = duck_encrypted(sqlite_catalog)
+    try:
+        con.execute("CREATE TABLE lake.main.t (id INT)")
+        con.execute("INSERT INTO lake.main.t SELECT i FROM range(100) r(i)")
+        con.execute("CREATE TABLE lake.main.small (id INT)")
+        con.execute("INSERT INTO lake.main.small VALUES (7)")  # inlined: no file to decrypt
+    finally:
+        con.close()
+    with pytest.raises(EncryptedLakeError, match=r"data file .*\.parquet is encrypted"):
+        pdl.read_table(spark, "main.t", catalog=sqlite_catalog.url)
+    assert [r["id"] for r in pdl.read_table(spark, "main.small", catalog=sqlite_catalog.url).collect()] == [7]
