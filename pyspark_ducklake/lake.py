@@ -23,7 +23,14 @@ from pyspark_ducklake.catalog.partitioning import (
     partition_spec,
     set_partition_spec,
 )
-from pyspark_ducklake.catalog.transaction import CommitContext, CommitResult, RetryConfig, SkipCommit, run_commit
+from pyspark_ducklake.catalog.transaction import (
+    CommitContext,
+    CommitResult,
+    Plan,
+    RetryConfig,
+    SkipCommit,
+    run_commit,
+)
 from pyspark_ducklake.catalog.types import Column, TableSchema, column_from_arrow_field, columns_from_arrow
 from pyspark_ducklake.exceptions import (
     CommitConflictError,
@@ -43,7 +50,6 @@ from pyspark_ducklake.table.write import (
     conform_to_table,
     to_arrow_table,
     write_data_files,
-    write_delete_file,
 )
 
 if TYPE_CHECKING:
@@ -198,6 +204,7 @@ class Lake:
         files: list[str] | None = None,
         extra_info: dict[str, Any] | str | None = None,
         message: str | None = None,
+        replan: Callable[[], Plan | None] | None = None,
     ) -> CommitResult:
         def finalize(ctx: CommitContext) -> None:
             W.write_table_stats(ctx)
@@ -214,6 +221,7 @@ class Lake:
                 commit_extra_info=extra_info,
                 finalize=finalize,
                 storage_options=self.storage_options,
+                replan=replan,
             )
         except CommitStateUnknownError:
             raise  # the snapshot may have landed: its files must stay
@@ -353,76 +361,116 @@ class Lake:
 
         return apply
 
-    def overwrite(self, identifier: str | Sequence[str], data: Any) -> int:
-        """Replace the table's rows with ``data`` in one snapshot.
+    def overwrite(
+        self, identifier: str | Sequence[str], data: Any, *, filter: Filter | pc.Expression | None = None
+    ) -> int:
+        """Replace the table's rows with ``data`` in one snapshot; with ``filter``, only the rows matching it.
+
+        Without a filter every row the table has when the overwrite commits is replaced, rows other writers
+        appended meanwhile included. With a filter it is a :meth:`delete` of the matching rows and an append of
+        ``data`` in one snapshot (Delta's ``replaceWhere``; ``data`` is not checked against the filter): rows
+        appended meanwhile stay, and the delete is planned again when its rows moved before the commit.
 
         Raises:
             SchemaMismatchError: the data does not fit the table (nothing is written).
+            NoSuchColumnError: the filter names a column the table does not have.
+            StalePlanError: (with a filter) the matching rows kept changing under it; nothing was committed.
         """
         table = self.table(identifier)
+        if filter is not None:
+            _check_filter_columns(table, filter)
         arrow = conform_to_table(to_arrow_table(data), table.table_schema, table.name)
         files: list[PendingFile] = []
         inline = arrow.num_rows <= self.data_inlining_row_limit(table.table_id)
         if arrow.num_rows and not inline:
             files = self._write_files(table, arrow)
 
-        def apply(ctx: CommitContext) -> None:
-            _delete_everything(ctx, table, self.data_path)
+        def insert(ctx: CommitContext, _current: LakeTable) -> None:
             if arrow.num_rows:
                 if inline:
                     W.inlined_insert(ctx, table.entry, _current_schema(ctx, table), arrow)
                 else:
                     self._file_apply(table, files)(ctx)
 
-        result = self._commit(apply, base=table.snapshot_id, files=[f.written.path for f in files])
-        assert result.snapshot_id is not None
-        return result.snapshot_id
+        paths = [f.written.path for f in files]
+        if filter is not None:
+            from pyspark_ducklake.table.scan import filter_expression
+
+            predicate = filter_expression(filter)
+            return self._commit_deletes(identifier, table, predicate, insert if arrow.num_rows else None, paths)
+
+        def apply(ctx: CommitContext) -> None:
+            _delete_everything(ctx, table, self.data_path)
+            insert(ctx, table)
+            if ctx.changes.is_empty():
+                raise SkipCommit()  # an empty table overwritten with no rows
+
+        result = self._commit(apply, base=table.snapshot_id, files=paths)
+        return result.snapshot_id if result.snapshot_id is not None else self.current_snapshot_id()
 
     def delete(self, identifier: str | Sequence[str], filter: Filter | pc.Expression) -> int:
         """Delete the rows matching ``filter`` (pyarrow DNF tuples like ``[("id", "<", 5)]`` or an Expression).
 
+        Rows appended by other writers meanwhile do not disturb it. When rows it planned to delete were moved (a
+        flush or compaction) or deleted by another writer before it committed, it is planned again against the
+        newest snapshot (up to ``max_retry_count`` times, with the retry backoff).
+
         Returns:
             The new snapshot id (the current one when nothing matched).
+
+        Raises:
+            NoSuchColumnError: the filter names a column the table does not have.
+            StalePlanError: the matching rows kept changing under it in every attempt; nothing was deleted.
+            CommitConflictError: the table was dropped or altered meanwhile; nothing was deleted.
         """
         table = self.table(identifier)
-        known = {*table.table_schema.names(), ROWID, SNAPSHOT_ID}
-        for c in [] if isinstance(filter, pc.Expression) else _filter_columns(filter):
-            if c not in known:
-                raise NoSuchColumnError(f"column {c!r} is not in {table.name}: {sorted(known)}")
-        from pyspark_ducklake.table.scan import FILE_POSITION, execute_file_task, filter_expression
+        _check_filter_columns(table, filter)
+        from pyspark_ducklake.table.scan import filter_expression
 
-        expr = filter_expression(filter)
-        with self.engine.connect() as conn:
-            plan = plan_scan(conn, table.entry, table.snapshot_id, self.data_path)
+        predicate = filter_expression(filter)
+        return self._commit_deletes(identifier, table, predicate, None)
 
-        targets: list[tuple[Any, list[int]]] = []
-        for task in plan.files:
-            rows = execute_file_task(task, plan.schema, storage_options=self.storage_options, with_positions=True)
-            matched = rows.filter(expr)
-            if matched.num_rows == 0:
-                continue
-            # Positions already in ducklake_inlined_delete_<tid> stay there: DuckDB unions both and counts each once.
-            fresh = sorted(set(matched.column(FILE_POSITION).to_pylist()) - set(task.inlined_deleted_positions))
-            if fresh:
-                targets.append((task.file, fresh))
-        inlined_ids: list[int] = []
-        if plan.inlined is not None and plan.inlined.data.num_rows:
-            inlined_ids = plan.inlined.data.filter(expr).column(ROWID).to_pylist()
-        if not targets and not inlined_ids:
+    def _commit_deletes(
+        self,
+        identifier: str | Sequence[str],
+        table: LakeTable,
+        predicate: pc.Expression,
+        insert: Callable[[CommitContext, LakeTable], None] | None,
+        files: list[str] | None = None,
+    ) -> int:
+        """Delete the rows matching ``predicate`` (and run ``insert``) in one snapshot, planned again against the
+        newest snapshot whenever the planned rows moved or were deleted by another writer before the commit."""
+        from pyspark_ducklake.table.delete import plan_deletes, stage_deletes
+
+        planned = [table.snapshot_id]
+
+        def plan_at(current: LakeTable) -> Plan | None:
+            planned[0] = current.snapshot_id
+            with self.engine.connect() as conn:
+                scan = plan_scan(conn, current.entry, current.snapshot_id, self.data_path)
+            deletes = plan_deletes(scan, predicate, self.storage_options)
+            if deletes.rows == 0 and insert is None:
+                return None
+            table_dir = self._table_dir(current)
+
+            def apply(ctx: CommitContext) -> None:
+                stage_deletes(ctx, deletes, table_dir)
+                if insert is not None:
+                    insert(ctx, current)
+
+            return Plan(apply, current.snapshot_id)
+
+        def replan() -> Plan | None:
+            current = self.table(identifier)
+            if current.table_id != table.table_id:
+                raise CommitConflictError(f"table {table.name} was dropped and created again by another writer")
+            return plan_at(current)
+
+        first = plan_at(table)
+        if first is None:
             return table.snapshot_id
-        table_dir = self._table_dir(table)
-
-        def apply(ctx: CommitContext) -> None:
-            for data_file, fresh in targets:
-                write_deletes(ctx, table.entry, data_file, fresh, table_dir)
-            if inlined_ids:
-                for tname, _ in reader.inlined_tables(ctx.conn, table.table_id):
-                    if reader.has_table(ctx.conn, tname):
-                        W.end_inlined_rows(ctx, table.table_id, tname, inlined_ids)
-
-        result = self._commit(apply, base=table.snapshot_id)
-        assert result.snapshot_id is not None
-        return result.snapshot_id
+        result = self._commit(first.apply, base=first.base_snapshot_id, replan=replan, files=files)
+        return result.snapshot_id if result.snapshot_id is not None else planned[0]
 
     def flush_inlined_data(self, identifier: str | Sequence[str] | None = None) -> int | None:
         """Write the inlined rows of one table (or of every table) to Parquet in one snapshot.
@@ -679,40 +727,6 @@ class Lake:
         )
 
 
-def write_deletes(ctx: CommitContext, entry: TableEntry, data_file: Any, fresh: list[int], table_dir: str) -> None:
-    """Delete ``fresh`` positions of a data file in this commit, as DuckDB 1.5.5 does.
-
-    The first delete of a file is a plain delete file. A later one writes a single file holding every deleted
-    position with the snapshot that deleted it (``_ducklake_internal_snapshot_id``), starting at the oldest of them,
-    and removes the previous delete file's row (scheduling its file for deletion): so exactly one delete file is
-    visible at any snapshot, and DuckDB's own later deletes and time travel stay right.
-    """
-    from pyspark_ducklake.table.scan import read_delete_entries
-
-    previous = data_file.delete_file
-    if previous is None:
-        name, written = write_delete_file(data_file.path, fresh, table_dir, storage_options=ctx.storage_options)
-        ctx.attempt_files.append(written.path)
-        W.add_delete_file(ctx, entry, data_file.data_file_id, written, relative_path=name, previous_delete_file_id=None)
-        return
-    positions, snapshots = read_delete_entries(previous.path, previous.begin_snapshot, ctx.storage_options)
-    merged = dict(zip(positions, snapshots, strict=True))
-    for pos in fresh:
-        merged.setdefault(pos, ctx.snapshot_id)
-    ordered = sorted(merged)
-    name, written = write_delete_file(
-        data_file.path,
-        ordered,
-        table_dir,
-        storage_options=ctx.storage_options,
-        snapshot_ids=[merged[p] for p in ordered],
-    )
-    ctx.attempt_files.append(written.path)
-    W.replace_delete_file(
-        ctx, entry, previous, data_file.data_file_id, written, relative_path=name, begin_snapshot=min(merged.values())
-    )
-
-
 def _filter_columns(filter: Any) -> list[str]:
     """Column names in a pyarrow DNF filter (``[(col, op, value), ...]`` or a list of such lists)."""
     if not filter:
@@ -762,19 +776,17 @@ def _current_schema(ctx: CommitContext, table: LakeTable) -> TableSchema:
 
 
 def _delete_everything(ctx: CommitContext, table: LakeTable, data_path: str) -> None:
+    """End every live data file and inlined row of the table, as of the newest snapshot (read in this attempt)."""
     for f in reader.data_files(ctx.conn, table.entry, ctx.base.snapshot_id, data_path):
-        W.end_data_file(ctx, table.entry, f.data_file_id, f.delete_file.delete_file_id if f.delete_file else None)
-    for tname, _ in reader.inlined_tables(ctx.conn, table.table_id):
-        if reader.has_table(ctx.conn, tname):
-            from sqlalchemy import BigInteger, MetaData, Table, update
-            from sqlalchemy import Column as SAColumn
+        W.end_data_file(ctx, table.entry, f.data_file_id)
+    W.end_all_inlined_rows(ctx, table.table_id)
 
-            t = Table(tname, MetaData(), SAColumn("end_snapshot", BigInteger))
-            n = ctx.conn.execute(
-                update(t).where(t.c.end_snapshot.is_(None)).values(end_snapshot=ctx.snapshot_id)
-            ).rowcount
-            if n:
-                ctx.changes.inlined_delete.add(table.table_id)
+
+def _check_filter_columns(table: LakeTable, filter: Filter | pc.Expression) -> None:
+    known = {*table.table_schema.names(), ROWID, SNAPSHOT_ID}
+    for c in [] if isinstance(filter, pc.Expression) else _filter_columns(filter):
+        if c not in known:
+            raise NoSuchColumnError(f"column {c!r} is not in {table.name}: {sorted(known)}")
 
 
 def connect(

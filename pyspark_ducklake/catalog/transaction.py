@@ -2,8 +2,13 @@
 
 Each attempt reads the newest snapshot inside its transaction, inserts the next snapshot row first (its primary key
 makes concurrent committers collide), re-applies the staged change against the current state, checks the snapshots
-committed since the writer's base for logical conflicts, and commits. Collisions are retried with exponential backoff
-and jitter, as the reference's ``RunCommitLoop`` does.
+committed since the writer's base for the table-level conflicts left (drops, schema changes, creates), and commits.
+Collisions are retried with exponential backoff and jitter, as the reference's ``RunCommitLoop`` does.
+
+Row-level conflicts are checked where the change is applied: every catalog update that ends or moves planned rows
+must hit exactly the rows planned (``writer.py`` raises :class:`StalePlanError` otherwise). A change that can be
+planned again (a predicate delete) passes ``replan``: the attempt is then retried with a plan made against the newest
+snapshot, as if the operation had started after the other writer's commit.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine, insert, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
+from pyspark_ducklake._faults import commit_starting
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.catalog.changes import ChangeSet
@@ -31,6 +37,7 @@ from pyspark_ducklake.exceptions import (
     CommitStateUnknownError,
     DuckLakeError,
     InvalidOptionError,
+    StalePlanError,
 )
 
 log = logging.getLogger(__name__)
@@ -87,6 +94,8 @@ class CommitContext:
     attempt_files: list[str] = field(default_factory=list)
     storage_options: dict[str, Any] | None = None
     snapshot_time: dt.datetime = field(default_factory=now_utc)
+    # The snapshot the change was planned against (None: planned against the newest, inside the attempt).
+    planned_snapshot_id: int | None = None
 
     def allocate_catalog_id(self) -> int:
         value = self.next_catalog_id
@@ -118,9 +127,20 @@ class CommitContext:
 
 @dataclass(frozen=True)
 class CommitResult:
+    """The committed snapshot (None when skipped), the attempts it took and how many were re-plans."""
+
     snapshot_id: int | None
     attempts: int
     skipped: bool = False
+    replans: int = 0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A change planned against ``base_snapshot_id``: what ``run_commit`` applies in each attempt."""
+
+    apply: Callable[[CommitContext], None]
+    base_snapshot_id: int | None
 
 
 def run_commit(
@@ -135,8 +155,9 @@ def run_commit(
     commit_extra_info: dict[str, Any] | str | None = None,
     finalize: Callable[[CommitContext], None] | None = None,
     storage_options: dict[str, Any] | None = None,
+    replan: Callable[[], Plan | None] | None = None,
 ) -> CommitResult:
-    """Commit one snapshot, retrying collisions.
+    """Commit one snapshot, retrying collisions and re-planning a change whose rows moved.
 
     Args:
         engine: the catalog.
@@ -148,11 +169,17 @@ def run_commit(
         commit_message: ``ducklake_snapshot_changes.commit_message``.
         commit_extra_info: ``ducklake_snapshot_changes.commit_extra_info`` (a dict is stored as JSON).
         finalize: runs after ``apply`` in the same attempt (table statistics and the like).
+        storage_options: fsspec options for files an attempt writes (and removes when it fails).
+        replan: plans the change again against the newest snapshot, after an attempt found that rows it planned to
+            end or move had changed (:class:`StalePlanError`); returns None when nothing is left to do (the commit
+            is then skipped). Without it such an attempt raises.
 
     Returns:
-        The committed snapshot id and the number of attempts.
+        The committed snapshot id, the number of attempts and re-plans.
 
     Raises:
+        StalePlanError: rows the change planned to end or move were changed by another writer (and re-planning was
+            impossible or kept failing); nothing was committed.
         CommitConflictError: a concurrent commit conflicts logically with this one; nothing was committed.
         CommitFailedError: retries were exhausted; nothing was committed.
         CommitStateUnknownError: the database failed while committing; the outcome is unknown.
@@ -160,11 +187,21 @@ def run_commit(
     extra = json.dumps(commit_extra_info, sort_keys=True) if isinstance(commit_extra_info, dict) else commit_extra_info
     backend = engine.dialect.name
     last_error: Exception | None = None
+    needs_plan = False
+    replans = 0
+    commit_starting()
     for attempt in range(retry.max_retry_count + 1):
         if attempt:
             wait = retry.wait_seconds(attempt - 1)
             log.debug("commit attempt %d failed (%s); retrying in %.3fs", attempt, last_error, wait)
             time.sleep(wait)
+        if needs_plan:
+            assert replan is not None
+            plan = replan()
+            replans += 1
+            if plan is None:
+                return CommitResult(None, attempt, skipped=True, replans=replans)
+            apply, base_snapshot_id, needs_plan = plan.apply, plan.base_snapshot_id, False
         try:
             conn = engine.connect().execution_options(ducklake_write=True)
         except DBAPIError as e:
@@ -187,6 +224,7 @@ def run_commit(
                         data_path=data_path,
                         backend=backend,
                         storage_options=storage_options,
+                        planned_snapshot_id=base_snapshot_id,
                     )
                     # The snapshot row goes first: its primary key serialises concurrent committers.
                     conn.execute(
@@ -201,14 +239,13 @@ def run_commit(
                     apply(ctx)
                     if finalize is not None:
                         finalize(ctx)
+                    if ctx.changes.is_empty():
+                        raise StalePlanError(
+                            "the commit would change nothing (the rows it planned to change are gone); "
+                            "nothing was committed"
+                        )
                     if base_snapshot_id is not None and head.snapshot_id > base_snapshot_id:
-                        for other in reader.snapshot_changes_after(conn, base_snapshot_id):
-                            reason = ctx.changes.conflict_with(other.changes)
-                            if reason is not None:
-                                raise CommitConflictError(
-                                    f"transaction conflict with snapshot {other.snapshot_id}: {reason}; "
-                                    "re-read the table and retry the operation"
-                                )
+                        _check_conflicts(conn, base_snapshot_id, ctx)
                     counters = (ctx.schema_version, ctx.next_catalog_id, ctx.next_file_id)
                     if counters != (head.schema_version, head.next_catalog_id, head.next_file_id):
                         conn.execute(
@@ -230,10 +267,16 @@ def run_commit(
                         )
                     )
                     committing = True
-                return CommitResult(ctx.snapshot_id, attempt + 1)
+                return CommitResult(ctx.snapshot_id, attempt + 1, replans=replans)
             except SkipCommit:
                 _discard_attempt_files(ctx)
-                return CommitResult(None, attempt + 1, skipped=True)
+                return CommitResult(None, attempt + 1, skipped=True, replans=replans)
+            except StalePlanError as e:
+                _discard_attempt_files(ctx)
+                if replan is None:
+                    raise
+                log.debug("commit attempt %d must be planned again: %s", attempt + 1, e)
+                last_error, needs_plan = e, True
             except DuckLakeError:
                 _discard_attempt_files(ctx)
                 raise
@@ -254,6 +297,12 @@ def run_commit(
                 if not committing:
                     _discard_attempt_files(ctx)
                 raise
+    if isinstance(last_error, StalePlanError):
+        raise StalePlanError(
+            f"{last_error}; planned again {replans} times against the newest snapshot and the rows kept changing "
+            f"under it (max_retry_count={retry.max_retry_count}); retry the operation, or raise option "
+            "'max_retry_count'"
+        ) from last_error
     if isinstance(last_error, DBAPIError) and not _is_contention(last_error):
         raise CatalogUnreachableError(
             f"the catalog connection failed in all {retry.max_retry_count + 1} commit attempts (last error: "
@@ -264,6 +313,17 @@ def run_commit(
         f"kept committing first (last error: {getattr(last_error, 'orig', last_error)}); "
         "raise option 'max_retry_count' or 'retry_wait_ms'"
     )
+
+
+def _check_conflicts(conn: Connection, base_snapshot_id: int, ctx: CommitContext) -> None:
+    """Raise CommitConflictError for a snapshot after the base that conflicts with ``ctx.changes``."""
+    for other in reader.snapshot_changes_after(conn, base_snapshot_id):
+        reason = ctx.changes.conflict_with(other.changes)
+        if reason is not None:
+            raise CommitConflictError(
+                f"transaction conflict with snapshot {other.snapshot_id}: {reason}; "
+                "re-read the table and retry the operation"
+            )
 
 
 def _discard_attempt_files(ctx: CommitContext | None) -> None:

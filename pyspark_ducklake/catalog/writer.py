@@ -2,6 +2,11 @@
 
 Every function takes the attempt's :class:`CommitContext` and registers what it changed in ``ctx.changes``; table
 statistics are accumulated and written once by :func:`write_table_stats`.
+
+Functions that end or move rows check that the rows are still where the change planned them (the update hits every
+planned inlined row, the data file is live and its deletes are the ones planned against) and raise
+:class:`StalePlanError` otherwise: the commit protocol then plans the change again or fails, and never commits a change
+that silently missed its rows.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from pyspark_ducklake.catalog.paths import path_component
 from pyspark_ducklake.catalog.stats_values import array_min_max, widen
 from pyspark_ducklake.catalog.transaction import CommitContext, now_utc
 from pyspark_ducklake.catalog.types import Column, TableSchema
-from pyspark_ducklake.exceptions import SchemaAlreadyExistsError, TableAlreadyExistsError
+from pyspark_ducklake.exceptions import SchemaAlreadyExistsError, StalePlanError, TableAlreadyExistsError
 from pyspark_ducklake.io.parquet import WrittenFile, leaf_arrays
 
 
@@ -358,21 +363,94 @@ def _note_array_stats(ctx: CommitContext, table_id: int, column: Column, arr: pa
         note_column_values(ctx, table_id, leaf, lo, hi, values.null_count > 0, nan)
 
 
-def end_inlined_rows(ctx: CommitContext, table_id: int, table_name: str, row_ids: list[int]) -> int:
-    """Mark inlined rows deleted at this snapshot; returns how many were live."""
-    t = Table(table_name, MetaData(), SAColumn("row_id", BigInteger), SAColumn("end_snapshot", BigInteger))
+def end_inlined_rows(ctx: CommitContext, table_id: int, row_ids: list[int]) -> int:
+    """Mark the table's inlined rows ``row_ids`` deleted at this snapshot; returns how many were ended.
+
+    Raises:
+        StalePlanError: some of them are no longer live inlined rows (a flush moved them to Parquet, or another
+            writer deleted them) since the change was planned.
+    """
+    wanted = sorted(set(row_ids))
     count = 0
-    for i in range(0, len(row_ids), 500):
-        chunk = row_ids[i : i + 500]
-        result = ctx.conn.execute(
-            update(t)
-            .where(and_(t.c.row_id.in_(chunk), t.c.end_snapshot.is_(None)))
-            .values(end_snapshot=ctx.snapshot_id)
+    for name, _ in reader.inlined_tables(ctx.conn, table_id):
+        if not reader.has_table(ctx.conn, name):
+            continue
+        t = Table(name, MetaData(), SAColumn("row_id", BigInteger), SAColumn("end_snapshot", BigInteger))
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i : i + 500]
+            result = ctx.conn.execute(
+                update(t)
+                .where(and_(t.c.row_id.in_(chunk), t.c.end_snapshot.is_(None)))
+                .values(end_snapshot=ctx.snapshot_id)
+            )
+            count += result.rowcount or 0
+    if count < len(wanted):
+        raise StalePlanError(
+            f"{len(wanted) - count} of the {len(wanted)} inlined rows of table {table_id} planned for deletion were "
+            "moved to Parquet (a flush) or deleted by another writer since the change was planned"
         )
-        count += result.rowcount or 0
     if count:
         ctx.changes.inlined_delete.add(table_id)
     return count
+
+
+def end_all_inlined_rows(ctx: CommitContext, table_id: int) -> int:
+    """Mark every live inlined row of the table deleted at this snapshot (read in this attempt, so never stale)."""
+    count = 0
+    for name, _ in reader.inlined_tables(ctx.conn, table_id):
+        if reader.has_table(ctx.conn, name):
+            t = Table(name, MetaData(), SAColumn("end_snapshot", BigInteger))
+            result = ctx.conn.execute(update(t).where(t.c.end_snapshot.is_(None)).values(end_snapshot=ctx.snapshot_id))
+            count += result.rowcount or 0
+    if count:
+        ctx.changes.inlined_delete.add(table_id)
+    return count
+
+
+def check_data_file(ctx: CommitContext, table_id: int, data_file_id: int, delete_file_id: int | None) -> None:
+    """Check that a data file whose rows this change ends is as planned: still live, with the same live delete file
+    (``delete_file_id``, or none), and no inlined file deletes committed after the planned snapshot.
+
+    Raises:
+        StalePlanError: the file was compacted, rewritten or removed, or another writer deleted rows of it.
+    """
+    d, x = T.ducklake_data_file, T.ducklake_delete_file
+    live = ctx.conn.execute(
+        select(d.c.data_file_id).where(d.c.data_file_id == data_file_id, d.c.end_snapshot.is_(None))
+    ).first()
+    if live is None:
+        raise StalePlanError(
+            f"data file {data_file_id} of table {table_id} was compacted, rewritten or removed by another writer "
+            "since the change was planned"
+        )
+    current = {
+        int(r[0])
+        for r in ctx.conn.execute(
+            select(x.c.delete_file_id).where(x.c.data_file_id == data_file_id, x.c.end_snapshot.is_(None))
+        )
+    }
+    if current != ({delete_file_id} if delete_file_id is not None else set()):
+        raise StalePlanError(
+            f"another writer deleted rows of data file {data_file_id} of table {table_id} since the change was planned"
+        )
+    planned = ctx.planned_snapshot_id
+    if planned is not None and planned < ctx.base.snapshot_id and _has_inlined_deletes(ctx, table_id):
+        t = T.inlined_delete_table(table_id)
+        newer = ctx.conn.execute(
+            select(t.c.file_id).where(t.c.file_id == data_file_id, t.c.begin_snapshot > planned).limit(1)
+        ).first()
+        if newer is not None:
+            raise StalePlanError(
+                f"another writer deleted rows of data file {data_file_id} of table {table_id} (inlined deletes) since "
+                "the change was planned"
+            )
+
+
+def _has_inlined_deletes(ctx: CommitContext, table_id: int) -> bool:
+    known: dict[int, bool] = ctx.scratch("inlined_delete_tables", dict)
+    if table_id not in known:
+        known[table_id] = reader.has_table(ctx.conn, T.inlined_delete_table_name(table_id))
+    return known[table_id]
 
 
 def add_delete_file(
@@ -389,14 +467,33 @@ def add_delete_file(
     """Register a delete file (all deleted positions of the data file), ending the previous one.
 
     ``begin_snapshot`` earlier than this snapshot is for delete files carrying per-row snapshot ids (a flush);
-    ``logical=False`` records no ``deleted_from_table`` change (a flush deletes nothing).
+    ``logical=False`` records no ``deleted_from_table`` change (a flush deletes nothing, in a file it just wrote).
+
+    Raises:
+        StalePlanError: (a logical delete) the data file or its deletes changed since the change was planned.
     """
+    if logical:
+        check_data_file(ctx, table.table_id, data_file_id, previous_delete_file_id)
     if previous_delete_file_id is not None:
         ctx.conn.execute(
             update(T.ducklake_delete_file)
             .where(T.ducklake_delete_file.c.delete_file_id == previous_delete_file_id)
             .values(end_snapshot=ctx.snapshot_id)
         )
+    delete_file_id = _insert_delete_file(ctx, table, data_file_id, written, relative_path, begin_snapshot)
+    if logical:
+        ctx.changes.deleted_from.add(table.table_id)
+    return delete_file_id
+
+
+def _insert_delete_file(
+    ctx: CommitContext,
+    table: TableEntry,
+    data_file_id: int,
+    written: WrittenFile,
+    relative_path: str,
+    begin_snapshot: int | None,
+) -> int:
     delete_file_id = ctx.allocate_file_id()
     ctx.conn.execute(
         insert(T.ducklake_delete_file).values(
@@ -415,8 +512,6 @@ def add_delete_file(
             partial_max=None,
         )
     )
-    if logical:
-        ctx.changes.deleted_from.add(table.table_id)
     return delete_file_id
 
 
@@ -433,7 +528,11 @@ def replace_delete_file(
     """Swap a data file's delete file for one that carries per-row snapshot ids (DuckDB 1.5.5's way).
 
     The old row is removed, not ended (the new file covers its history), and its file is scheduled for deletion.
+
+    Raises:
+        StalePlanError: the data file or its deletes changed since the change was planned.
     """
+    check_data_file(ctx, table.table_id, data_file_id, previous.delete_file_id)
     d = T.ducklake_delete_file
     row = ctx.conn.execute(
         select(d.c.path, d.c.path_is_relative).where(d.c.delete_file_id == previous.delete_file_id)
@@ -448,30 +547,33 @@ def replace_delete_file(
             schedule_start=ctx.base.snapshot_time or now_utc(),
         )
     )
-    return add_delete_file(
-        ctx,
-        table,
-        data_file_id,
-        written,
-        relative_path=relative_path,
-        previous_delete_file_id=None,
-        begin_snapshot=begin_snapshot,
-    )
+    delete_file_id = _insert_delete_file(ctx, table, data_file_id, written, relative_path, begin_snapshot)
+    ctx.changes.deleted_from.add(table.table_id)
+    return delete_file_id
 
 
-def end_data_file(ctx: CommitContext, table: TableEntry, data_file_id: int, delete_file_id: int | None) -> None:
-    """Remove a whole data file from the table at this snapshot (overwrite, or every row deleted)."""
+def end_data_file(ctx: CommitContext, table: TableEntry, data_file_id: int) -> None:
+    """Remove a whole data file, with its live delete file, from the table at this snapshot (an overwrite).
+
+    Raises:
+        StalePlanError: the file is no longer live (compacted, rewritten or removed by another writer).
+    """
+    d, x = T.ducklake_data_file, T.ducklake_delete_file
+    ended = ctx.conn.execute(
+        update(d)
+        .where(d.c.data_file_id == data_file_id, d.c.end_snapshot.is_(None))
+        .values(end_snapshot=ctx.snapshot_id)
+    ).rowcount
+    if ended != 1:
+        raise StalePlanError(
+            f"data file {data_file_id} of table {table.table_id} was compacted, rewritten or removed by another "
+            "writer since the change was planned"
+        )
     ctx.conn.execute(
-        update(T.ducklake_data_file)
-        .where(T.ducklake_data_file.c.data_file_id == data_file_id)
+        update(x)
+        .where(x.c.data_file_id == data_file_id, x.c.end_snapshot.is_(None))
         .values(end_snapshot=ctx.snapshot_id)
     )
-    if delete_file_id is not None:
-        ctx.conn.execute(
-            update(T.ducklake_delete_file)
-            .where(T.ducklake_delete_file.c.delete_file_id == delete_file_id)
-            .values(end_snapshot=ctx.snapshot_id)
-        )
     ctx.changes.deleted_from.add(table.table_id)
 
 

@@ -33,7 +33,7 @@ from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
 from pyspark_ducklake.catalog.file_stats import stats_function
 from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.catalog.types import TableSchema
-from pyspark_ducklake.exceptions import CommitConflictError, InvalidOptionError
+from pyspark_ducklake.exceptions import InvalidOptionError, StalePlanError
 from pyspark_ducklake.io.parquet import WrittenFile, write_table
 from pyspark_ducklake.table.flush import INTERNAL_ROW_ID, INTERNAL_SNAPSHOT_ID, _internal_field
 from pyspark_ducklake.table.maintenance import MaintenanceReport
@@ -356,7 +356,7 @@ def apply_merge(
     """Commit merged files: the sources leave the catalog (files scheduled for deletion), the merged file enters.
 
     Raises:
-        CommitConflictError: a source file was deleted from, removed or compacted since it was planned.
+        StalePlanError: a source file was deleted from, removed or compacted since it was planned.
     """
     for group, merged in groups:
         _check_unchanged(ctx, group)
@@ -385,7 +385,7 @@ def _check_unchanged(ctx: CommitContext, group: MergeGroup) -> None:
     ).scalar_one()
     changed = live != len(ids) or bool(set(ids) & _files_with_deletes(ctx.conn, group.table_id, ctx.snapshot_id))
     if changed:
-        raise CommitConflictError(
+        raise StalePlanError(
             f"transaction conflict: files of {group.table_name} being merged were deleted from or compacted by "
             "another writer; run merge_adjacent_files again"
         )
