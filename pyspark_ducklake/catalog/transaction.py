@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, insert, update
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import DBAPIError
 
 from pyspark_ducklake._faults import commit_starting
 from pyspark_ducklake.catalog import reader
@@ -334,44 +334,70 @@ def _discard_attempt_files(ctx: CommitContext | None) -> None:
         ctx.attempt_files.clear()
 
 
+# PostgreSQL SQLSTATEs of a writer that lost a race; the attempt rolled back and can simply run again:
+# unique_violation (the snapshot row, or two CREATE TABLE IF NOT EXISTS), serialization_failure, deadlock_detected,
+# lock_not_available.
+CONTENTION_SQLSTATES = frozenset({"23505", "40001", "40P01", "55P03"})
+# The server is going away or not accepting connections yet (class 08 is connection_exception): admin_shutdown,
+# crash_shutdown, cannot_connect_now, too_many_connections.
+CONNECTION_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "53300"})
+# SQLite result codes: SQLITE_BUSY and SQLITE_LOCKED (primary, also covering BUSY_SNAPSHOT etc.), and the
+# extended SQLITE_CONSTRAINT_PRIMARYKEY / _UNIQUE (the snapshot row).
+SQLITE_CONTENTION_CODES = frozenset({5, 6})
+SQLITE_CONTENTION_EXTENDED = frozenset({1555, 2067})
+# SQLITE_IOERR and SQLITE_CANTOPEN: the file (or the share it lives on) cannot be read or opened right now.
+SQLITE_CONNECTION_CODES = frozenset({10, 14})
+# Only for errors a driver gives no code for (psycopg2's client-side errors, sqlite3 before Python 3.11).
+_CONTENTION_WORDS: tuple[str, ...] = ("unique", "primary key", "duplicate key", "conflict", "concurrent", "locked")
+_CONTENTION_WORDS += ("busy", "serializ", "deadlock", "could not obtain lock")
+_CONNECTION_WORDS: tuple[str, ...] = ("connection", "server closed", "terminating", "could not connect", "timeout")
+_CONNECTION_WORDS += ("the database system",)
+
+
+def _sqlstate(e: DBAPIError) -> str | None:
+    """The PostgreSQL SQLSTATE (psycopg2's ``pgcode``, psycopg 3's ``sqlstate``), or None."""
+    code = getattr(e.orig, "pgcode", None) or getattr(e.orig, "sqlstate", None)
+    return code if isinstance(code, str) and code else None
+
+
+def _sqlite_code(e: DBAPIError) -> int | None:
+    """The SQLite extended result code (``sqlite_errorcode``, Python 3.11+), or None."""
+    code = getattr(e.orig, "sqlite_errorcode", None)
+    return code if isinstance(code, int) else None
+
+
 def _is_contention(e: DBAPIError) -> bool:
-    """Another writer won: a snapshot-id clash, a lock, or a serialisation failure (the attempt rolled back)."""
-    if isinstance(e, IntegrityError):
-        return True
+    """Another writer won: a snapshot-id clash, a lock, or a serialisation failure (the attempt rolled back).
+
+    Decided by the SQLSTATE (PostgreSQL) or the result code (SQLite); by the message only when the driver gives
+    neither.
+    """
+    state = _sqlstate(e)
+    if state is not None:
+        return state in CONTENTION_SQLSTATES
+    code = _sqlite_code(e)
+    if code is not None:
+        return code & 0xFF in SQLITE_CONTENTION_CODES or code in SQLITE_CONTENTION_EXTENDED
     message = str(e.orig).lower()
-    return any(
-        word in message
-        for word in (
-            "unique",
-            "primary key",
-            "duplicate key",
-            "conflict",
-            "concurrent",
-            "locked",
-            "busy",
-            "serializ",
-            "deadlock",
-            "could not obtain lock",
-        )
-    )
+    return any(word in message for word in _CONTENTION_WORDS)
 
 
 def is_connection_error(e: DBAPIError) -> bool:
-    """The catalog went away (outage, restart): worth retrying with backoff while the attempt had not committed."""
+    """The catalog went away (outage, restart): worth retrying with backoff while the attempt had not committed.
+
+    Decided by SQLAlchemy's disconnect detection, the SQLSTATE (PostgreSQL) or the result code (SQLite); by the
+    message only when the driver gives no code (psycopg2 reports refused and dropped connections without one).
+    """
     if getattr(e, "connection_invalidated", False):
         return True
+    state = _sqlstate(e)
+    if state is not None:
+        return state.startswith("08") or state in CONNECTION_SQLSTATES
+    code = _sqlite_code(e)
+    if code is not None:
+        return code & 0xFF in SQLITE_CONNECTION_CODES
     message = str(e.orig).lower()
-    return any(
-        word in message
-        for word in (
-            "connection",
-            "server closed",
-            "terminating",
-            "could not connect",
-            "timeout",
-            "the database system",
-        )
-    )
+    return any(word in message for word in _CONNECTION_WORDS)
 
 
 # Longest single wait between probes of an unreachable catalog.
