@@ -213,6 +213,7 @@ def run_commit(
             ctx = None
             try:
                 with conn.begin():
+                    _take_commit_lock(conn, backend)
                     head = reader.latest_snapshot(conn)
                     ctx = CommitContext(
                         conn=conn,
@@ -313,6 +314,23 @@ def run_commit(
         f"kept committing first (last error: {getattr(last_error, 'orig', last_error)}); "
         "raise option 'max_retry_count' or 'retry_wait_ms'"
     )
+
+
+# pg_advisory_xact_lock key of a catalog's commits (any constant: advisory locks are per database).
+COMMIT_LOCK_KEY = 0x4475636B4C616B65  # "DuckLake"
+COMMIT_LOCK_TIMEOUT = "30s"  # as long as SQLite's busy timeout
+
+
+def _take_commit_lock(conn: Connection, backend: str) -> None:
+    """Queue this library's committers on PostgreSQL, as ``BEGIN IMMEDIATE`` does on SQLite.
+
+    Without it concurrent committers all read the same head, all insert the same snapshot id, and all but one
+    lose on its primary key and retry after a backoff, so a writer can lose every time while others stream in.
+    Writers that do not take it (DuckDB) still collide on the primary key, as before.
+    """
+    if backend == "postgresql":
+        conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{COMMIT_LOCK_TIMEOUT}'")
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({COMMIT_LOCK_KEY})")
 
 
 def _check_conflicts(conn: Connection, base_snapshot_id: int, ctx: CommitContext) -> None:

@@ -123,3 +123,30 @@ def test_overwrite_is_one_snapshot(catalog: Any, limit: int) -> None:
         assert con.execute(f"SELECT count(*) FROM lake.main.o AT (VERSION => {before})").fetchone()[0] == 53
     finally:
         con.close()
+
+
+def test_concurrent_committers_queue_instead_of_colliding(catalog: Any) -> None:
+    # With no retries at all, every commit of four writers still lands: they wait for the commit lock (SQLite's
+    # BEGIN IMMEDIATE, a PostgreSQL advisory lock) instead of losing the snapshot id to each other.
+    setup = pdl.connect(catalog.url, catalog.data_path)
+    setup.create_table("main.q", pa.schema([("w", pa.int32()), ("i", pa.int32())]))
+    errors: list[BaseException] = []
+
+    def writer(w: int) -> None:
+        lake = pdl.connect(catalog.url, max_retry_count=0)
+        try:
+            for i in range(COMMITS_PER_WRITER):
+                lake.append("main.q", pa.table({"w": pa.array([w], pa.int32()), "i": pa.array([i], pa.int32())}))
+        except BaseException as e:
+            errors.append(e)
+        finally:
+            lake.close()
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(WRITERS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not errors, errors
+    assert setup.scan("main.q").num_rows == WRITERS * COMMITS_PER_WRITER
+    setup.close()
