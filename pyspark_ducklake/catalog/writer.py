@@ -349,6 +349,12 @@ def inlined_insert(
     ]
     if rows:
         ctx.conn.execute(insert(target), rows)
+    signalled: set[int] = ctx.scratch("inlined_insert_signalled", set)
+    if table.table_id not in signalled:
+        # DuckDB caches table statistics (next_row_id, min/max) by the snapshot's next_file_id and moves it on
+        # inlined-only commits; without this DuckDB reuses row ids and misreads values after our inlined insert.
+        signalled.add(table.table_id)
+        ctx.allocate_file_id()
     ctx.changes.inlined_insert.add(table.table_id)
     return start
 

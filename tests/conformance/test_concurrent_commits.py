@@ -353,3 +353,24 @@ def test_delete_whose_rows_keep_moving_fails_after_the_retries(catalog: Any) -> 
     assert ids_here(lake) == list(range(5))
     referenced = lake.referenced_files([str(p) for p in Path(catalog.data_path).rglob("*.parquet")])
     assert len(referenced) == len(list(Path(catalog.data_path).rglob("*.parquet")))  # its files were removed
+
+
+# --- DuckDB's caches see our commits ----------------------------------------------------------------------------
+
+
+def test_duckdb_insert_after_our_inlined_append_gets_new_row_ids(catalog: Any) -> None:
+    # DuckDB caches a table's statistics (next_row_id, min/max) by the snapshot's next_file_id, and bumps it on an
+    # inlined-only commit to say the data changed; a commit that did not would make DuckDB reuse row ids.
+    lake = lake_with(catalog)
+    con = open_duckdb(catalog, inlining_row_limit=10)
+    try:
+        con.execute("INSERT INTO lake.main.t VALUES (100, 'duck'), (101, 'duck')")
+        con.execute("SELECT count(*) FROM lake.main.t").fetchall()  # DuckDB caches the statistics it read
+        lake.append("main.t", rows([1, 2, 3]))
+        con.execute("INSERT INTO lake.main.t VALUES (102, 'duck')")
+        got = con.execute("SELECT id, rowid FROM lake.main.t ORDER BY id").fetchall()
+    finally:
+        con.close()
+    assert [i for i, _ in got] == [1, 2, 3, 100, 101, 102]
+    assert len({r for _, r in got}) == 6
+    assert ids_here(lake) == ids_in_duckdb(catalog) == [1, 2, 3, 100, 101, 102]
