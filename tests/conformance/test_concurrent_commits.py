@@ -374,3 +374,26 @@ def test_duckdb_insert_after_our_inlined_append_gets_new_row_ids(catalog: Any) -
     assert [i for i, _ in got] == [1, 2, 3, 100, 101, 102]
     assert len({r for _, r in got}) == 6
     assert ids_here(lake) == ids_in_duckdb(catalog) == [1, 2, 3, 100, 101, 102]
+
+
+# --- a read is one snapshot ---------------------------------------------------------------------------------------
+
+
+def test_read_spanning_a_flush_sees_one_snapshot(catalog: Any) -> None:
+    # A scan reads the data files first and the inlined rows last; a flush committing in between moves the rows out
+    # of the catalog into a file the scan did not list. Reading both in one database snapshot sees them once.
+    from sqlalchemy import event
+
+    lake = lake_with(catalog, rows(range(5)))
+    other = other_writer(catalog)
+    flushed: list[int | None] = []
+
+    @event.listens_for(lake.engine, "before_cursor_execute")
+    def _flush_first(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if not flushed and "FROM ducklake_inlined_data_1_1" in statement:
+            flushed.append(other.flush_inlined_data("main.t"))
+
+    assert ids_here(lake) == [0, 1, 2, 3, 4]
+    assert flushed and flushed[0] is not None
+    event.remove(lake.engine, "before_cursor_execute", _flush_first)
+    assert ids_here(lake) == ids_in_duckdb(catalog) == [0, 1, 2, 3, 4]
