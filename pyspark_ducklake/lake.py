@@ -397,7 +397,8 @@ class Lake:
             from pyspark_ducklake.table.scan import filter_expression
 
             predicate = filter_expression(filter)
-            return self._commit_deletes(identifier, table, predicate, insert if arrow.num_rows else None, paths)
+            insert_rows = insert if arrow.num_rows else None
+            return self._commit_deletes(identifier, table, predicate, insert_rows, paths, prune=_conjunction(filter))
 
         def apply(ctx: CommitContext) -> None:
             _delete_everything(ctx, table, self.data_path)
@@ -428,7 +429,7 @@ class Lake:
         from pyspark_ducklake.table.scan import filter_expression
 
         predicate = filter_expression(filter)
-        return self._commit_deletes(identifier, table, predicate, None)
+        return self._commit_deletes(identifier, table, predicate, None, prune=_conjunction(filter))
 
     def _commit_deletes(
         self,
@@ -437,9 +438,12 @@ class Lake:
         predicate: pc.Expression,
         insert: Callable[[CommitContext, LakeTable], None] | None,
         files: list[str] | None = None,
+        *,
+        prune: Filter | None = None,
     ) -> int:
         """Delete the rows matching ``predicate`` (and run ``insert``) in one snapshot, planned again against the
-        newest snapshot whenever the planned rows moved or were deleted by another writer before the commit."""
+        newest snapshot whenever the planned rows moved before the commit. ``prune`` (the predicate as ``(column,
+        op, value)`` tuples) skips files whose statistics exclude it."""
         from pyspark_ducklake.table.delete import plan_deletes, stage_deletes
 
         planned = [table.snapshot_id]
@@ -447,7 +451,7 @@ class Lake:
         def plan_at(current: LakeTable) -> Plan | None:
             planned[0] = current.snapshot_id
             with self.engine.connect() as conn:
-                scan = plan_scan(conn, current.entry, current.snapshot_id, self.data_path)
+                scan = plan_scan(conn, current.entry, current.snapshot_id, self.data_path, filters=prune)
             deletes = plan_deletes(scan, predicate, self.storage_options)
             if deletes.rows == 0 and insert is None:
                 return None
@@ -780,6 +784,13 @@ def _delete_everything(ctx: CommitContext, table: LakeTable, data_path: str) -> 
     for f in reader.data_files(ctx.conn, table.entry, ctx.base.snapshot_id, data_path):
         W.end_data_file(ctx, table.entry, f.data_file_id)
     W.end_all_inlined_rows(ctx, table.table_id)
+
+
+def _conjunction(filter: Filter | pc.Expression) -> Filter | None:
+    """The filter when it is one conjunction of ``(column, op, value)`` tuples (usable to prune files), else None."""
+    if isinstance(filter, list) and all(isinstance(t, tuple) and len(t) == 3 for t in filter):
+        return filter
+    return None
 
 
 def _check_filter_columns(table: LakeTable, filter: Filter | pc.Expression) -> None:

@@ -370,31 +370,59 @@ def _note_array_stats(ctx: CommitContext, table_id: int, column: Column, arr: pa
 
 
 def end_inlined_rows(ctx: CommitContext, table_id: int, row_ids: list[int]) -> int:
-    """Mark the table's inlined rows ``row_ids`` deleted at this snapshot; returns how many were ended.
+    """Mark the table's inlined rows ``row_ids`` (the versions live at the planned snapshot) deleted at this
+    snapshot; returns how many were ended. Rows another writer deleted meanwhile are left as they are: deleting
+    them again would change nothing.
 
     Raises:
-        StalePlanError: some of them are no longer live inlined rows (a flush moved them to Parquet, or another
-            writer deleted them) since the change was planned.
+        StalePlanError: some of them were moved to Parquet (a flush) or replaced by a newer version of the row
+            (an update) since the change was planned.
     """
     wanted = sorted(set(row_ids))
+    planned = ctx.planned_snapshot_id
+    tables = [
+        Table(
+            name,
+            MetaData(),
+            SAColumn("row_id", BigInteger),
+            SAColumn("begin_snapshot", BigInteger),
+            SAColumn("end_snapshot", BigInteger),
+        )
+        for name, _ in reader.inlined_tables(ctx.conn, table_id)
+        if reader.has_table(ctx.conn, name)
+    ]
     count = 0
-    for name, _ in reader.inlined_tables(ctx.conn, table_id):
-        if not reader.has_table(ctx.conn, name):
-            continue
-        t = Table(name, MetaData(), SAColumn("row_id", BigInteger), SAColumn("end_snapshot", BigInteger))
+    for t in tables:
         for i in range(0, len(wanted), 500):
             chunk = wanted[i : i + 500]
-            result = ctx.conn.execute(
-                update(t)
-                .where(and_(t.c.row_id.in_(chunk), t.c.end_snapshot.is_(None)))
-                .values(end_snapshot=ctx.snapshot_id)
-            )
-            count += result.rowcount or 0
+            cond = and_(t.c.row_id.in_(chunk), t.c.end_snapshot.is_(None))
+            if planned is not None:
+                cond = and_(cond, t.c.begin_snapshot <= planned)
+            count += ctx.conn.execute(update(t).where(cond).values(end_snapshot=ctx.snapshot_id)).rowcount or 0
     if count < len(wanted):
-        raise StalePlanError(
-            f"{len(wanted) - count} of the {len(wanted)} inlined rows of table {table_id} planned for deletion were "
-            "moved to Parquet (a flush) or deleted by another writer since the change was planned"
-        )
+        # Which of the others were deleted by another writer (still here, ended), not moved or updated?
+        gone = len(wanted) - count
+        ended_by_others: set[int] = set()
+        for t in tables:
+            for i in range(0, len(wanted), 500):
+                chunk = wanted[i : i + 500]
+                versions = ctx.conn.execute(
+                    select(t.c.row_id, t.c.begin_snapshot, t.c.end_snapshot).where(t.c.row_id.in_(chunk))
+                ).all()
+                newer = {r.row_id for r in versions if planned is not None and r.begin_snapshot > planned}
+                ended_by_others.update(
+                    r.row_id
+                    for r in versions
+                    if r.end_snapshot is not None
+                    and r.end_snapshot != ctx.snapshot_id
+                    and (planned is None or r.end_snapshot > planned)
+                    and r.row_id not in newer
+                )
+        if len(ended_by_others) < gone:
+            raise StalePlanError(
+                f"{gone - len(ended_by_others)} of the {len(wanted)} inlined rows of table {table_id} planned for "
+                "deletion were moved to Parquet (a flush) or updated by another writer since the change was planned"
+            )
     if count:
         ctx.changes.inlined_delete.add(table_id)
     return count
@@ -413,12 +441,20 @@ def end_all_inlined_rows(ctx: CommitContext, table_id: int) -> int:
     return count
 
 
-def check_data_file(ctx: CommitContext, table_id: int, data_file_id: int, delete_file_id: int | None) -> None:
-    """Check that a data file whose rows this change ends is as planned: still live, with the same live delete file
-    (``delete_file_id``, or none), and no inlined file deletes committed after the planned snapshot.
+@dataclass(frozen=True)
+class DataFileState:
+    """What deletes a live data file has now: its live delete file row (None without one) and the positions deleted
+    through ``ducklake_inlined_delete_<tid>`` (DuckDB's small deletes)."""
+
+    delete_file: Any | None
+    inlined_positions: frozenset[int]
+
+
+def data_file_state(ctx: CommitContext, table_id: int, data_file_id: int) -> DataFileState:
+    """The deletes of a data file as of this attempt.
 
     Raises:
-        StalePlanError: the file was compacted, rewritten or removed, or another writer deleted rows of it.
+        StalePlanError: the file is no longer live (compacted, rewritten or removed by another writer).
     """
     d, x = T.ducklake_data_file, T.ducklake_delete_file
     live = ctx.conn.execute(
@@ -429,21 +465,43 @@ def check_data_file(ctx: CommitContext, table_id: int, data_file_id: int, delete
             f"data file {data_file_id} of table {table_id} was compacted, rewritten or removed by another writer "
             "since the change was planned"
         )
-    current = {
-        int(r[0])
-        for r in ctx.conn.execute(
-            select(x.c.delete_file_id).where(x.c.data_file_id == data_file_id, x.c.end_snapshot.is_(None))
-        )
-    }
-    if current != ({delete_file_id} if delete_file_id is not None else set()):
+    rows = ctx.conn.execute(select(x).where(x.c.data_file_id == data_file_id, x.c.end_snapshot.is_(None))).all()
+    if len(rows) > 1:
+        raise StalePlanError(f"data file {data_file_id} of table {table_id} has {len(rows)} live delete files")
+    inlined: frozenset[int] = frozenset()
+    if _has_inlined_deletes(ctx, table_id):
+        t = T.inlined_delete_table(table_id)
+        found = ctx.conn.execute(select(t.c.row_id).where(t.c.file_id == data_file_id))
+        inlined = frozenset(int(r[0]) for r in found)
+    return DataFileState(rows[0] if rows else None, inlined)
+
+
+def check_data_file(
+    ctx: CommitContext,
+    table_id: int,
+    data_file_id: int,
+    delete_file_id: int | None,
+    *,
+    deletes_seen: int | None = None,
+) -> None:
+    """Check that a data file whose rows this change ends is as the change saw it: still live, with the live delete
+    file ``delete_file_id`` (or none), and no inlined file deletes committed after ``deletes_seen`` (default: the
+    snapshot the change was planned against).
+
+    Raises:
+        StalePlanError: the file was compacted, rewritten or removed, or another writer deleted rows of it.
+    """
+    state = data_file_state(ctx, table_id, data_file_id)
+    current = None if state.delete_file is None else int(state.delete_file.delete_file_id)
+    if current != delete_file_id:
         raise StalePlanError(
             f"another writer deleted rows of data file {data_file_id} of table {table_id} since the change was planned"
         )
-    planned = ctx.planned_snapshot_id
-    if planned is not None and planned < ctx.base.snapshot_id and _has_inlined_deletes(ctx, table_id):
+    seen = ctx.planned_snapshot_id if deletes_seen is None else deletes_seen
+    if seen is not None and seen < ctx.base.snapshot_id and state.inlined_positions:
         t = T.inlined_delete_table(table_id)
         newer = ctx.conn.execute(
-            select(t.c.file_id).where(t.c.file_id == data_file_id, t.c.begin_snapshot > planned).limit(1)
+            select(t.c.file_id).where(t.c.file_id == data_file_id, t.c.begin_snapshot > seen).limit(1)
         ).first()
         if newer is not None:
             raise StalePlanError(
@@ -469,17 +527,20 @@ def add_delete_file(
     previous_delete_file_id: int | None,
     begin_snapshot: int | None = None,
     logical: bool = True,
+    deletes_seen: int | None = None,
 ) -> int:
     """Register a delete file (all deleted positions of the data file), ending the previous one.
 
     ``begin_snapshot`` earlier than this snapshot is for delete files carrying per-row snapshot ids (a flush);
     ``logical=False`` records no ``deleted_from_table`` change (a flush deletes nothing, in a file it just wrote).
+    ``deletes_seen`` is the snapshot up to which the caller accounted for the file's deletes (see
+    :func:`check_data_file`).
 
     Raises:
         StalePlanError: (a logical delete) the data file or its deletes changed since the change was planned.
     """
     if logical:
-        check_data_file(ctx, table.table_id, data_file_id, previous_delete_file_id)
+        check_data_file(ctx, table.table_id, data_file_id, previous_delete_file_id, deletes_seen=deletes_seen)
     if previous_delete_file_id is not None:
         ctx.conn.execute(
             update(T.ducklake_delete_file)
@@ -530,15 +591,17 @@ def replace_delete_file(
     *,
     relative_path: str,
     begin_snapshot: int,
+    deletes_seen: int | None = None,
 ) -> int:
     """Swap a data file's delete file for one that carries per-row snapshot ids (DuckDB 1.5.5's way).
 
     The old row is removed, not ended (the new file covers its history), and its file is scheduled for deletion.
+    ``previous`` needs ``delete_file_id`` and ``path`` (absolute).
 
     Raises:
         StalePlanError: the data file or its deletes changed since the change was planned.
     """
-    check_data_file(ctx, table.table_id, data_file_id, previous.delete_file_id)
+    check_data_file(ctx, table.table_id, data_file_id, previous.delete_file_id, deletes_seen=deletes_seen)
     d = T.ducklake_delete_file
     row = ctx.conn.execute(
         select(d.c.path, d.c.path_is_relative).where(d.c.delete_file_id == previous.delete_file_id)

@@ -1,9 +1,10 @@
 """Deleting rows by predicate: the plan (which positions of which data files, which inlined rows) and its staging.
 
 A plan is made against one snapshot by reading the rows that match. Staging it in a commit checks that every planned
-row is still where the plan found it (``catalog/writer.py`` raises :class:`StalePlanError` when a flush, a compaction
-or another writer's delete got there first); the commit protocol then plans the delete again against the newest
-snapshot. A concurrent append touches neither the planned files nor the planned inlined rows, so it never causes one.
+row is still where the plan found it (``catalog/writer.py`` raises :class:`StalePlanError` when a flush, a compaction,
+an overwrite or an update moved it); the commit protocol then plans the delete again against the newest snapshot.
+Rows another writer deleted meanwhile are simply left out, and a concurrent append touches neither the planned files
+nor the planned inlined rows: neither needs a new plan.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 import pyarrow.compute as pc
 
+from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import writer as W
 from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
 from pyspark_ducklake.catalog.transaction import CommitContext
@@ -80,22 +82,39 @@ def write_deletes(ctx: CommitContext, entry: TableEntry, data_file: Any, fresh: 
     and removes the previous delete file's row (scheduling its file for deletion): so exactly one delete file is
     visible at any snapshot, and DuckDB's own later deletes and time travel stay right.
 
+    The file's deletes are read as they are now, not as planned: positions another writer deleted meanwhile are
+    left out (the file's rows never change, so planning again would find exactly the others).
+
     Raises:
-        StalePlanError: the data file or its deletes changed since the plan (checked before anything is read).
+        StalePlanError: the data file is no longer live (compacted, rewritten, overwritten); checked before anything
+            is read.
     """
-    previous = data_file.delete_file
-    if previous is None:
-        W.check_data_file(ctx, entry.table_id, data_file.data_file_id, None)
+    state = W.data_file_state(ctx, entry.table_id, data_file.data_file_id)
+    current = state.delete_file
+    merged: dict[int, int] = {}
+    if current is not None:
+        path = reader.resolve(table_dir, current.path, current.path_is_relative)
+        positions, snapshots = read_delete_entries(path, int(current.begin_snapshot), ctx.storage_options)
+        merged = dict(zip(positions, snapshots, strict=True))
+    fresh = [p for p in fresh if p not in merged and p not in state.inlined_positions]
+    if not fresh:
+        return  # another writer deleted all of them
+    seen = ctx.base.snapshot_id  # every delete of the file up to the newest snapshot is accounted for
+    if current is None:
         name, written = write_delete_file(data_file.path, fresh, table_dir, storage_options=ctx.storage_options)
         ctx.attempt_files.append(written.path)
-        W.add_delete_file(ctx, entry, data_file.data_file_id, written, relative_path=name, previous_delete_file_id=None)
+        W.add_delete_file(
+            ctx,
+            entry,
+            data_file.data_file_id,
+            written,
+            relative_path=name,
+            previous_delete_file_id=None,
+            deletes_seen=seen,
+        )
         return
-    # The previous delete file may have been replaced and cleaned up meanwhile: check before reading it.
-    W.check_data_file(ctx, entry.table_id, data_file.data_file_id, previous.delete_file_id)
-    positions, snapshots = read_delete_entries(previous.path, previous.begin_snapshot, ctx.storage_options)
-    merged = dict(zip(positions, snapshots, strict=True))
     for pos in fresh:
-        merged.setdefault(pos, ctx.snapshot_id)
+        merged[pos] = ctx.snapshot_id
     ordered = sorted(merged)
     name, written = write_delete_file(
         data_file.path,
@@ -105,6 +124,20 @@ def write_deletes(ctx: CommitContext, entry: TableEntry, data_file: Any, fresh: 
         snapshot_ids=[merged[p] for p in ordered],
     )
     ctx.attempt_files.append(written.path)
+    previous = _Previous(int(current.delete_file_id), path)
     W.replace_delete_file(
-        ctx, entry, previous, data_file.data_file_id, written, relative_path=name, begin_snapshot=min(merged.values())
+        ctx,
+        entry,
+        previous,
+        data_file.data_file_id,
+        written,
+        relative_path=name,
+        begin_snapshot=min(merged.values()),
+        deletes_seen=seen,
     )
+
+
+@dataclass(frozen=True)
+class _Previous:
+    delete_file_id: int
+    path: str

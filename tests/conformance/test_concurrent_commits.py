@@ -8,6 +8,7 @@ feed read the same as DuckDB's.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -220,11 +221,25 @@ def test_delete_of_rows_already_deleted_commits_nothing(catalog: Any, limit: int
     no_empty_commit(lake)
 
 
-def test_deletes_of_other_rows_of_one_file_both_land(catalog: Any) -> None:
+@pytest.mark.parametrize("earlier", [False, True], ids=["first-delete", "replaced-delete-file"])
+def test_deletes_of_other_rows_of_one_file_both_land_without_a_new_plan(
+    catalog: Any, earlier: bool, caplog: pytest.LogCaptureFixture
+) -> None:
     lake = lake_with(catalog, rows(range(10)), limit=0)
+    if earlier:
+        lake.delete("main.t", [("id", "=", 0)])
+    start = lake.current_snapshot_id()
+    caplog.set_level(logging.DEBUG, "pyspark_ducklake.catalog.transaction")
     with before_next_commit(lambda: other_writer(catalog).delete("main.t", [("id", "=", 1)])):
-        lake.delete("main.t", [("id", "=", 8)])
-    assert ids_here(lake) == ids_in_duckdb(catalog) == [0, 2, 3, 4, 5, 6, 7, 9]
+        snap = lake.delete("main.t", [("id", "=", 8)])
+    assert not [r for r in caplog.records if "planned again" in r.getMessage()]  # its positions were merged in
+    assert (
+        ids_here(lake)
+        == ids_in_duckdb(catalog)
+        == [i for i in range(10) if i not in (0, 1, 8) or (i == 0 and not earlier)]
+    )
+    assert deleted_at(lake, start + 1) == {1: snap - 1, 8: snap}
+    feed_matches_duckdb(lake, catalog, start + 1, snap)
     no_empty_commit(lake)
 
 

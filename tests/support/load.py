@@ -199,7 +199,7 @@ def run_writer(spec: LoadSpec, index: int) -> RoleResult:
                     next_seq += n
                 else:
                     lo, hi = _range(rng, live)
-                    predicate = (pc.field("w") == w) & (pc.field("seq") >= lo) & (pc.field("seq") < hi)
+                    predicate = [("w", "=", w), ("seq", ">=", lo), ("seq", "<", hi)]
                     if op == "delete":
                         lake.delete(TABLE, predicate)
                         live.difference_update(range(lo, hi))
@@ -686,6 +686,7 @@ def main(argv: list[str] | None = None) -> int:
         figures["problems"] = found
         print(json.dumps(figures, indent=1), flush=True)
         if opts.out:
+            Path(opts.out).parent.mkdir(parents=True, exist_ok=True)
             with open(opts.out, "a") as f:
                 f.write(json.dumps(figures) + "\n")
         failed = failed or bool(found)
