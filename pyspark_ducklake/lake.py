@@ -376,9 +376,13 @@ class Lake:
             NoSuchColumnError: the filter names a column the table does not have.
             StalePlanError: (with a filter) the matching rows kept changing under it; nothing was committed.
         """
+        from pyspark_ducklake.table.scan import filter_expression
+
         table = self.table(identifier)
+        predicate = None
         if filter is not None:
             _check_filter_columns(table, filter)
+            predicate = filter_expression(filter)  # a bad filter fails before any file is written
         arrow = conform_to_table(to_arrow_table(data), table.table_schema, table.name)
         files: list[PendingFile] = []
         inline = arrow.num_rows <= self.data_inlining_row_limit(table.table_id)
@@ -393,10 +397,7 @@ class Lake:
                     self._file_apply(table, files)(ctx)
 
         paths = [f.written.path for f in files]
-        if filter is not None:
-            from pyspark_ducklake.table.scan import filter_expression
-
-            predicate = filter_expression(filter)
+        if filter is not None and predicate is not None:
             insert_rows = insert if arrow.num_rows else None
             return self._commit_deletes(identifier, table, predicate, insert_rows, paths, prune=_conjunction(filter))
 
@@ -470,7 +471,12 @@ class Lake:
                 raise CommitConflictError(f"table {table.name} was dropped and created again by another writer")
             return plan_at(current)
 
-        first = plan_at(table)
+        try:
+            first = plan_at(table)
+        except BaseException:
+            if files:
+                delete_files(files, self.storage_options)
+            raise
         if first is None:
             return table.snapshot_id
         result = self._commit(first.apply, base=first.base_snapshot_id, replan=replan, files=files)

@@ -226,6 +226,12 @@ def test_unknown_column_and_snapshot(lake: pdl.Lake) -> None:
         lake.delete("main.t", [("id", "~", 1)])
     with expect_bad_input("bad-filter", lake):
         lake.delete("main.t", [("id", "=")])
+    # a filtered overwrite checks its filter before it writes the new rows' file
+    big = pa.table({"id": list(range(100))})
+    with expect_bad_input("unknown-column", lake):
+        lake.overwrite("main.t", big, filter=[("nope", "=", 1)])
+    with expect_bad_input("bad-filter", lake):
+        lake.overwrite("main.t", big, filter=[("id", "~", 1)])
     with expect_bad_input("narrowing-type-change", lake):
         lake.set_column_type("main.t", "id", pa.int32())
     with expect_bad_input("unknown-snapshot", lake) as err:
