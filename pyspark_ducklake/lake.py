@@ -572,8 +572,10 @@ class Lake:
             bytes before and after, the new ``snapshot_id``).
 
         Raises:
-            CommitConflictError: a concurrent delete, compaction or drop touched the table; nothing was committed and
-                the merged files were removed. Run it again.
+            StalePlanError: another writer deleted from, compacted or removed the files of every group meanwhile
+                (groups whose files changed are left out, the others commit); nothing was committed and the merged
+                files were removed. Run it again.
+            CommitConflictError: the table was dropped meanwhile.
         """
         from pyspark_ducklake.table import compaction as C
 
@@ -610,11 +612,15 @@ class Lake:
                 raise
         tables = {e.table_id: e for e in entries}
         pairs = list(zip(groups, merged, strict=True))
+        skipped: list[int] = []  # groups whose files another writer changed meanwhile: left for the next run
         result = self._commit(
-            lambda ctx: C.apply_merge(ctx, tables, pairs), base=base, files=[m.written.path for m in merged]
+            lambda ctx: C.apply_merge(ctx, tables, pairs, skipped), base=base, files=[m.written.path for m in merged]
         )
+        if skipped:
+            delete_files([pairs[i][1].written.path for i in skipped], self.storage_options)
+        done = [pair for i, pair in enumerate(pairs) if i not in skipped]
         report = C.CompactionReport(
-            dry_run=False, groups=tuple(C.group_report(g, m) for g, m in pairs), snapshot_id=result.snapshot_id
+            dry_run=False, groups=tuple(C.group_report(g, m) for g, m in done), snapshot_id=result.snapshot_id
         )
         report.log()
         return report

@@ -351,15 +351,30 @@ def rewrite_group(group: MergeGroup, storage_options: dict[str, Any] | None = No
 
 
 def apply_merge(
-    ctx: CommitContext, tables: dict[int, TableEntry], groups: Sequence[tuple[MergeGroup, MergedFile]]
+    ctx: CommitContext,
+    tables: dict[int, TableEntry],
+    groups: Sequence[tuple[MergeGroup, MergedFile]],
+    skipped: list[int] | None = None,
 ) -> None:
     """Commit merged files: the sources leave the catalog (files scheduled for deletion), the merged file enters.
 
+    With ``skipped`` (a list this fills on every attempt), a group whose sources another writer deleted from,
+    compacted or removed since it was planned is left out (its index recorded; its merged file is the caller's to
+    remove) and the others commit; without it, such a group fails the commit.
+
     Raises:
-        StalePlanError: a source file was deleted from, removed or compacted since it was planned.
+        StalePlanError: a source file changed since it was planned (without ``skipped``, or every group changed).
     """
-    for group, merged in groups:
-        _check_unchanged(ctx, group)
+    if skipped is not None:
+        skipped.clear()
+    for index, (group, merged) in enumerate(groups):
+        try:
+            _check_unchanged(ctx, group)
+        except StalePlanError:
+            if skipped is None or len(skipped) + 1 == len(groups):
+                raise
+            skipped.append(index)
+            continue
         table = tables[group.table_id]
         W.remove_data_files(ctx, [(f.data_file_id, f.path) for f in group.sources])
         W.add_compacted_file(

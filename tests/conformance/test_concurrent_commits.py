@@ -412,3 +412,23 @@ def test_read_spanning_a_flush_sees_one_snapshot(catalog: Any) -> None:
     assert flushed and flushed[0] is not None
     event.remove(lake.engine, "before_cursor_execute", _flush_first)
     assert ids_here(lake) == ids_in_duckdb(catalog) == [0, 1, 2, 3, 4]
+
+
+def test_compaction_commits_the_groups_no_other_writer_touched(catalog: Any) -> None:
+    lake = pdl.connect(catalog.url, catalog.data_path, data_inlining_row_limit=0)
+    lake.create_table("main.t", SCHEMA, partition_by=["who"])
+    for i in range(2):
+        lake.append(
+            "main.t",
+            pa.concat_tables([rows(range(i * 10, i * 10 + 5), "a"), rows(range(100 + i * 10, 105 + i * 10), "b")]),
+        )
+    before = lake.scan("main.t").num_rows
+    with before_next_commit(lambda: other_writer(catalog).delete("main.t", [("id", "=", 2)])):
+        report = lake.merge_adjacent_files("main.t")  # two groups, one per partition; "a" got a delete meanwhile
+    assert report.files_processed == 2 and report.files_created == 1
+    assert [g.sources[0].split("/")[-2] for g in report.groups] == ["who=b"]
+    files = {str(p) for p in Path(catalog.data_path).rglob("*.parquet")}
+    assert lake.referenced_files(sorted(files)) == files  # the skipped group's merged file was removed
+    assert lake.scan("main.t").num_rows == before - 1
+    assert ids_here(lake) == ids_in_duckdb(catalog)
+    no_empty_commit(lake)
