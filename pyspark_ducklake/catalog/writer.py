@@ -510,6 +510,26 @@ def check_data_file(
             )
 
 
+def check_not_updated(ctx: CommitContext, table_id: int, data_file_id: int) -> None:
+    """Rows of a data file that this change planned to delete were deleted by another writer meanwhile: fine when it
+    was a delete, but an update (DuckDB's ``UPDATE`` ends a row and writes its new version with the same row id, in
+    the same snapshot as an insert) must be planned again, so that the filter sees the new version.
+
+    Raises:
+        StalePlanError: a snapshot since the planned one both deleted from and inserted into the table.
+    """
+    planned = ctx.planned_snapshot_id
+    if planned is None:
+        return
+    for other in reader.snapshot_changes_after(ctx.conn, planned):
+        c = other.changes
+        if table_id in (c.deleted_from | c.inlined_delete) and table_id in (c.inserted_into | c.inlined_insert):
+            raise StalePlanError(
+                f"rows of data file {data_file_id} of table {table_id} planned for deletion were changed (deleted "
+                f"and written again, as an update does) by snapshot {other.snapshot_id} since the change was planned"
+            )
+
+
 def _has_inlined_deletes(ctx: CommitContext, table_id: int) -> bool:
     known: dict[int, bool] = ctx.scratch("inlined_delete_tables", dict)
     if table_id not in known:

@@ -83,11 +83,12 @@ def write_deletes(ctx: CommitContext, entry: TableEntry, data_file: Any, fresh: 
     visible at any snapshot, and DuckDB's own later deletes and time travel stay right.
 
     The file's deletes are read as they are now, not as planned: positions another writer deleted meanwhile are
-    left out (the file's rows never change, so planning again would find exactly the others).
+    left out (the file's rows never change, so planning again would find exactly the others), unless that writer
+    may have updated them (written new versions elsewhere), which needs a new plan.
 
     Raises:
-        StalePlanError: the data file is no longer live (compacted, rewritten, overwritten); checked before anything
-            is read.
+        StalePlanError: the data file is no longer live (compacted, rewritten, overwritten), or rows planned here
+            may have been updated; checked before anything is written.
     """
     state = W.data_file_state(ctx, entry.table_id, data_file.data_file_id)
     current = state.delete_file
@@ -96,7 +97,10 @@ def write_deletes(ctx: CommitContext, entry: TableEntry, data_file: Any, fresh: 
         path = reader.resolve(table_dir, current.path, current.path_is_relative)
         positions, snapshots = read_delete_entries(path, int(current.begin_snapshot), ctx.storage_options)
         merged = dict(zip(positions, snapshots, strict=True))
-    fresh = [p for p in fresh if p not in merged and p not in state.inlined_positions]
+    left = [p for p in fresh if p not in merged and p not in state.inlined_positions]
+    if len(left) < len(fresh):
+        W.check_not_updated(ctx, entry.table_id, data_file.data_file_id)
+    fresh = left
     if not fresh:
         return  # another writer deleted all of them
     seen = ctx.base.snapshot_id  # every delete of the file up to the newest snapshot is accounted for

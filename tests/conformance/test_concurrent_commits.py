@@ -432,3 +432,13 @@ def test_compaction_commits_the_groups_no_other_writer_touched(catalog: Any) -> 
     assert lake.scan("main.t").num_rows == before - 1
     assert ids_here(lake) == ids_in_duckdb(catalog)
     no_empty_commit(lake)
+
+
+@pytest.mark.parametrize("limit", [None, 0], ids=["inlined", "parquet"])
+def test_delete_of_a_row_duckdb_updated_meanwhile_deletes_its_new_version(catalog: Any, limit: int | None) -> None:
+    # In either order the updated row is gone: deleted after the update, or updated after the delete (a no-op).
+    lake = lake_with(catalog, rows(range(10)), limit=limit)
+    with before_next_commit(in_duckdb(catalog, "UPDATE lake.main.t SET who = 'b' WHERE id = 1")):
+        lake.delete("main.t", [("id", "<", 3)])
+    assert ids_here(lake) == ids_in_duckdb(catalog) == list(range(3, 10))
+    no_empty_commit(lake)
