@@ -413,9 +413,10 @@ class Lake:
     def delete(self, identifier: str | Sequence[str], filter: Filter | pc.Expression) -> int:
         """Delete the rows matching ``filter`` (pyarrow DNF tuples like ``[("id", "<", 5)]`` or an Expression).
 
-        Rows appended by other writers meanwhile do not disturb it. When rows it planned to delete were moved (a
-        flush or compaction) or deleted by another writer before it committed, it is planned again against the
-        newest snapshot (up to ``max_retry_count`` times, with the retry backoff).
+        Rows appended by other writers meanwhile do not disturb it, and rows another writer deleted meanwhile are
+        left out. When rows it planned to delete were moved (a flush, a compaction, an overwrite) or updated before
+        it committed, it is planned again against the newest snapshot (up to ``max_retry_count`` times, with the
+        retry backoff).
 
         Returns:
             The new snapshot id (the current one when nothing matched).
