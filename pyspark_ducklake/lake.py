@@ -6,7 +6,7 @@ import datetime as dt
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -813,6 +813,22 @@ def _check_filter_columns(table: LakeTable, filter: Filter | pc.Expression) -> N
             raise NoSuchColumnError(f"column {c!r} is not in {table.name}: {sorted(known)}")
 
 
+_N = TypeVar("_N", int, float)
+
+
+def _parsed(value: object, name: str, kind: type[_N], default: _N) -> _N:
+    """A retry option as ``kind`` (``"3"`` is accepted, ``"false"`` and ``True`` are not)."""
+    if value is None:
+        return default
+    try:
+        if isinstance(value, bool):
+            raise TypeError("a boolean")
+        return kind(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError) as e:
+        what = "an integer" if kind is int else "a number"
+        raise InvalidOptionError(f"could not parse option {name} to {what}: {value!r}") from e
+
+
 def connect(
     catalog: str,
     data_path: str | None = None,
@@ -832,10 +848,10 @@ def connect(
     """
     defaults = RetryConfig()
     retry = RetryConfig(
-        max_retry_count=defaults.max_retry_count if max_retry_count is None else int(max_retry_count),
-        retry_wait_ms=defaults.retry_wait_ms if retry_wait_ms is None else int(retry_wait_ms),
-        retry_backoff=defaults.retry_backoff if retry_backoff is None else float(retry_backoff),
-        reconnect_timeout=defaults.reconnect_timeout if reconnect_timeout is None else float(reconnect_timeout),
+        max_retry_count=_parsed(max_retry_count, "max_retry_count", int, defaults.max_retry_count),
+        retry_wait_ms=_parsed(retry_wait_ms, "retry_wait_ms", int, defaults.retry_wait_ms),
+        retry_backoff=_parsed(retry_backoff, "retry_backoff", float, defaults.retry_backoff),
+        reconnect_timeout=_parsed(reconnect_timeout, "reconnect_timeout", float, defaults.reconnect_timeout),
     )
     return Lake(
         catalog,

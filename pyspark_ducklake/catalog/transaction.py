@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import math
 import random
 import time
 from collections.abc import Callable
@@ -58,8 +59,8 @@ class RetryConfig:
             raise InvalidOptionError(f"option 'max_retry_count' must be >= 0, got {self.max_retry_count}")
         if self.retry_wait_ms < 0:
             raise InvalidOptionError(f"option 'retry_wait_ms' must be >= 0, got {self.retry_wait_ms}")
-        if self.retry_backoff < 1.0:
-            raise InvalidOptionError(f"option 'retry_backoff' must be >= 1.0, got {self.retry_backoff}")
+        if not (1.0 <= self.retry_backoff < math.inf):  # NaN and infinity would make every wait NaN or endless
+            raise InvalidOptionError(f"option 'retry_backoff' must be a number >= 1.0, got {self.retry_backoff}")
         if not self.reconnect_timeout >= 0:
             raise InvalidOptionError(f"option 'reconnect_timeout' must be seconds >= 0, got {self.reconnect_timeout}")
 

@@ -220,7 +220,7 @@ CASES: tuple[BadInput, ...] = (
     ),
     BadInput(
         "option-out-of-range",
-        "option values out of range (negative retries, backoff < 1, flush_rows=0)",
+        "option values out of range (negative retries, backoff < 1 or NaN, flush_rows=0)",
         E.InvalidOptionError,
         "must be >= …",
         match="must be",

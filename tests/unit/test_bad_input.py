@@ -275,6 +275,17 @@ def test_options_out_of_range(lake: pdl.Lake, kwargs: dict[str, object], match: 
     assert match in str(err.value)
 
 
+def test_retry_options_of_connect_are_parsed_or_refused(lake: pdl.Lake) -> None:
+    for kwargs in ({"max_retry_count": "false"}, {"retry_wait_ms": "soon"}, {"max_retry_count": True}):
+        with expect_bad_input("option-unparseable", lake):
+            pdl.connect(lake.location.url, **kwargs)  # type: ignore[arg-type]
+    for kwargs in ({"retry_backoff": float("nan")}, {"retry_backoff": "inf"}):
+        with expect_bad_input("option-out-of-range", lake) as err:
+            pdl.connect(lake.location.url, **kwargs)  # type: ignore[arg-type]
+        assert "retry_backoff" in str(err.value)
+    assert pdl.connect(lake.location.url, max_retry_count="3").retry.max_retry_count == 3
+
+
 def test_sink_options_out_of_range() -> None:
     for kwargs in ({"flush_rows": 0}, {"max_retry_count": -3}, {"target_file_rows": 0}, {"flush_interval": -1}):
         with expect_bad_input("option-out-of-range"):
