@@ -6,7 +6,7 @@ import datetime as dt
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
 import pyarrow as pa
@@ -823,7 +823,7 @@ def _parsed(value: object, name: str, kind: type[_N], default: _N) -> _N:
     try:
         if isinstance(value, bool):
             raise TypeError("a boolean")
-        return kind(value)  # type: ignore[call-overload]
+        return kind(cast(Any, value))
     except (TypeError, ValueError) as e:
         what = "an integer" if kind is int else "a number"
         raise InvalidOptionError(f"could not parse option {name} to {what}: {value!r}") from e
