@@ -13,7 +13,7 @@ define run_pytest
 	exit $$rc
 endef
 
-.PHONY: help install fuzz test-property bench-batch bench-sink bench-kafka bench-feed demo demo-python kafka-start kafka-stop kafka-demo test-kafka test test-unit test-conformance test-integration lint format pg-start pg-stop clean
+.PHONY: help install fuzz test-property soak bench-concurrency bench-batch bench-sink bench-kafka bench-feed demo demo-python kafka-start kafka-stop kafka-demo test-kafka test test-unit test-conformance test-integration lint format pg-start pg-stop clean
 
 help: ## List the targets
 	@echo "usage: make <target>"
@@ -67,8 +67,14 @@ kafka-demo: install ## Kafka -> Spark -> DuckLake exactly once (examples/kafka_t
 	@bash scripts/kafka.sh start >/dev/null
 	$(PYTHON) examples/kafka_to_lake.py
 
+soak: install ## Long load test: 12 writer processes + 1 DuckDB writer, our and DuckDB's maintenance, 10 min per backend (DUCKLAKE_SOAK_SECONDS)
+	$(PYTHON) -m tests.support.load soak --writers 12 --duckdb-writers 1 --out .cache/reliability/soak.jsonl
+
 test-kafka: install ## Run the Kafka end-to-end tests (a real broker, Spark's Kafka source)
 	@$(call run_pytest,-m kafka tests)
+
+bench-concurrency: install ## Concurrent writers on one table: ops/s, p50/p99, conflicts, retries for 1, 4, 12 writers, both backends, ~10 min (bench/README.md)
+	$(PYTHON) bench/concurrency_bench.py --backends sqlite,postgres --writers 1,4,12 --seconds 60 --out bench/results/concurrency.json
 
 bench-batch: install ## Spark batch write/read vs plain Parquet, 5M rows, SQLite and PostgreSQL (bench/README.md)
 	$(PYTHON) bench/batch_bench.py --rows 5000000 --repeat 3 --backends sqlite,postgres --out bench/results/batch.json

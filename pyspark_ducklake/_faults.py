@@ -1,13 +1,16 @@
-"""Crash points for recovery tests: ``PYSPARK_DUCKLAKE_CRASH_AT=<point>[:<batch_id>]`` kills the process group.
+"""Fault injection for tests: crash points, and another writer landed between a change's planning and its commit.
 
-Nothing happens unless that variable is set. The tests use it to SIGKILL a streaming driver (with its JVM and
-Python workers, as a machine failure would) at the moments where a crash is hardest to recover from.
+``PYSPARK_DUCKLAKE_CRASH_AT=<point>[:<batch_id>]`` kills the process group; nothing happens unless it is set. The
+tests use it to SIGKILL a streaming driver (with its JVM and Python workers, as a machine failure would) at the moments
+where a crash is hardest to recover from. :func:`before_next_commit` forces an interleaving of two writers.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 ENV = "PYSPARK_DUCKLAKE_CRASH_AT"
 AFTER_FILES_WRITTEN = "after_files_written"  # Parquet files written, catalog not committed
@@ -23,3 +26,28 @@ def crash_point(point: str, batch_id: int | None = None) -> None:
     if name != point or (batch and batch_id is not None and int(batch) != batch_id):
         return
     os.killpg(os.getpgid(0), signal.SIGKILL)
+
+
+# Actions to run once, just before the next commit in this process starts (after the change was planned).
+_before_commit: list[Callable[[], None]] = []
+
+
+@contextmanager
+def before_next_commit(action: Callable[[], None]) -> Iterator[None]:
+    """Run ``action`` once, between the planning of the next commit in this process and its first attempt.
+
+    Tests use it to land another writer's commit exactly there (the action may commit through the same library:
+    it is taken off the list before it runs).
+    """
+    _before_commit.append(action)
+    try:
+        yield
+    finally:
+        if action in _before_commit:
+            _before_commit.remove(action)
+
+
+def commit_starting() -> None:
+    """Called by the commit protocol before its first attempt; runs the pending :func:`before_next_commit` action."""
+    while _before_commit:
+        _before_commit.pop(0)()

@@ -87,6 +87,10 @@ class CommitConflictError(CommitError):
     """Another writer committed a change that conflicts with this one."""
 
 
+class StalePlanError(CommitConflictError):
+    """Rows a change planned to end or move were moved or ended by another writer after it was planned."""
+
+
 class CommitFailedError(CommitError):
     """The commit definitely failed (retries exhausted or a real conflict); files it wrote were removed."""
 

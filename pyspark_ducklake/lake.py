@@ -29,6 +29,7 @@ from pyspark_ducklake.catalog.reserved import check_column_names, inlining_reser
 from pyspark_ducklake.catalog.transaction import (
     CommitContext,
     CommitResult,
+    Plan,
     RetryConfig,
     SkipCommit,
     extra_info_text,
@@ -55,13 +56,12 @@ from pyspark_ducklake.io.fileio import delete_files
 from pyspark_ducklake.options import DATA_INLINING_ROW_LIMIT, Entry, check_keywords, check_options, parse_int
 from pyspark_ducklake.table import evolution
 from pyspark_ducklake.table.partition_values import PartitionKey, resolve_keys
-from pyspark_ducklake.table.scan import ROWID, execute_plan, internal_column, plan_scan, virtual_names, visible
+from pyspark_ducklake.table.scan import execute_plan, plan_scan, virtual_names
 from pyspark_ducklake.table.write import (
     PendingFile,
     conform_to_table,
     to_arrow_table,
     write_data_files,
-    write_delete_file,
 )
 
 if TYPE_CHECKING:
@@ -300,6 +300,7 @@ class Lake:
         files: list[str] | None = None,
         extra_info: dict[str, Any] | str | None = None,
         message: str | None = None,
+        replan: Callable[[], Plan | None] | None = None,
     ) -> CommitResult:
         def finalize(ctx: CommitContext) -> None:
             W.write_table_stats(ctx)
@@ -316,6 +317,7 @@ class Lake:
                 commit_extra_info=extra_info,
                 finalize=finalize,
                 storage_options=self.storage_options,
+                replan=replan,
             )
         except CommitStateUnknownError:
             raise  # the snapshot may have landed: its files must stay
@@ -485,86 +487,130 @@ class Lake:
 
         return apply
 
-    def overwrite(self, identifier: str | Sequence[str], data: Any) -> int:
-        """Replace the table's rows with ``data`` in one snapshot.
+    def overwrite(
+        self, identifier: str | Sequence[str], data: Any, *, filter: Filter | pc.Expression | None = None
+    ) -> int:
+        """Replace the table's rows with ``data`` in one snapshot; with ``filter``, only the rows matching it.
+
+        Without a filter every row the table has when the overwrite commits is replaced, rows other writers
+        appended meanwhile included. With a filter it is a :meth:`delete` of the matching rows and an append of
+        ``data`` in one snapshot (Delta's ``replaceWhere``; ``data`` is not checked against the filter): rows
+        appended meanwhile stay, and the delete is planned again when its rows moved before the commit.
 
         Raises:
             SchemaMismatchError: the data does not fit the table (nothing is written).
+            NoSuchColumnError: the filter names a column the table does not have.
+            StalePlanError: (with a filter) the matching rows kept changing under it; nothing was committed.
         """
         self.check_writable()
+        from pyspark_ducklake.table.scan import filter_expression
+
         table = self.table(identifier)
+        predicate = None
+        if filter is not None:
+            _check_filter_columns(table, filter)
+            predicate = filter_expression(filter)  # a bad filter fails before any file is written
         arrow = conform_to_table(to_arrow_table(data), table.table_schema, table.name)
         files: list[PendingFile] = []
         inline = self._inlines(table, arrow)
         if arrow.num_rows and not inline:
             files = self._write_files(table, arrow)
 
-        def apply(ctx: CommitContext) -> None:
-            _delete_everything(ctx, table, self.data_path)
+        def insert(ctx: CommitContext, _current: LakeTable) -> None:
             if arrow.num_rows:
                 if inline:
                     W.inlined_insert(ctx, table.entry, _current_schema(ctx, table), arrow)
                 else:
                     self._file_apply(table, files)(ctx)
 
-        result = self._commit(apply, base=table.snapshot_id, files=[f.written.path for f in files])
-        assert result.snapshot_id is not None
-        return result.snapshot_id
+        paths = [f.written.path for f in files]
+        if filter is not None and predicate is not None:
+            insert_rows = insert if arrow.num_rows else None
+            return self._commit_deletes(identifier, table, predicate, insert_rows, paths, prune=_conjunction(filter))
+
+        def apply(ctx: CommitContext) -> None:
+            _delete_everything(ctx, table, self.data_path)
+            insert(ctx, table)
+            if ctx.changes.is_empty():
+                raise SkipCommit()  # an empty table overwritten with no rows
+
+        result = self._commit(apply, base=table.snapshot_id, files=paths)
+        return result.snapshot_id if result.snapshot_id is not None else self.current_snapshot_id()
 
     def delete(self, identifier: str | Sequence[str], filter: Filter | pc.Expression) -> int:
         """Delete the rows matching ``filter`` (pyarrow DNF tuples like ``[("id", "<", 5)]`` or an Expression).
+
+        Rows appended by other writers meanwhile do not disturb it, and rows another writer deleted meanwhile are
+        left out. When rows it planned to delete were moved (a flush, a compaction, an overwrite) or updated before
+        it committed, it is planned again against the newest snapshot (up to ``max_retry_count`` times, with the
+        retry backoff).
 
         Returns:
             The new snapshot id (the current one when nothing matched).
 
         Raises:
             EncryptedLakeError: the lake is encrypted.
+            NoSuchColumnError: the filter names a column the table does not have.
+            StalePlanError: the matching rows kept changing under it in every attempt; nothing was deleted.
+            CommitConflictError: the table was dropped or altered meanwhile; nothing was deleted.
         """
         self.check_writable()
         table = self.table(identifier)
-        known = [*table.table_schema.names(), *virtual_names(table.table_schema)]
-        for c in [] if isinstance(filter, pc.Expression) else _filter_columns(filter):
-            if c not in known:
-                raise NoSuchColumnError(f"column {c!r} is not in {table.name}: {known}")
-        from pyspark_ducklake.table.scan import FILE_POSITION, execute_file_task, filter_expression
+        _check_filter_columns(table, filter)
+        from pyspark_ducklake.table.scan import filter_expression
 
-        expr = filter_expression(filter)
-        with self.engine.connect() as conn:
-            plan = plan_scan(conn, table.entry, table.snapshot_id, self.data_path)
+        predicate = filter_expression(filter)
+        return self._commit_deletes(identifier, table, predicate, None, prune=_conjunction(filter))
 
-        def matching(rows: pa.Table, internal: str) -> list[int]:
-            # the internal column's values of the matching rows; found by position, as a column may share its name
-            passed = _passing_rows(visible(rows, plan.schema), expr)
-            return list(internal_column(rows, plan.schema, internal).take(passed).to_pylist())
+    def _commit_deletes(
+        self,
+        identifier: str | Sequence[str],
+        table: LakeTable,
+        predicate: pc.Expression,
+        insert: Callable[[CommitContext, LakeTable], None] | None,
+        files: list[str] | None = None,
+        *,
+        prune: Filter | None = None,
+    ) -> int:
+        """Delete the rows matching ``predicate`` (and run ``insert``) in one snapshot, planned again against the
+        newest snapshot whenever the planned rows moved before the commit. ``prune`` (the predicate as ``(column,
+        op, value)`` tuples) skips files whose statistics exclude it."""
+        from pyspark_ducklake.table.delete import plan_deletes, stage_deletes
 
-        targets: list[tuple[Any, list[int]]] = []
-        for task in plan.files:
-            rows = execute_file_task(task, plan.schema, storage_options=self.storage_options, with_positions=True)
-            matched = matching(rows, FILE_POSITION)
-            if not matched:
-                continue
-            # Positions already in ducklake_inlined_delete_<tid> stay there: DuckDB unions both and counts each once.
-            fresh = sorted(set(matched) - set(task.inlined_deleted_positions))
-            if fresh:
-                targets.append((task.file, fresh))
-        inlined_ids: list[int] = []
-        if plan.inlined is not None and plan.inlined.data.num_rows:
-            inlined_ids = matching(plan.inlined.data, ROWID)
-        if not targets and not inlined_ids:
+        planned = [table.snapshot_id]
+
+        def plan_at(current: LakeTable) -> Plan | None:
+            planned[0] = current.snapshot_id
+            with self.engine.connect() as conn:
+                scan = plan_scan(conn, current.entry, current.snapshot_id, self.data_path, filters=prune)
+            deletes = plan_deletes(scan, predicate, self.storage_options)
+            if deletes.rows == 0 and insert is None:
+                return None
+            table_dir = self._table_dir(current)
+
+            def apply(ctx: CommitContext) -> None:
+                stage_deletes(ctx, deletes, table_dir)
+                if insert is not None:
+                    insert(ctx, current)
+
+            return Plan(apply, current.snapshot_id)
+
+        def replan() -> Plan | None:
+            current = self.table(identifier)
+            if current.table_id != table.table_id:
+                raise CommitConflictError(f"table {table.name} was dropped and created again by another writer")
+            return plan_at(current)
+
+        try:
+            first = plan_at(table)
+        except BaseException:
+            if files:
+                delete_files(files, self.storage_options)
+            raise
+        if first is None:
             return table.snapshot_id
-        table_dir = self._table_dir(table) if targets else ""
-
-        def apply(ctx: CommitContext) -> None:
-            for data_file, fresh in targets:
-                write_deletes(ctx, table.entry, data_file, fresh, table_dir)
-            if inlined_ids:
-                for tname, _ in reader.inlined_tables(ctx.conn, table.table_id):
-                    if reader.has_table(ctx.conn, tname):
-                        W.end_inlined_rows(ctx, table.table_id, tname, inlined_ids)
-
-        result = self._commit(apply, base=table.snapshot_id)
-        assert result.snapshot_id is not None
-        return result.snapshot_id
+        result = self._commit(first.apply, base=first.base_snapshot_id, replan=replan, files=files)
+        return result.snapshot_id if result.snapshot_id is not None else planned[0]
 
     def flush_inlined_data(self, identifier: str | Sequence[str] | None = None) -> int | None:
         """Write the inlined rows of one table (or of every table) to Parquet in one snapshot.
@@ -667,8 +713,10 @@ class Lake:
             bytes before and after, the new ``snapshot_id``).
 
         Raises:
-            CommitConflictError: a concurrent delete, compaction or drop touched the table; nothing was committed and
-                the merged files were removed. Run it again.
+            StalePlanError: another writer deleted from, compacted or removed the files of every group meanwhile
+                (groups whose files changed are left out, the others commit); nothing was committed and the merged
+                files were removed. Run it again.
+            CommitConflictError: the table was dropped meanwhile.
         """
         from pyspark_ducklake.table import compaction as C
 
@@ -709,11 +757,15 @@ class Lake:
                 raise
         tables = {e.table_id: e for e in entries}
         pairs = list(zip(groups, merged, strict=True))
+        skipped: list[int] = []  # groups whose files another writer changed meanwhile: left for the next run
         result = self._commit(
-            lambda ctx: C.apply_merge(ctx, tables, pairs), base=base, files=[m.written.path for m in merged]
+            lambda ctx: C.apply_merge(ctx, tables, pairs, skipped), base=base, files=[m.written.path for m in merged]
         )
+        if skipped:
+            delete_files([pairs[i][1].written.path for i in skipped], self.storage_options)
+        done = [pair for i, pair in enumerate(pairs) if i not in skipped]
         report = C.CompactionReport(
-            dry_run=False, groups=tuple(C.group_report(g, m) for g, m in pairs), snapshot_id=result.snapshot_id
+            dry_run=False, groups=tuple(C.group_report(g, m) for g, m in done), snapshot_id=result.snapshot_id
         )
         report.log()
         return report
@@ -872,49 +924,6 @@ class Lake:
         )
 
 
-def write_deletes(ctx: CommitContext, entry: TableEntry, data_file: Any, fresh: list[int], table_dir: str) -> None:
-    """Delete ``fresh`` positions of a data file in this commit, as DuckDB 1.5.5 does.
-
-    The first delete of a file is a plain delete file. A later one writes a single file holding every deleted
-    position with the snapshot that deleted it (``_ducklake_internal_snapshot_id``), starting at the oldest of them,
-    and removes the previous delete file's row (scheduling its file for deletion): so exactly one delete file is
-    visible at any snapshot, and DuckDB's own later deletes and time travel stay right.
-    """
-    from pyspark_ducklake.table.scan import read_delete_entries
-
-    previous = data_file.delete_file
-    if previous is None:
-        name, written = write_delete_file(data_file.path, fresh, table_dir, storage_options=ctx.storage_options)
-        ctx.attempt_files.append(written.path)
-        W.add_delete_file(ctx, entry, data_file.data_file_id, written, relative_path=name, previous_delete_file_id=None)
-        return
-    positions, snapshots = read_delete_entries(previous.path, previous.begin_snapshot, ctx.storage_options)
-    merged = dict(zip(positions, snapshots, strict=True))
-    for pos in fresh:
-        merged.setdefault(pos, ctx.snapshot_id)
-    ordered = sorted(merged)
-    name, written = write_delete_file(
-        data_file.path,
-        ordered,
-        table_dir,
-        storage_options=ctx.storage_options,
-        snapshot_ids=[merged[p] for p in ordered],
-    )
-    ctx.attempt_files.append(written.path)
-    W.replace_delete_file(
-        ctx, entry, previous, data_file.data_file_id, written, relative_path=name, begin_snapshot=min(merged.values())
-    )
-
-
-def _passing_rows(rows: pa.Table, expr: pc.Expression) -> pa.Array:
-    """The indices of the rows that pass ``expr``."""
-    index = "__row"
-    while index in rows.column_names:
-        index += "_"
-    numbered = rows.append_column(index, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
-    return numbered.filter(expr).column(index).combine_chunks()
-
-
 def _filter_columns(filter: Any) -> list[str]:
     """Column names in a pyarrow DNF filter (``[(col, op, value), ...]`` or a list of such lists)."""
     if not filter:
@@ -964,19 +973,24 @@ def _current_schema(ctx: CommitContext, table: LakeTable) -> TableSchema:
 
 
 def _delete_everything(ctx: CommitContext, table: LakeTable, data_path: str) -> None:
+    """End every live data file and inlined row of the table, as of the newest snapshot (read in this attempt)."""
     for f in reader.data_files(ctx.conn, table.entry, ctx.base.snapshot_id, data_path):
-        W.end_data_file(ctx, table.entry, f.data_file_id, f.delete_file.delete_file_id if f.delete_file else None)
-    for tname, _ in reader.inlined_tables(ctx.conn, table.table_id):
-        if reader.has_table(ctx.conn, tname):
-            from sqlalchemy import BigInteger, MetaData, Table, update
-            from sqlalchemy import Column as SAColumn
+        W.end_data_file(ctx, table.entry, f.data_file_id)
+    W.end_all_inlined_rows(ctx, table.table_id)
 
-            t = Table(tname, MetaData(), SAColumn("end_snapshot", BigInteger))
-            n = ctx.conn.execute(
-                update(t).where(t.c.end_snapshot.is_(None)).values(end_snapshot=ctx.snapshot_id)
-            ).rowcount
-            if n:
-                ctx.changes.inlined_delete.add(table.table_id)
+
+def _conjunction(filter: Filter | pc.Expression) -> Filter | None:
+    """The filter when it is one conjunction of ``(column, op, value)`` tuples (usable to prune files), else None."""
+    if isinstance(filter, list) and all(isinstance(t, tuple) and len(t) == 3 for t in filter):
+        return filter
+    return None
+
+
+def _check_filter_columns(table: LakeTable, filter: Filter | pc.Expression) -> None:
+    known = [*table.table_schema.names(), *virtual_names(table.table_schema)]
+    for c in [] if isinstance(filter, pc.Expression) else _filter_columns(filter):
+        if c not in known:
+            raise NoSuchColumnError(f"column {c!r} is not in {table.name}: {known}")
 
 
 CONNECT_ARGUMENTS = (

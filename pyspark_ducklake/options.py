@@ -391,7 +391,14 @@ OPTIONS: tuple[Option, ...] = (
         "`writeStream` have their own, below)",
         LAKE,
     ),
-    Option(MAX_RETRY_COUNT, COMMITS, _int(0), "10", "retries of a commit after the first attempt; ≥ 0", LAKE),
+    Option(
+        MAX_RETRY_COUNT,
+        COMMITS,
+        _int(0),
+        "10",
+        "retries of a commit after the first attempt (new plans of a delete whose rows moved count too); ≥ 0",
+        LAKE,
+    ),
     Option(RETRY_WAIT_MS, COMMITS, _int(0), "100", "base wait before a retry, in milliseconds; ≥ 0", LAKE),
     Option(
         RETRY_BACKOFF, COMMITS, _float(1.0), "1.5", "factor applied to the wait for each further retry; ≥ 1.0", LAKE

@@ -24,7 +24,7 @@ from pyspark_ducklake.catalog.partitioning import (
     set_partition_spec,
 )
 from pyspark_ducklake.catalog.paths import checked_table_dir, path_component
-from pyspark_ducklake.catalog.transaction import CommitContext
+from pyspark_ducklake.catalog.transaction import CommitContext, SkipCommit
 from pyspark_ducklake.catalog.types import TableSchema, validate_columns
 from pyspark_ducklake.exceptions import (
     CommitConflictError,
@@ -179,6 +179,8 @@ def commit_files(
             if overwrite and plan.table_exists:
                 _delete_everything(ctx, LakeTable(entry, schema, ctx.base.snapshot_id), lake.data_path)
             add_pending_files(ctx, entry, schema, partition, files)
+            if ctx.changes.is_empty():
+                raise SkipCommit()  # an empty table overwritten with no rows
 
         if not files and not overwrite and plan.table_exists:
             return None

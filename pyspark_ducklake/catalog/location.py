@@ -278,7 +278,8 @@ def parse_location(location: str) -> CatalogLocation:
 
 
 def create_catalog_engine(location: CatalogLocation) -> Engine:
-    """An engine for the catalog; SQLite write transactions take the lock up front (``BEGIN IMMEDIATE``).
+    """An engine for the catalog; SQLite write transactions take the lock up front (``BEGIN IMMEDIATE``), PostgreSQL
+    reads see one snapshot (``REPEATABLE READ``).
 
     Raises:
         NotInstalledError: the database driver is not installed.
@@ -302,7 +303,19 @@ def create_catalog_engine(location: CatalogLocation) -> Engine:
         ) from None
     if backend == "sqlite":
         _sqlite_explicit_transactions(engine)
+    else:
+        _postgres_consistent_reads(engine)
     return engine
+
+
+def _postgres_consistent_reads(engine: Engine) -> None:
+    # A read runs several queries (files, delete files, inlined rows): in READ COMMITTED a commit landing between
+    # them (a flush moving rows from the catalog into a file) tears the read. Commits keep READ COMMITTED: they read
+    # after taking the commit lock, and must see what was committed up to then.
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Any) -> None:
+        if not conn.get_execution_options().get("ducklake_write", False):
+            conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
 
 
 def _sqlite_explicit_transactions(engine: Engine) -> None:

@@ -2,8 +2,13 @@
 
 Each attempt reads the newest snapshot inside its transaction, inserts the next snapshot row first (its primary key
 makes concurrent committers collide), re-applies the staged change against the current state, checks the snapshots
-committed since the writer's base for logical conflicts, and commits. Collisions are retried with exponential backoff
-and jitter, as the reference's ``RunCommitLoop`` does.
+committed since the writer's base for the table-level conflicts left (drops, schema changes, creates), and commits.
+Collisions are retried with exponential backoff and jitter, as the reference's ``RunCommitLoop`` does.
+
+Row-level conflicts are checked where the change is applied: every catalog update that ends or moves planned rows
+must hit exactly the rows planned (``writer.py`` raises :class:`StalePlanError` otherwise). A change that can be
+planned again (a predicate delete) passes ``replan``: the attempt is then retried with a plan made against the newest
+snapshot, as if the operation had started after the other writer's commit.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import math
 import random
 import time
 from collections.abc import Callable
@@ -18,8 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, insert, update
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import DBAPIError
 
+from pyspark_ducklake._faults import commit_starting
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.catalog.changes import ChangeSet
@@ -31,6 +38,7 @@ from pyspark_ducklake.exceptions import (
     CommitStateUnknownError,
     DuckLakeError,
     InvalidOptionError,
+    StalePlanError,
 )
 
 log = logging.getLogger(__name__)
@@ -51,8 +59,8 @@ class RetryConfig:
             raise InvalidOptionError(f"option 'max_retry_count' must be >= 0, got {self.max_retry_count}")
         if self.retry_wait_ms < 0:
             raise InvalidOptionError(f"option 'retry_wait_ms' must be >= 0, got {self.retry_wait_ms}")
-        if self.retry_backoff < 1.0:
-            raise InvalidOptionError(f"option 'retry_backoff' must be >= 1.0, got {self.retry_backoff}")
+        if not (1.0 <= self.retry_backoff < math.inf):  # NaN and infinity would make every wait NaN or endless
+            raise InvalidOptionError(f"option 'retry_backoff' must be a number >= 1.0, got {self.retry_backoff}")
         if not self.reconnect_timeout >= 0:
             raise InvalidOptionError(f"option 'reconnect_timeout' must be seconds >= 0, got {self.reconnect_timeout}")
 
@@ -87,6 +95,8 @@ class CommitContext:
     attempt_files: list[str] = field(default_factory=list)
     storage_options: dict[str, Any] | None = None
     snapshot_time: dt.datetime = field(default_factory=now_utc)
+    # The snapshot the change was planned against (None: planned against the newest, inside the attempt).
+    planned_snapshot_id: int | None = None
 
     def allocate_catalog_id(self) -> int:
         value = self.next_catalog_id
@@ -118,9 +128,20 @@ class CommitContext:
 
 @dataclass(frozen=True)
 class CommitResult:
+    """The committed snapshot (None when skipped), the attempts it took and how many were re-plans."""
+
     snapshot_id: int | None
     attempts: int
     skipped: bool = False
+    replans: int = 0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A change planned against ``base_snapshot_id``: what ``run_commit`` applies in each attempt."""
+
+    apply: Callable[[CommitContext], None]
+    base_snapshot_id: int | None
 
 
 def extra_info_text(value: dict[str, Any] | str | None) -> str | None:
@@ -162,8 +183,9 @@ def run_commit(
     commit_extra_info: dict[str, Any] | str | None = None,
     finalize: Callable[[CommitContext], None] | None = None,
     storage_options: dict[str, Any] | None = None,
+    replan: Callable[[], Plan | None] | None = None,
 ) -> CommitResult:
-    """Commit one snapshot, retrying collisions.
+    """Commit one snapshot, retrying collisions and re-planning a change whose rows moved.
 
     Args:
         engine: the catalog.
@@ -175,11 +197,17 @@ def run_commit(
         commit_message: ``ducklake_snapshot_changes.commit_message``.
         commit_extra_info: ``ducklake_snapshot_changes.commit_extra_info`` (a dict is stored as JSON).
         finalize: runs after ``apply`` in the same attempt (table statistics and the like).
+        storage_options: fsspec options for files an attempt writes (and removes when it fails).
+        replan: plans the change again against the newest snapshot, after an attempt found that rows it planned to
+            end or move had changed (:class:`StalePlanError`); returns None when nothing is left to do (the commit
+            is then skipped). Without it such an attempt raises.
 
     Returns:
-        The committed snapshot id and the number of attempts.
+        The committed snapshot id, the number of attempts and re-plans.
 
     Raises:
+        StalePlanError: rows the change planned to end or move were changed by another writer (and re-planning was
+            impossible or kept failing); nothing was committed.
         CommitConflictError: a concurrent commit conflicts logically with this one; nothing was committed.
         CommitFailedError: retries were exhausted; nothing was committed.
         CommitStateUnknownError: the database failed while committing; the outcome is unknown.
@@ -187,11 +215,21 @@ def run_commit(
     extra = extra_info_text(commit_extra_info)
     backend = engine.dialect.name
     last_error: Exception | None = None
+    needs_plan = False
+    replans = 0
+    commit_starting()
     for attempt in range(retry.max_retry_count + 1):
         if attempt:
             wait = retry.wait_seconds(attempt - 1)
             log.debug("commit attempt %d failed (%s); retrying in %.3fs", attempt, last_error, wait)
             time.sleep(wait)
+        if needs_plan:
+            assert replan is not None
+            plan = replan()
+            replans += 1
+            if plan is None:
+                return CommitResult(None, attempt, skipped=True, replans=replans)
+            apply, base_snapshot_id, needs_plan = plan.apply, plan.base_snapshot_id, False
         try:
             conn = engine.connect().execution_options(ducklake_write=True)
         except DBAPIError as e:
@@ -203,6 +241,7 @@ def run_commit(
             ctx = None
             try:
                 with conn.begin():
+                    _take_commit_lock(conn, backend)
                     head = reader.latest_snapshot(conn)
                     ctx = CommitContext(
                         conn=conn,
@@ -214,6 +253,7 @@ def run_commit(
                         data_path=data_path,
                         backend=backend,
                         storage_options=storage_options,
+                        planned_snapshot_id=base_snapshot_id,
                     )
                     # The snapshot row goes first: its primary key serialises concurrent committers.
                     conn.execute(
@@ -228,14 +268,13 @@ def run_commit(
                     apply(ctx)
                     if finalize is not None:
                         finalize(ctx)
+                    if ctx.changes.is_empty():
+                        raise StalePlanError(
+                            "the commit would change nothing (the rows it planned to change are gone); "
+                            "nothing was committed"
+                        )
                     if base_snapshot_id is not None and head.snapshot_id > base_snapshot_id:
-                        for other in reader.snapshot_changes_after(conn, base_snapshot_id):
-                            reason = ctx.changes.conflict_with(other.changes)
-                            if reason is not None:
-                                raise CommitConflictError(
-                                    f"transaction conflict with snapshot {other.snapshot_id}: {reason}; "
-                                    "re-read the table and retry the operation"
-                                )
+                        _check_conflicts(conn, base_snapshot_id, ctx)
                     counters = (ctx.schema_version, ctx.next_catalog_id, ctx.next_file_id)
                     if counters != (head.schema_version, head.next_catalog_id, head.next_file_id):
                         conn.execute(
@@ -257,10 +296,16 @@ def run_commit(
                         )
                     )
                     committing = True
-                return CommitResult(ctx.snapshot_id, attempt + 1)
+                return CommitResult(ctx.snapshot_id, attempt + 1, replans=replans)
             except SkipCommit:
                 _discard_attempt_files(ctx)
-                return CommitResult(None, attempt + 1, skipped=True)
+                return CommitResult(None, attempt + 1, skipped=True, replans=replans)
+            except StalePlanError as e:
+                _discard_attempt_files(ctx)
+                if replan is None:
+                    raise
+                log.debug("commit attempt %d must be planned again: %s", attempt + 1, e)
+                last_error, needs_plan = e, True
             except DuckLakeError:
                 _discard_attempt_files(ctx)
                 raise
@@ -281,6 +326,12 @@ def run_commit(
                 if not committing:
                     _discard_attempt_files(ctx)
                 raise
+    if isinstance(last_error, StalePlanError):
+        raise StalePlanError(
+            f"{last_error}; planned again {replans} times against the newest snapshot and the rows kept changing "
+            f"under it (max_retry_count={retry.max_retry_count}); retry the operation, or raise option "
+            "'max_retry_count'"
+        ) from last_error
     if isinstance(last_error, DBAPIError) and not _is_contention(last_error):
         raise CatalogUnreachableError(
             f"the catalog connection failed in all {retry.max_retry_count + 1} commit attempts (last error: "
@@ -293,6 +344,34 @@ def run_commit(
     )
 
 
+# pg_advisory_xact_lock key of a catalog's commits (any constant: advisory locks are per database).
+COMMIT_LOCK_KEY = 0x4475636B4C616B65  # "DuckLake"
+COMMIT_LOCK_TIMEOUT = "30s"  # as long as SQLite's busy timeout
+
+
+def _take_commit_lock(conn: Connection, backend: str) -> None:
+    """Queue this library's committers on PostgreSQL, as ``BEGIN IMMEDIATE`` does on SQLite.
+
+    Without it concurrent committers all read the same head, all insert the same snapshot id, and all but one
+    lose on its primary key and retry after a backoff, so a writer can lose every time while others stream in.
+    Writers that do not take it (DuckDB) still collide on the primary key, as before.
+    """
+    if backend == "postgresql":
+        conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{COMMIT_LOCK_TIMEOUT}'")
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({COMMIT_LOCK_KEY})")
+
+
+def _check_conflicts(conn: Connection, base_snapshot_id: int, ctx: CommitContext) -> None:
+    """Raise CommitConflictError for a snapshot after the base that conflicts with ``ctx.changes``."""
+    for other in reader.snapshot_changes_after(conn, base_snapshot_id):
+        reason = ctx.changes.conflict_with(other.changes)
+        if reason is not None:
+            raise CommitConflictError(
+                f"transaction conflict with snapshot {other.snapshot_id}: {reason}; "
+                "re-read the table and retry the operation"
+            )
+
+
 def _discard_attempt_files(ctx: CommitContext | None) -> None:
     if ctx is not None and ctx.attempt_files:
         from pyspark_ducklake.io.fileio import delete_files
@@ -301,44 +380,70 @@ def _discard_attempt_files(ctx: CommitContext | None) -> None:
         ctx.attempt_files.clear()
 
 
+# PostgreSQL SQLSTATEs of a writer that lost a race; the attempt rolled back and can simply run again:
+# unique_violation (the snapshot row, or two CREATE TABLE IF NOT EXISTS), serialization_failure, deadlock_detected,
+# lock_not_available.
+CONTENTION_SQLSTATES = frozenset({"23505", "40001", "40P01", "55P03"})
+# The server is going away or not accepting connections yet (class 08 is connection_exception): admin_shutdown,
+# crash_shutdown, cannot_connect_now, too_many_connections.
+CONNECTION_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "53300"})
+# SQLite result codes: SQLITE_BUSY and SQLITE_LOCKED (primary, also covering BUSY_SNAPSHOT etc.), and the
+# extended SQLITE_CONSTRAINT_PRIMARYKEY / _UNIQUE (the snapshot row).
+SQLITE_CONTENTION_CODES = frozenset({5, 6})
+SQLITE_CONTENTION_EXTENDED = frozenset({1555, 2067})
+# SQLITE_IOERR and SQLITE_CANTOPEN: the file (or the share it lives on) cannot be read or opened right now.
+SQLITE_CONNECTION_CODES = frozenset({10, 14})
+# Only for errors a driver gives no code for (psycopg2's client-side errors, sqlite3 before Python 3.11).
+_CONTENTION_WORDS: tuple[str, ...] = ("unique", "primary key", "duplicate key", "conflict", "concurrent", "locked")
+_CONTENTION_WORDS += ("busy", "serializ", "deadlock", "could not obtain lock")
+_CONNECTION_WORDS: tuple[str, ...] = ("connection", "server closed", "terminating", "could not connect", "timeout")
+_CONNECTION_WORDS += ("the database system",)
+
+
+def _sqlstate(e: DBAPIError) -> str | None:
+    """The PostgreSQL SQLSTATE (psycopg2's ``pgcode``, psycopg 3's ``sqlstate``), or None."""
+    code = getattr(e.orig, "pgcode", None) or getattr(e.orig, "sqlstate", None)
+    return code if isinstance(code, str) and code else None
+
+
+def _sqlite_code(e: DBAPIError) -> int | None:
+    """The SQLite extended result code (``sqlite_errorcode``, Python 3.11+), or None."""
+    code = getattr(e.orig, "sqlite_errorcode", None)
+    return code if isinstance(code, int) else None
+
+
 def _is_contention(e: DBAPIError) -> bool:
-    """Another writer won: a snapshot-id clash, a lock, or a serialisation failure (the attempt rolled back)."""
-    if isinstance(e, IntegrityError):
-        return True
+    """Another writer won: a snapshot-id clash, a lock, or a serialisation failure (the attempt rolled back).
+
+    Decided by the SQLSTATE (PostgreSQL) or the result code (SQLite); by the message only when the driver gives
+    neither.
+    """
+    state = _sqlstate(e)
+    if state is not None:
+        return state in CONTENTION_SQLSTATES
+    code = _sqlite_code(e)
+    if code is not None:
+        return code & 0xFF in SQLITE_CONTENTION_CODES or code in SQLITE_CONTENTION_EXTENDED
     message = str(e.orig).lower()
-    return any(
-        word in message
-        for word in (
-            "unique",
-            "primary key",
-            "duplicate key",
-            "conflict",
-            "concurrent",
-            "locked",
-            "busy",
-            "serializ",
-            "deadlock",
-            "could not obtain lock",
-        )
-    )
+    return any(word in message for word in _CONTENTION_WORDS)
 
 
 def is_connection_error(e: DBAPIError) -> bool:
-    """The catalog went away (outage, restart): worth retrying with backoff while the attempt had not committed."""
+    """The catalog went away (outage, restart): worth retrying with backoff while the attempt had not committed.
+
+    Decided by SQLAlchemy's disconnect detection, the SQLSTATE (PostgreSQL) or the result code (SQLite); by the
+    message only when the driver gives no code (psycopg2 reports refused and dropped connections without one).
+    """
     if getattr(e, "connection_invalidated", False):
         return True
+    state = _sqlstate(e)
+    if state is not None:
+        return state.startswith("08") or state in CONNECTION_SQLSTATES
+    code = _sqlite_code(e)
+    if code is not None:
+        return code & 0xFF in SQLITE_CONNECTION_CODES
     message = str(e.orig).lower()
-    return any(
-        word in message
-        for word in (
-            "connection",
-            "server closed",
-            "terminating",
-            "could not connect",
-            "timeout",
-            "the database system",
-        )
-    )
+    return any(word in message for word in _CONNECTION_WORDS)
 
 
 # Longest single wait between probes of an unreachable catalog.

@@ -2,6 +2,11 @@
 
 Every function takes the attempt's :class:`CommitContext` and registers what it changed in ``ctx.changes``; table
 statistics are accumulated and written once by :func:`write_table_stats`.
+
+Functions that end or move rows check that the rows are still where the change planned them (the update hits every
+planned inlined row, the data file is live and its deletes are the ones planned against) and raise
+:class:`StalePlanError` otherwise: the commit protocol then plans the change again or fails, and never commits a change
+that silently missed its rows.
 """
 
 from __future__ import annotations
@@ -26,7 +31,12 @@ from pyspark_ducklake.catalog.reserved import inlining_reserved
 from pyspark_ducklake.catalog.stats_values import array_min_max, storable_stat, widen
 from pyspark_ducklake.catalog.transaction import CommitContext, now_utc
 from pyspark_ducklake.catalog.types import Column, TableSchema, find_folded, validate_columns
-from pyspark_ducklake.exceptions import InvalidIdentifierError, SchemaAlreadyExistsError, TableAlreadyExistsError
+from pyspark_ducklake.exceptions import (
+    InvalidIdentifierError,
+    SchemaAlreadyExistsError,
+    StalePlanError,
+    TableAlreadyExistsError,
+)
 from pyspark_ducklake.io.parquet import WrittenFile, leaf_arrays
 
 
@@ -375,6 +385,12 @@ def inlined_insert(
     ]
     if rows:
         ctx.conn.execute(insert(target), rows)
+    signalled: set[int] = ctx.scratch("inlined_insert_signalled", set)
+    if table.table_id not in signalled:
+        # DuckDB caches table statistics (next_row_id, min/max) by the snapshot's next_file_id and moves it on
+        # inlined-only commits; without this DuckDB reuses row ids and misreads values after our inlined insert.
+        signalled.add(table.table_id)
+        ctx.allocate_file_id()
     ctx.changes.inlined_insert.add(table.table_id)
     return start
 
@@ -389,21 +405,172 @@ def _note_array_stats(ctx: CommitContext, table_id: int, column: Column, arr: pa
         note_column_values(ctx, table_id, leaf, lo, hi, values.null_count > 0, nan)
 
 
-def end_inlined_rows(ctx: CommitContext, table_id: int, table_name: str, row_ids: list[int]) -> int:
-    """Mark inlined rows deleted at this snapshot; returns how many were live."""
-    t = Table(table_name, MetaData(), SAColumn("row_id", BigInteger), SAColumn("end_snapshot", BigInteger))
-    count = 0
-    for i in range(0, len(row_ids), 500):
-        chunk = row_ids[i : i + 500]
-        result = ctx.conn.execute(
-            update(t)
-            .where(and_(t.c.row_id.in_(chunk), t.c.end_snapshot.is_(None)))
-            .values(end_snapshot=ctx.snapshot_id)
+def end_inlined_rows(ctx: CommitContext, table_id: int, row_ids: list[int]) -> int:
+    """Mark the table's inlined rows ``row_ids`` (the versions live at the planned snapshot) deleted at this
+    snapshot; returns how many were ended. Rows another writer deleted meanwhile are left as they are: deleting
+    them again would change nothing.
+
+    Raises:
+        StalePlanError: some of them were moved to Parquet (a flush) or replaced by a newer version of the row
+            (an update) since the change was planned.
+    """
+    wanted = sorted(set(row_ids))
+    planned = ctx.planned_snapshot_id
+    tables = [
+        Table(
+            name,
+            MetaData(),
+            SAColumn("row_id", BigInteger),
+            SAColumn("begin_snapshot", BigInteger),
+            SAColumn("end_snapshot", BigInteger),
         )
-        count += result.rowcount or 0
+        for name, _ in reader.inlined_tables(ctx.conn, table_id)
+        if reader.has_table(ctx.conn, name)
+    ]
+    count = 0
+    for t in tables:
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i : i + 500]
+            cond = and_(t.c.row_id.in_(chunk), t.c.end_snapshot.is_(None))
+            if planned is not None:
+                cond = and_(cond, t.c.begin_snapshot <= planned)
+            count += ctx.conn.execute(update(t).where(cond).values(end_snapshot=ctx.snapshot_id)).rowcount or 0
+    if count < len(wanted):
+        # Which of the others were deleted by another writer (still here, ended), not moved or updated?
+        gone = len(wanted) - count
+        ended_by_others: set[int] = set()
+        for t in tables:
+            for i in range(0, len(wanted), 500):
+                chunk = wanted[i : i + 500]
+                versions = ctx.conn.execute(
+                    select(t.c.row_id, t.c.begin_snapshot, t.c.end_snapshot).where(t.c.row_id.in_(chunk))
+                ).all()
+                newer = {r.row_id for r in versions if planned is not None and r.begin_snapshot > planned}
+                ended_by_others.update(
+                    r.row_id
+                    for r in versions
+                    if r.end_snapshot is not None
+                    and r.end_snapshot != ctx.snapshot_id
+                    and (planned is None or r.end_snapshot > planned)
+                    and r.row_id not in newer
+                )
+        if len(ended_by_others) < gone:
+            raise StalePlanError(
+                f"{gone - len(ended_by_others)} of the {len(wanted)} inlined rows of table {table_id} planned for "
+                "deletion were moved to Parquet (a flush) or updated by another writer since the change was planned"
+            )
     if count:
         ctx.changes.inlined_delete.add(table_id)
     return count
+
+
+def end_all_inlined_rows(ctx: CommitContext, table_id: int) -> int:
+    """Mark every live inlined row of the table deleted at this snapshot (read in this attempt, so never stale)."""
+    count = 0
+    for name, _ in reader.inlined_tables(ctx.conn, table_id):
+        if reader.has_table(ctx.conn, name):
+            t = Table(name, MetaData(), SAColumn("end_snapshot", BigInteger))
+            result = ctx.conn.execute(update(t).where(t.c.end_snapshot.is_(None)).values(end_snapshot=ctx.snapshot_id))
+            count += result.rowcount or 0
+    if count:
+        ctx.changes.inlined_delete.add(table_id)
+    return count
+
+
+@dataclass(frozen=True)
+class DataFileState:
+    """What deletes a live data file has now: its live delete file row (None without one) and the positions deleted
+    through ``ducklake_inlined_delete_<tid>`` (DuckDB's small deletes)."""
+
+    delete_file: Any | None
+    inlined_positions: frozenset[int]
+
+
+def data_file_state(ctx: CommitContext, table_id: int, data_file_id: int) -> DataFileState:
+    """The deletes of a data file as of this attempt.
+
+    Raises:
+        StalePlanError: the file is no longer live (compacted, rewritten or removed by another writer).
+    """
+    d, x = T.ducklake_data_file, T.ducklake_delete_file
+    live = ctx.conn.execute(
+        select(d.c.data_file_id).where(d.c.data_file_id == data_file_id, d.c.end_snapshot.is_(None))
+    ).first()
+    if live is None:
+        raise StalePlanError(
+            f"data file {data_file_id} of table {table_id} was compacted, rewritten or removed by another writer "
+            "since the change was planned"
+        )
+    rows = ctx.conn.execute(select(x).where(x.c.data_file_id == data_file_id, x.c.end_snapshot.is_(None))).all()
+    if len(rows) > 1:
+        raise StalePlanError(f"data file {data_file_id} of table {table_id} has {len(rows)} live delete files")
+    inlined: frozenset[int] = frozenset()
+    if _has_inlined_deletes(ctx, table_id):
+        t = T.inlined_delete_table(table_id)
+        found = ctx.conn.execute(select(t.c.row_id).where(t.c.file_id == data_file_id))
+        inlined = frozenset(int(r[0]) for r in found)
+    return DataFileState(rows[0] if rows else None, inlined)
+
+
+def check_data_file(
+    ctx: CommitContext,
+    table_id: int,
+    data_file_id: int,
+    delete_file_id: int | None,
+    *,
+    deletes_seen: int | None = None,
+) -> None:
+    """Check that a data file whose rows this change ends is as the change saw it: still live, with the live delete
+    file ``delete_file_id`` (or none), and no inlined file deletes committed after ``deletes_seen`` (default: the
+    snapshot the change was planned against).
+
+    Raises:
+        StalePlanError: the file was compacted, rewritten or removed, or another writer deleted rows of it.
+    """
+    state = data_file_state(ctx, table_id, data_file_id)
+    current = None if state.delete_file is None else int(state.delete_file.delete_file_id)
+    if current != delete_file_id:
+        raise StalePlanError(
+            f"another writer deleted rows of data file {data_file_id} of table {table_id} since the change was planned"
+        )
+    seen = ctx.planned_snapshot_id if deletes_seen is None else deletes_seen
+    if seen is not None and seen < ctx.base.snapshot_id and state.inlined_positions:
+        t = T.inlined_delete_table(table_id)
+        newer = ctx.conn.execute(
+            select(t.c.file_id).where(t.c.file_id == data_file_id, t.c.begin_snapshot > seen).limit(1)
+        ).first()
+        if newer is not None:
+            raise StalePlanError(
+                f"another writer deleted rows of data file {data_file_id} of table {table_id} (inlined deletes) since "
+                "the change was planned"
+            )
+
+
+def check_not_updated(ctx: CommitContext, table_id: int, data_file_id: int) -> None:
+    """Rows of a data file that this change planned to delete were deleted by another writer meanwhile: fine when it
+    was a delete, but an update (DuckDB's ``UPDATE`` ends a row and writes its new version with the same row id, in
+    the same snapshot as an insert) must be planned again, so that the filter sees the new version.
+
+    Raises:
+        StalePlanError: a snapshot since the planned one both deleted from and inserted into the table.
+    """
+    planned = ctx.planned_snapshot_id
+    if planned is None:
+        return
+    for other in reader.snapshot_changes_after(ctx.conn, planned):
+        c = other.changes
+        if table_id in (c.deleted_from | c.inlined_delete) and table_id in (c.inserted_into | c.inlined_insert):
+            raise StalePlanError(
+                f"rows of data file {data_file_id} of table {table_id} planned for deletion were changed (deleted "
+                f"and written again, as an update does) by snapshot {other.snapshot_id} since the change was planned"
+            )
+
+
+def _has_inlined_deletes(ctx: CommitContext, table_id: int) -> bool:
+    known: dict[int, bool] = ctx.scratch("inlined_delete_tables", dict)
+    if table_id not in known:
+        known[table_id] = reader.has_table(ctx.conn, T.inlined_delete_table_name(table_id))
+    return known[table_id]
 
 
 def add_delete_file(
@@ -416,18 +583,40 @@ def add_delete_file(
     previous_delete_file_id: int | None,
     begin_snapshot: int | None = None,
     logical: bool = True,
+    deletes_seen: int | None = None,
 ) -> int:
     """Register a delete file (all deleted positions of the data file), ending the previous one.
 
     ``begin_snapshot`` earlier than this snapshot is for delete files carrying per-row snapshot ids (a flush);
-    ``logical=False`` records no ``deleted_from_table`` change (a flush deletes nothing).
+    ``logical=False`` records no ``deleted_from_table`` change (a flush deletes nothing, in a file it just wrote).
+    ``deletes_seen`` is the snapshot up to which the caller accounted for the file's deletes (see
+    :func:`check_data_file`).
+
+    Raises:
+        StalePlanError: (a logical delete) the data file or its deletes changed since the change was planned.
     """
+    if logical:
+        check_data_file(ctx, table.table_id, data_file_id, previous_delete_file_id, deletes_seen=deletes_seen)
     if previous_delete_file_id is not None:
         ctx.conn.execute(
             update(T.ducklake_delete_file)
             .where(T.ducklake_delete_file.c.delete_file_id == previous_delete_file_id)
             .values(end_snapshot=ctx.snapshot_id)
         )
+    delete_file_id = _insert_delete_file(ctx, table, data_file_id, written, relative_path, begin_snapshot)
+    if logical:
+        ctx.changes.deleted_from.add(table.table_id)
+    return delete_file_id
+
+
+def _insert_delete_file(
+    ctx: CommitContext,
+    table: TableEntry,
+    data_file_id: int,
+    written: WrittenFile,
+    relative_path: str,
+    begin_snapshot: int | None,
+) -> int:
     delete_file_id = ctx.allocate_file_id()
     ctx.conn.execute(
         insert(T.ducklake_delete_file).values(
@@ -446,8 +635,6 @@ def add_delete_file(
             partial_max=None,
         )
     )
-    if logical:
-        ctx.changes.deleted_from.add(table.table_id)
     return delete_file_id
 
 
@@ -460,11 +647,17 @@ def replace_delete_file(
     *,
     relative_path: str,
     begin_snapshot: int,
+    deletes_seen: int | None = None,
 ) -> int:
     """Swap a data file's delete file for one that carries per-row snapshot ids (DuckDB 1.5.5's way).
 
     The old row is removed, not ended (the new file covers its history), and its file is scheduled for deletion.
+    ``previous`` needs ``delete_file_id`` and ``path`` (absolute).
+
+    Raises:
+        StalePlanError: the data file or its deletes changed since the change was planned.
     """
+    check_data_file(ctx, table.table_id, data_file_id, previous.delete_file_id, deletes_seen=deletes_seen)
     d = T.ducklake_delete_file
     row = ctx.conn.execute(
         select(d.c.path, d.c.path_is_relative).where(d.c.delete_file_id == previous.delete_file_id)
@@ -479,30 +672,33 @@ def replace_delete_file(
             schedule_start=ctx.base.snapshot_time or now_utc(),
         )
     )
-    return add_delete_file(
-        ctx,
-        table,
-        data_file_id,
-        written,
-        relative_path=relative_path,
-        previous_delete_file_id=None,
-        begin_snapshot=begin_snapshot,
-    )
+    delete_file_id = _insert_delete_file(ctx, table, data_file_id, written, relative_path, begin_snapshot)
+    ctx.changes.deleted_from.add(table.table_id)
+    return delete_file_id
 
 
-def end_data_file(ctx: CommitContext, table: TableEntry, data_file_id: int, delete_file_id: int | None) -> None:
-    """Remove a whole data file from the table at this snapshot (overwrite, or every row deleted)."""
+def end_data_file(ctx: CommitContext, table: TableEntry, data_file_id: int) -> None:
+    """Remove a whole data file, with its live delete file, from the table at this snapshot (an overwrite).
+
+    Raises:
+        StalePlanError: the file is no longer live (compacted, rewritten or removed by another writer).
+    """
+    d, x = T.ducklake_data_file, T.ducklake_delete_file
+    ended = ctx.conn.execute(
+        update(d)
+        .where(d.c.data_file_id == data_file_id, d.c.end_snapshot.is_(None))
+        .values(end_snapshot=ctx.snapshot_id)
+    ).rowcount
+    if ended != 1:
+        raise StalePlanError(
+            f"data file {data_file_id} of table {table.table_id} was compacted, rewritten or removed by another "
+            "writer since the change was planned"
+        )
     ctx.conn.execute(
-        update(T.ducklake_data_file)
-        .where(T.ducklake_data_file.c.data_file_id == data_file_id)
+        update(x)
+        .where(x.c.data_file_id == data_file_id, x.c.end_snapshot.is_(None))
         .values(end_snapshot=ctx.snapshot_id)
     )
-    if delete_file_id is not None:
-        ctx.conn.execute(
-            update(T.ducklake_delete_file)
-            .where(T.ducklake_delete_file.c.delete_file_id == delete_file_id)
-            .values(end_snapshot=ctx.snapshot_id)
-        )
     ctx.changes.deleted_from.add(table.table_id)
 
 

@@ -34,7 +34,7 @@ from pyspark_ducklake.catalog.file_stats import stats_function
 from pyspark_ducklake.catalog.paths import is_inside
 from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.catalog.types import TableSchema
-from pyspark_ducklake.exceptions import CommitConflictError, InvalidOptionError
+from pyspark_ducklake.exceptions import InvalidOptionError, StalePlanError
 from pyspark_ducklake.io.parquet import WrittenFile, write_table
 from pyspark_ducklake.table.flush import INTERNAL_ROW_ID, INTERNAL_SNAPSHOT_ID, _internal_field
 from pyspark_ducklake.table.maintenance import MaintenanceReport
@@ -347,15 +347,30 @@ def rewrite_group(group: MergeGroup, storage_options: dict[str, Any] | None = No
 
 
 def apply_merge(
-    ctx: CommitContext, tables: dict[int, TableEntry], groups: Sequence[tuple[MergeGroup, MergedFile]]
+    ctx: CommitContext,
+    tables: dict[int, TableEntry],
+    groups: Sequence[tuple[MergeGroup, MergedFile]],
+    skipped: list[int] | None = None,
 ) -> None:
     """Commit merged files: the sources leave the catalog (files scheduled for deletion), the merged file enters.
 
+    With ``skipped`` (a list this fills on every attempt), a group whose sources another writer deleted from,
+    compacted or removed since it was planned is left out (its index recorded; its merged file is the caller's to
+    remove) and the others commit; without it, such a group fails the commit.
+
     Raises:
-        CommitConflictError: a source file was deleted from, removed or compacted since it was planned.
+        StalePlanError: a source file changed since it was planned (without ``skipped``, or every group changed).
     """
-    for group, merged in groups:
-        _check_unchanged(ctx, group)
+    if skipped is not None:
+        skipped.clear()
+    for index, (group, merged) in enumerate(groups):
+        try:
+            _check_unchanged(ctx, group)
+        except StalePlanError:
+            if skipped is None or len(skipped) + 1 == len(groups):
+                raise
+            skipped.append(index)
+            continue
         table = tables[group.table_id]
         W.remove_data_files(ctx, [(f.data_file_id, f.path) for f in group.sources])
         W.add_compacted_file(
@@ -381,7 +396,7 @@ def _check_unchanged(ctx: CommitContext, group: MergeGroup) -> None:
     ).scalar_one()
     changed = live != len(ids) or bool(set(ids) & _files_with_deletes(ctx.conn, group.table_id, ctx.snapshot_id))
     if changed:
-        raise CommitConflictError(
+        raise StalePlanError(
             f"transaction conflict: files of {group.table_name} being merged were deleted from or compacted by "
             "another writer; run merge_adjacent_files again"
         )

@@ -26,6 +26,7 @@ from pyspark_ducklake.catalog.inlined_codec import decode_values, inlined_select
 from pyspark_ducklake.catalog.paths import checked_table_dir
 from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.catalog.types import TableSchema, arrow_field
+from pyspark_ducklake.exceptions import StalePlanError
 from pyspark_ducklake.io.parquet import write_table
 from pyspark_ducklake.table.scan import ROW_ID_FIELD_ID, SNAPSHOT_ID_FIELD_ID, _inlined_columns_at
 from pyspark_ducklake.table.write import DELETE_FILE_PATH_ID, DELETE_POS_ID, new_data_file_name, new_delete_file_name
@@ -77,7 +78,9 @@ def flush_inlined(ctx: CommitContext, table: TableEntry) -> FlushResult:
             _write_flush_files(ctx, table, schema, checked_table_dir(table_dir, ctx.data_path, name_), rows)
             files += 1
             rows_flushed += len(rows)
-            ctx.conn.execute(delete(t))
+            moved = ctx.conn.execute(delete(t)).rowcount
+            if moved is not None and moved >= 0 and moved != len(rows):
+                raise StalePlanError(f"inlined table {name} changed while it was flushed; flush again")
         if not is_latest:
             ctx.conn.execute(DropTable(t, if_exists=True))
             i = T.ducklake_inlined_data_tables

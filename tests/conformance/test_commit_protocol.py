@@ -75,27 +75,35 @@ def test_logical_conflict_fails_cleanly_and_removes_its_files(catalog: Any) -> N
     lake.create_table("main.k", pa.schema([("id", pa.int64())]))
     lake.append("main.k", pa.table({"id": list(range(100))}))
     stale = lake.table("main.k")  # a writer that planned against this snapshot
-    lake.append("main.k", pa.table({"id": list(range(100, 200))}))  # someone else commits first
+    lake.delete("main.k", [("id", "=", 50)])  # someone else deletes from the same data file first
     files_before = parquet_files(catalog.data_path)
     snap_before = lake.current_snapshot_id()
-    # A delete planned at the stale snapshot conflicts with the concurrent insert (reference's matrix).
+    # A delete file planned at the stale snapshot, staged without a way to plan again, must not commit: it would
+    # leave the data file with two live delete files.
     from pyspark_ducklake.catalog import writer as W
     from pyspark_ducklake.table.write import write_delete_file
 
-    data_file = next(iter(sorted(files_before)))
-    name, written = write_delete_file(data_file, [0, 1], lake._table_dir(stale))
+    (file_entry,) = [t.file for t in _plan(lake, stale).files]
+    name, written = write_delete_file(file_entry.path, [0, 1], lake._table_dir(stale))
     assert written.path in parquet_files(catalog.data_path)
-    with pytest.raises(CommitConflictError, match="inserted into it"):
+    with pytest.raises(CommitConflictError, match="another writer deleted rows of data file"):
         lake._commit(
             lambda ctx: W.add_delete_file(
-                ctx, stale.entry, 0, written, relative_path=name, previous_delete_file_id=None
+                ctx, stale.entry, file_entry.data_file_id, written, relative_path=name, previous_delete_file_id=None
             ),
             base=stale.snapshot_id,
             files=[written.path],
         )
     assert lake.current_snapshot_id() == snap_before
     assert parquet_files(catalog.data_path) == files_before  # the conflicting commit's file was removed
-    assert lake.scan("main.k").num_rows == 200
+    assert lake.scan("main.k").num_rows == 99
+
+
+def _plan(lake: pdl.Lake, table: Any) -> Any:
+    from pyspark_ducklake.table.scan import plan_scan
+
+    with lake.engine.connect() as conn:
+        return plan_scan(conn, table.entry, table.snapshot_id, lake.data_path)
 
 
 @pytest.mark.parametrize("limit", [0, 10])
@@ -115,3 +123,30 @@ def test_overwrite_is_one_snapshot(catalog: Any, limit: int) -> None:
         assert con.execute(f"SELECT count(*) FROM lake.main.o AT (VERSION => {before})").fetchone()[0] == 53
     finally:
         con.close()
+
+
+def test_concurrent_committers_queue_instead_of_colliding(catalog: Any) -> None:
+    # With no retries at all, every commit of four writers still lands: they wait for the commit lock (SQLite's
+    # BEGIN IMMEDIATE, a PostgreSQL advisory lock) instead of losing the snapshot id to each other.
+    setup = pdl.connect(catalog.url, catalog.data_path)
+    setup.create_table("main.q", pa.schema([("w", pa.int32()), ("i", pa.int32())]))
+    errors: list[BaseException] = []
+
+    def writer(w: int) -> None:
+        lake = pdl.connect(catalog.url, max_retry_count=0)
+        try:
+            for i in range(COMMITS_PER_WRITER):
+                lake.append("main.q", pa.table({"w": pa.array([w], pa.int32()), "i": pa.array([i], pa.int32())}))
+        except BaseException as e:
+            errors.append(e)
+        finally:
+            lake.close()
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(WRITERS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not errors, errors
+    assert setup.scan("main.q").num_rows == WRITERS * COMMITS_PER_WRITER
+    setup.close()

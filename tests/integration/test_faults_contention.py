@@ -1,4 +1,14 @@
-"""Contention: two streams and two batch appenders write one table while maintenance compacts it, for a while.
+"""Contention: many writers on one table while maintenance runs, for a while.
+
+``test_writers_deleters_and_maintenance_processes``, on SQLite and PostgreSQL catalogs: real processes
+(:mod:`tests.support.load`) for ``DUCKLAKE_LOAD_SECONDS`` (default 25; ``make soak`` runs 12 writers for 10 minutes):
+three writers appending inlined and Parquet batches, deleting and overwriting ranges of their own rows, one DuckDB
+writer doing the same through SQL, our maintenance and DuckDB's (flush, merge, expire, clean-up) and a reader
+checking the invariants while it runs. No append, delete or overwrite of ours may fail, and at the end the table
+holds exactly the union of every writer's rows, read by us and by DuckDB. The seed is fixed (``DUCKLAKE_LOAD_SEED``).
+
+``test_four_writers_and_compaction``, with Spark: two streams and two batch appenders write one table while
+maintenance compacts it.
 
 On a PostgreSQL catalog, for ``DUCKLAKE_CONTENTION_SECONDS`` (default 90; the issue's "several minutes" is
 ``DUCKLAKE_CONTENTION_SECONDS=300``):
@@ -42,6 +52,8 @@ from tests.support.faults import (
 )
 
 SECONDS = float(os.environ.get("DUCKLAKE_CONTENTION_SECONDS", "90"))
+LOAD_SECONDS = float(os.environ.get("DUCKLAKE_LOAD_SECONDS", "25"))
+LOAD_SEED = int(os.environ.get("DUCKLAKE_LOAD_SEED", "20261"))
 STREAM_ROWS = [20, 60, 400, 1200]  # inlined (<= 100) and Parquet micro-batches
 APPEND_ROWS = [3, 8, 300, 2000]  # inlined (<= 10, the lake's default limit) and Parquet appends
 STREAMS = ("a", "b")
@@ -49,6 +61,32 @@ APPENDERS = 2
 SCHEMA = pa.schema([("id", pa.int64()), ("kind", pa.string()), ("amount", pa.float64())])
 
 pytestmark = pytest.mark.timeout(SECONDS + 300)
+
+
+@pytest.mark.timeout(LOAD_SECONDS + 400)
+def test_writers_deleters_and_maintenance_processes(catalog: Any, tmp_path: Path) -> None:
+    from tests.support.load import LoadSpec, problems, run_load
+
+    spec = LoadSpec(
+        catalog.url,
+        catalog.duckdb,
+        catalog.data_path,
+        str(tmp_path / "work"),
+        seconds=LOAD_SECONDS,
+        seed=LOAD_SEED,
+        writers=3,
+        duckdb_writers=1,
+        maintainers=("ours", "duckdb"),
+        readers=1,
+    )
+    figures = run_load(spec)
+    print({k: v for k, v in figures.items() if k != "by_op"}, flush=True)
+    assert problems(figures) == []
+    assert figures["by_op"]["delete"]["ok"] and figures["by_op"]["append_inlined"]["ok"]  # the mix really ran
+    assert figures["reader_checks"].get("time_travel") and figures["reader_checks"].get("duckdb_compared")
+    maintained = figures["maintainer_ours"]["done"]
+    assert maintained.get("flush") and maintained.get("merge")
+    record_figures(f"load_{catalog.backend}", {**figures, "backend": catalog.backend})
 
 
 class RetryLog(logging.Handler):

@@ -187,14 +187,14 @@ CASES: tuple[BadInput, ...] = (
     ),
     BadInput(
         "unknown-column",
-        "an unknown column in `columns=`, a filter, a delete, a rename",
+        "an unknown column in `columns=`, a filter, a delete or filtered overwrite, a rename",
         E.NoSuchColumnError,
         "names the table's columns",
         match="['id', 'name'",
     ),
     BadInput(
         "bad-filter",
-        "a `scan`/`delete` filter with an unknown operator or a malformed tuple",
+        "a `scan`/`delete`/`overwrite` filter with an unknown operator or a malformed tuple",
         E.InvalidOptionError,
         "give (column, operator, value) tuples",
     ),
@@ -256,7 +256,7 @@ CASES: tuple[BadInput, ...] = (
     ),
     BadInput(
         "option-out-of-range",
-        "option values out of range (negative retries, backoff < 1, flush_rows=0)",
+        "option values out of range (negative retries, backoff < 1 or NaN, flush_rows=0)",
         E.InvalidOptionError,
         "must be >= …",
         match="must be",

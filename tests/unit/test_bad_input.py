@@ -228,6 +228,12 @@ def test_unknown_column_and_snapshot(lake: pdl.Lake) -> None:
         lake.delete("main.t", [("id", "~", 1)])
     with expect_bad_input("bad-filter", lake):
         lake.delete("main.t", [("id", "=")])
+    # a filtered overwrite checks its filter before it writes the new rows' file
+    big = pa.table({"id": list(range(100))})
+    with expect_bad_input("unknown-column", lake):
+        lake.overwrite("main.t", big, filter=[("nope", "=", 1)])
+    with expect_bad_input("bad-filter", lake):
+        lake.overwrite("main.t", big, filter=[("id", "~", 1)])
     with expect_bad_input("narrowing-type-change", lake):
         lake.set_column_type("main.t", "id", pa.int32())
     with expect_bad_input("unknown-snapshot", lake) as err:
@@ -269,6 +275,17 @@ def test_options_out_of_range(lake: pdl.Lake, kwargs: dict[str, object], match: 
     with expect_bad_input("option-out-of-range", lake) as err:
         pdl.connect(lake.location.url, **kwargs)  # type: ignore[arg-type]
     assert match in str(err.value)
+
+
+def test_retry_options_of_connect_are_parsed_or_refused(lake: pdl.Lake) -> None:
+    for kwargs in ({"max_retry_count": "false"}, {"retry_wait_ms": "soon"}, {"max_retry_count": True}):
+        with expect_bad_input("option-unparseable", lake):
+            pdl.connect(lake.location.url, **kwargs)  # type: ignore[arg-type]
+    for kwargs in ({"retry_backoff": float("nan")}, {"retry_backoff": "inf"}):
+        with expect_bad_input("option-out-of-range", lake) as err:
+            pdl.connect(lake.location.url, **kwargs)  # type: ignore[arg-type]
+        assert "retry_backoff" in str(err.value)
+    assert pdl.connect(lake.location.url, max_retry_count="3").retry.max_retry_count == 3
 
 
 def test_sink_options_out_of_range() -> None:

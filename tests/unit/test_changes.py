@@ -44,22 +44,34 @@ def test_parse_alias_and_unknown_keys() -> None:
     assert c.render() == "inline_flush:7"
 
 
+# The table-level rules left once rows and files are checked where they are applied (README, "Isolation").
 @pytest.mark.parametrize(
     ("mine", "theirs", "conflict"),
     [
         ("inserted_into_table:1", "inserted_into_table:1", False),
         ("inlined_insert:1", "inlined_insert:1", False),
-        ("inserted_into_table:1", "deleted_from_table:1", True),
+        ("inserted_into_table:1", "deleted_from_table:1", False),  # DuckDB: conflict
+        ("inlined_insert:1", "inlined_delete:1", False),  # DuckDB: conflict
         ("inserted_into_table:1", "altered_table:1", True),
         ("inserted_into_table:1", "dropped_table:1", True),
         ("inserted_into_table:1", "deleted_from_table:2", False),
-        ("deleted_from_table:1", "inserted_into_table:1", True),
-        ("inlined_delete:1", "inline_flush:1", True),
-        ("inline_flush:1", "inline_flush:1", True),
+        ("deleted_from_table:1", "inserted_into_table:1", False),  # DuckDB: conflict
+        ("deleted_from_table:1", "deleted_from_table:1", False),  # checked per file
+        ("inlined_delete:1", "inline_flush:1", False),  # checked per row, then planned again
+        ("inlined_delete:1", "inlined_delete:1", False),  # checked per row
+        ("deleted_from_table:1", "merge_adjacent:1", False),  # checked per file, then planned again
+        ("deleted_from_table:1", "altered_table:1", True),
+        ("inlined_delete:1", "dropped_table:1", True),
+        ("inline_flush:1", "inline_flush:1", False),  # a flush reads the rows inside its own commit
+        ("inline_flush:1", "inlined_delete:1", False),
         ("inline_flush:1", "inlined_insert:1", False),
+        ("inline_flush:1", "dropped_table:1", True),
+        ("merge_adjacent:1", "deleted_from_table:1", False),  # checked per source file
+        ("merge_adjacent:1", "dropped_table:1", True),
+        ("altered_table:1", "altered_table:1", True),
+        ("dropped_table:1", "dropped_table:1", True),
         ('created_table:"main"."t"', 'created_table:"main"."t"', True),
         ('created_table:"main"."t"', 'created_table:"main"."u"', False),
-        ("merge_adjacent:1", "deleted_from_table:1", True),
     ],
 )
 def test_conflict_matrix(mine: str, theirs: str, conflict: bool) -> None:

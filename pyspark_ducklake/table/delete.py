@@ -1,0 +1,172 @@
+"""Deleting rows by predicate: the plan (which positions of which data files, which inlined rows) and its staging.
+
+A plan is made against one snapshot by reading the rows that match. Staging it in a commit checks that every planned
+row is still where the plan found it (``catalog/writer.py`` raises :class:`StalePlanError` when a flush, a compaction,
+an overwrite or an update moved it); the commit protocol then plans the delete again against the newest snapshot.
+Rows another writer deleted meanwhile are simply left out, and a concurrent append touches neither the planned files
+nor the planned inlined rows: neither needs a new plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pyspark_ducklake.catalog import reader
+from pyspark_ducklake.catalog import writer as W
+from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
+from pyspark_ducklake.catalog.transaction import CommitContext
+from pyspark_ducklake.table.scan import (
+    FILE_POSITION,
+    ROWID,
+    ScanPlan,
+    execute_file_task,
+    internal_column,
+    read_delete_entries,
+    visible,
+)
+from pyspark_ducklake.table.write import write_delete_file
+
+
+@dataclass(frozen=True)
+class FileDeletes:
+    """Positions of one data file to delete (none of them deleted yet at the planned snapshot)."""
+
+    file: DataFileEntry
+    positions: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class DeletePlan:
+    """The rows of one table that a delete ends, as found at ``snapshot_id``."""
+
+    table: TableEntry
+    snapshot_id: int
+    files: tuple[FileDeletes, ...] = ()
+    inlined_row_ids: tuple[int, ...] = ()
+
+    @property
+    def rows(self) -> int:
+        return sum(len(f.positions) for f in self.files) + len(self.inlined_row_ids)
+
+
+def plan_deletes(scan: ScanPlan, predicate: pc.Expression, storage_options: dict[str, Any] | None) -> DeletePlan:
+    """The rows of ``scan`` (a full scan plan) that match ``predicate``; reads the data files."""
+
+    def matching(rows: pa.Table, internal: str) -> list[int]:
+        # the internal column's values of the matching rows; found by position, as a user column may share its name
+        passed = _passing_rows(visible(rows, scan.schema), predicate)
+        return list(internal_column(rows, scan.schema, internal).take(passed).to_pylist())
+
+    files: list[FileDeletes] = []
+    for task in scan.files:
+        rows = execute_file_task(task, scan.schema, storage_options=storage_options, with_positions=True)
+        matched = matching(rows, FILE_POSITION)
+        if not matched:
+            continue
+        # Positions already in ducklake_inlined_delete_<tid> stay there: DuckDB unions both and counts each once.
+        fresh = sorted(set(matched) - set(task.inlined_deleted_positions))
+        if fresh:
+            files.append(FileDeletes(task.file, tuple(fresh)))
+    inlined: list[int] = []
+    if scan.inlined is not None and scan.inlined.data.num_rows:
+        inlined = matching(scan.inlined.data, ROWID)
+    return DeletePlan(scan.table, scan.snapshot_id, tuple(files), tuple(inlined))
+
+
+def _passing_rows(rows: pa.Table, expr: pc.Expression) -> pa.Array:
+    """The indices of the rows that pass ``expr``."""
+    index = "__row"
+    while index in rows.column_names:
+        index += "_"
+    numbered = rows.append_column(index, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
+    return numbered.filter(expr).column(index).combine_chunks()
+
+
+def stage_deletes(ctx: CommitContext, plan: DeletePlan, table_dir: str) -> None:
+    """End the planned rows in this commit.
+
+    Raises:
+        StalePlanError: a planned row moved or was deleted by another writer since the plan's snapshot.
+    """
+    if plan.inlined_row_ids:
+        W.end_inlined_rows(ctx, plan.table.table_id, list(plan.inlined_row_ids))
+    for target in plan.files:
+        write_deletes(ctx, plan.table, target.file, list(target.positions), table_dir)
+
+
+def write_deletes(ctx: CommitContext, entry: TableEntry, data_file: Any, fresh: list[int], table_dir: str) -> None:
+    """Delete ``fresh`` positions of a data file in this commit, as DuckDB 1.5.5 does.
+
+    The first delete of a file is a plain delete file. A later one writes a single file holding every deleted
+    position with the snapshot that deleted it (``_ducklake_internal_snapshot_id``), starting at the oldest of them,
+    and removes the previous delete file's row (scheduling its file for deletion): so exactly one delete file is
+    visible at any snapshot, and DuckDB's own later deletes and time travel stay right.
+
+    The file's deletes are read as they are now, not as planned: positions another writer deleted meanwhile are
+    left out (the file's rows never change, so planning again would find exactly the others), unless that writer
+    may have updated them (written new versions elsewhere), which needs a new plan.
+
+    Raises:
+        StalePlanError: the data file is no longer live (compacted, rewritten, overwritten), or rows planned here
+            may have been updated; checked before anything is written.
+    """
+    state = W.data_file_state(ctx, entry.table_id, data_file.data_file_id)
+    current = state.delete_file
+    merged: dict[int, int] = {}
+    if current is not None:
+        path = reader.resolve(table_dir, current.path, current.path_is_relative)
+        positions, snapshots = read_delete_entries(path, int(current.begin_snapshot), ctx.storage_options)
+        merged = dict(zip(positions, snapshots, strict=True))
+    left = [p for p in fresh if p not in merged and p not in state.inlined_positions]
+    if len(left) < len(fresh):
+        W.check_not_updated(ctx, entry.table_id, data_file.data_file_id)
+    fresh = left
+    if not fresh:
+        return  # another writer deleted all of them
+    seen = ctx.base.snapshot_id  # every delete of the file up to the newest snapshot is accounted for
+    if current is None:
+        name, written = write_delete_file(data_file.path, fresh, table_dir, storage_options=ctx.storage_options)
+        ctx.attempt_files.append(written.path)
+        W.add_delete_file(
+            ctx,
+            entry,
+            data_file.data_file_id,
+            written,
+            relative_path=name,
+            previous_delete_file_id=None,
+            deletes_seen=seen,
+        )
+        return
+    for pos in fresh:
+        merged[pos] = ctx.snapshot_id
+    ordered = sorted(merged)
+    name, written = write_delete_file(
+        data_file.path,
+        ordered,
+        table_dir,
+        storage_options=ctx.storage_options,
+        snapshot_ids=[merged[p] for p in ordered],
+    )
+    ctx.attempt_files.append(written.path)
+    previous = _Previous(int(current.delete_file_id), path)
+    W.replace_delete_file(
+        ctx,
+        entry,
+        previous,
+        data_file.data_file_id,
+        written,
+        relative_path=name,
+        begin_snapshot=min(merged.values()),
+        deletes_seen=seen,
+    )
+
+
+@dataclass(frozen=True)
+class _Previous:
+    delete_file_id: int
+    path: str
