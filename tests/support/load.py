@@ -237,9 +237,15 @@ def run_duckdb_writer(spec: LoadSpec, index: int) -> RoleResult:
     deadline = _deadline(spec, "duckdb_writer", index)
     counts: Counter[str] = Counter()
 
+    import pyspark_ducklake as pdl
+
+    lake = pdl.connect(spec.catalog_url)
+
     def present(lo: int, hi: int) -> set[int]:
-        query = f"SELECT seq FROM lake.{TABLE} WHERE w = {w} AND seq >= {lo} AND seq < {hi}"
-        return {int(r[0]) for r in con.execute(query).fetchall()}
+        # read by this library, from the catalog itself: the DuckDB instance whose commit failed may still serve
+        # its cached view of the table, without rows the failed-but-landed commit added
+        rows = lake.scan(TABLE, columns=["seq"], filter=[("w", "=", w), ("seq", ">=", lo), ("seq", "<", hi)])
+        return set(rows.column("seq").to_pylist())
 
     try:
         while time.monotonic() < deadline:
@@ -281,6 +287,7 @@ def run_duckdb_writer(spec: LoadSpec, index: int) -> RoleResult:
                 time.sleep(spec.think_s)
     finally:
         con.close()
+        lake.close()
     result.live = sorted(key(w, s) for s in live)
     result.counts = dict(counts)
     return result
