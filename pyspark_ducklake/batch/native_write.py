@@ -40,6 +40,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from pyspark_ducklake.batch.job_tasks import tasks_stopped_on_failure
 from pyspark_ducklake.batch.native import GLOB_CHARACTERS, _default_literal, spark_path
 from pyspark_ducklake.batch.spark_types import spark_type
 from pyspark_ducklake.batch.writer import (
@@ -160,7 +161,8 @@ def write_table(
     if target_rows is not None:
         writer = writer.option("maxRecordsPerFile", str(target_rows))
     try:
-        with session_conf(spark, WRITE_CONF):
+        # the folder goes only once the job's tasks stopped: one Spark is still killing could write into it
+        with session_conf(spark, WRITE_CONF), tasks_stopped_on_failure(spark):
             writer.parquet(spark_path(folder))
         files = collect_files(folder, job, plan.table_schema)
     except BaseException:

@@ -43,6 +43,7 @@ from pyspark_ducklake.exceptions import (
 from pyspark_ducklake.lake import Lake, add_pending_files, parse_identifier
 from pyspark_ducklake.table import evolution
 from pyspark_ducklake.table.flush import flush_inlined
+from pyspark_ducklake.table.job_files import JobToken, remove_job_files
 from pyspark_ducklake.table.partition_values import PartitionKey, resolve_keys
 from pyspark_ducklake.table.write import PendingFile, conform_to_table, write_data_files, write_rolling
 
@@ -81,6 +82,8 @@ class BatchPlan:
     inline_limit: int
     target_file_rows: int
     storage_options: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    # names the files of one attempt at the batch, so a failed attempt's files are found (see table.job_files)
+    job: JobToken = field(default_factory=JobToken.new, compare=False)
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,7 @@ def write_task(plan: BatchPlan, batches: Iterable[pa.RecordBatch]) -> TaskOutput
                 table_name=plan.table_name,
                 target_file_rows=plan.target_file_rows,
                 storage_options=plan.storage_options,
+                job=plan.job,
             )
             return TaskOutput(sum(f.written.record_count for f in files), None, tuple(files))
     if rows == 0:
@@ -341,7 +345,12 @@ class MicroBatchCommitter:
                 inline_rows = leftovers
             else:
                 files += write_data_files(
-                    leftovers, plan.table_dir, plan.schema, plan.keys, storage_options=self.lake.storage_options
+                    leftovers,
+                    plan.table_dir,
+                    plan.schema,
+                    plan.keys,
+                    storage_options=self.lake.storage_options,
+                    job=plan.job,
                 )
         flushed = [0]
         skipped = [False]
@@ -433,6 +442,13 @@ class MicroBatchCommitter:
                 "ducklake sink %s: %d rows written to Parquet, not inlined: %s", plan.table_name, rows.num_rows, why
             )
         return why is None
+
+    def remove_attempt_files(self, plan: BatchPlan) -> list[str]:
+        """Delete every file of the failed attempt ``plan.job`` that no snapshot references: its tasks' files,
+        whether they reported them or not, and the driver's own."""
+        return remove_job_files(
+            self.lake.engine, self.lake.data_path, plan.table_dir, plan.job, storage_options=self.lake.storage_options
+        )
 
     def _discard(self, files: list[PendingFile]) -> None:
         from pyspark_ducklake.io.fileio import delete_files
