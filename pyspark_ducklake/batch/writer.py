@@ -24,6 +24,7 @@ from pyspark_ducklake.catalog.partitioning import (
     set_partition_spec,
 )
 from pyspark_ducklake.catalog.paths import checked_table_dir, path_component
+from pyspark_ducklake.catalog.reserved import check_column_names
 from pyspark_ducklake.catalog.transaction import CommitContext, SkipCommit
 from pyspark_ducklake.catalog.types import TableSchema, validate_columns
 from pyspark_ducklake.exceptions import (
@@ -114,6 +115,7 @@ def plan_write(config: LakeConfig, identifier: str, options: dict[str, str], spa
             with lake.engine.connect() as conn:
                 schema = R.schema_by_name(conn, schema_name, snapshot)
                 # What DuckDB refuses, before any task writes a file: see W.create_table.
+                check_column_names(new_schema.names(), lake.data_inlining_row_limit())
                 validate_columns(new_schema.columns, f"table {schema_name}.{table_name}")
                 W.check_table_name_free(conn, schema, table_name, snapshot)
             table_dir = checked_table_dir(

@@ -31,7 +31,7 @@ from pyspark_ducklake.catalog.partitioning import (
     set_partition_spec,
 )
 from pyspark_ducklake.catalog.paths import checked_table_dir, path_component
-from pyspark_ducklake.catalog.reserved import inlining_reserved
+from pyspark_ducklake.catalog.reserved import check_column_names, inlining_reserved
 from pyspark_ducklake.catalog.transaction import CommitContext, RetryConfig, SkipCommit
 from pyspark_ducklake.catalog.types import Column, TableSchema, find_folded, validate_columns
 from pyspark_ducklake.exceptions import (
@@ -262,6 +262,7 @@ class MicroBatchCommitter:
                     ) from None
                 schema_entry = R.schema_by_name(conn, self.schema_name, snapshot)
                 # What DuckDB refuses, before any task writes a file: see W.create_table.
+                check_column_names(incoming.names(), self.settings.data_inlining_row_limit)
                 validate_columns(incoming.columns, f"table {self.qualified_name}")
                 W.check_table_name_free(conn, schema_entry, self.table_name, snapshot)
                 table_dir = checked_table_dir(
@@ -294,6 +295,8 @@ class MicroBatchCommitter:
         added: tuple[tuple[int | None, Column], ...] = ()
         target = current
         if self.settings.merge_schema:
+            # as lake.add_column: DuckDB refuses adding a name it reserves for inlined data while inlining is on
+            check_column_names([c.name for c in new_columns], self.settings.data_inlining_row_limit)
             # New columns and new struct fields (inside lists and maps too), as DuckDB's ADD COLUMN s.c records them.
             target, added = evolution.merge_new_fields(current, incoming, max_id + 1, self.qualified_name)
             validate_columns(target.columns, f"table {self.qualified_name}")

@@ -234,8 +234,8 @@ CASES: tuple[BadInput, ...] = (
     BadInput(
         "reserved-column-name",
         "column named `row_id`, `begin_snapshot`, `end_snapshot`, `_ducklake_internal_row_id` or "
-        "`_ducklake_internal_snapshot_id` (any case) in `create_table`, `add_column` or `rename_column` while data "
-        "inlining is on",
+        "`_ducklake_internal_snapshot_id` (any case) in `create_table`, `add_column` or `rename_column`, a table a "
+        "Spark write or the sink creates, or a column the sink adds, while data inlining is on",
         E.InvalidIdentifierError,
         "rename the column, or connect with data_inlining_row_limit=0",
     ),
