@@ -241,8 +241,8 @@ CASES: tuple[BadInput, ...] = (
     ),
     BadInput(
         "filter-type-mismatch",
-        "`scan` filter pyarrow cannot compare with the column (a decimal column against an `int`, a naive datetime "
-        "against a timestamptz)",
+        "`scan`, `delete` or `overwrite(filter=)` filter pyarrow cannot compare with the column (a decimal column "
+        "against an `int`, a naive datetime against a timestamptz)",
         E.InvalidOptionError,
         "give values of the column's type",
     ),
