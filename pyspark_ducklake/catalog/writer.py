@@ -33,6 +33,7 @@ from pyspark_ducklake.catalog.transaction import CommitContext, now_utc
 from pyspark_ducklake.catalog.types import Column, TableSchema, find_folded, validate_columns
 from pyspark_ducklake.exceptions import (
     InvalidIdentifierError,
+    NotATableError,
     SchemaAlreadyExistsError,
     StalePlanError,
     TableAlreadyExistsError,
@@ -133,7 +134,8 @@ def create_table(ctx: CommitContext, schema: SchemaEntry, name: str, columns: tu
 
 def check_table_name_free(conn: Connection, schema: SchemaEntry, name: str, snapshot_id: int) -> None:
     """Raises: TableAlreadyExistsError when a table or view of the schema has this name, case-insensitively (DuckDB
-    resolves names case-insensitively and cannot attach a lake holding ``T`` and ``t``)."""
+    resolves names case-insensitively and cannot attach a lake holding ``T`` and ``t``); NotATableError when a view
+    has exactly this name."""
     t, v = T.ducklake_table, T.ducklake_view
     names = [
         r[0]
@@ -141,12 +143,18 @@ def check_table_name_free(conn: Connection, schema: SchemaEntry, name: str, snap
             select(t.c.table_name).where(t.c.schema_id == schema.schema_id, reader.visible(t, snapshot_id))
         )
     ]
-    names += [
+    views = [
         r[0]
         for r in conn.execute(
             select(v.c.view_name).where(v.c.schema_id == schema.schema_id, reader.visible(v, snapshot_id))
         )
     ]
+    if name in views:
+        raise NotATableError(
+            f"{schema.schema_name}.{name} is a view (DuckDB's CREATE VIEW), not a table, and a table cannot take its "
+            "name: choose another name for the table, or drop the view with DuckDB"
+        )
+    names += views
     existing = find_folded(names, name)
     if existing == name:
         raise TableAlreadyExistsError(

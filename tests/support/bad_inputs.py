@@ -419,6 +419,14 @@ CASES: tuple[BadInput, ...] = (
         E.NotATableError,
         "query the view with DuckDB, or read the tables it selects from",
     ),
+    # --- followup (#14, #21): a table created over a view's name
+    BadInput(
+        "create-over-view",
+        "`create_table` (or a Spark write or the sink creating a table) with the exact name of a DuckDB view, "
+        "`exist_ok=True` too",
+        E.NotATableError,
+        "choose another name for the table, or drop the view with DuckDB",
+    ),
     BadInput(
         "unreadable-type",
         "a table with a column of a DuckDB type this library cannot read yet (VARIANT, GEOMETRY, TIMETZ)",
