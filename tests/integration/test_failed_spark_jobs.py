@@ -76,7 +76,7 @@ def test_failed_spark_write_of_a_null_into_not_null_leaves_no_file(
     before, snapshot = files_under(sqlite_catalog.data_path), lake.current_snapshot_id()
     df = failing_frame(spark, F.lit(None).cast("bigint"))
     for name, write in paths(spark, lake.location.url):
-        with pytest.raises(Exception, match="SchemaMismatchError|NOT NULL"):
+        with pytest.raises(Exception, match=r"SchemaMismatchError|NOT NULL"):
             write(df)
         try:
             check_nothing_written(spark, lake, before, snapshot, sqlite_catalog.data_path)
@@ -121,6 +121,6 @@ def test_failed_stream_writer_batch_leaves_no_file(
         .trigger(availableNow=True)
         .start("main.t")
     )
-    with pytest.raises(Exception, match="SchemaMismatchError|NOT NULL"):
+    with pytest.raises(Exception, match=r"SchemaMismatchError|NOT NULL"):
         query.awaitTermination(300)
     check_nothing_written(spark, lake, before, snapshot, sqlite_catalog.data_path)

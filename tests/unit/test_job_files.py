@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-
-import pyspark_ducklake as pdl
 from sqlalchemy import update
 
+import pyspark_ducklake as pdl
 from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.table.job_files import JobToken, remove_job_files

@@ -8,10 +8,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-import duckdb
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
