@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute
 from sqlalchemy import BigInteger, Connection, MetaData, Table, and_, bindparam, delete, insert, select, update
 from sqlalchemy import Column as SAColumn
-from sqlalchemy.schema import CreateTable
+from sqlalchemy.schema import CreateTable, DropTable
 
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import tables as T
@@ -178,12 +178,23 @@ def inlined_table(name: str, schema: TableSchema, backend: str) -> Table:
 
 
 def create_inlined_table(ctx: CommitContext, table_id: int, schema_version: int, schema: TableSchema) -> str:
+    """The inlined-data table of ``schema_version``, for ``schema``. A commit altering a table several times (the
+    sink's merge_schema adds every new column) has one schema version: the table this commit created for it at an
+    earlier alteration (empty, not yet visible to anyone) is replaced, so it holds every column."""
     name = T.inlined_data_table_name(table_id, schema_version)
+    created: dict[str, Table] = ctx.scratch("inlined_tables_created", dict)
     table = inlined_table(name, schema, ctx.backend)
+    earlier = created.get(name)
+    if earlier is not None:
+        ctx.conn.execute(DropTable(earlier))
+        ctx.conn.execute(CreateTable(table))
+        created[name] = table
+        return name  # registered already
     ctx.conn.execute(CreateTable(table, if_not_exists=True))
     ctx.conn.execute(
         insert(T.ducklake_inlined_data_tables).values(table_id=table_id, table_name=name, schema_version=schema_version)
     )
+    created[name] = table
     return name
 
 
