@@ -10,7 +10,8 @@ built here so that pyarrow's evaluation gives DuckDB's result:
 - float column, number value: ``>`` and ``>=`` also select the NaN rows (the other operators already agree);
 - integer or decimal column, NaN value: the column holds no NaN, so ``=``, ``>``, ``>=`` select nothing and ``<``,
   ``<=``, ``!=`` every non-NULL row;
-- ``in`` / ``not in``: on floats -0.0 matches 0.0 and NaN matches NaN; NULL rows never pass; a NULL in the list
+- ``in`` / ``not in``: on floats -0.0 matches 0.0 and any NaN matches any NaN (whatever its sign and payload bits);
+  NULL rows never pass; a NULL in the list
   matches nothing, and makes ``not in`` pass nothing (DuckDB's ``x NOT IN (1, NULL)`` is never true).
 
 The same terms decide file pruning (:mod:`pyspark_ducklake.table.pruning`), so pruning and the row filter cannot
@@ -132,9 +133,10 @@ def _membership(field: pc.Expression, negated: bool, value: Any, floats: bool) -
     has_null = any(v is None for v in values)
     values = [v for v in values if v is not None]
     if floats:
-        # -0.0 + 0.0 is 0.0: both sides compare by value, and NaN (hashed as itself) matches NaN
-        field = pc.add(field, pa.scalar(0.0))
-        values = [0.0 if v == 0 and not _is_nan(v) else v for v in values]
+        # is_in hashes bit patterns: -0.0 + 0.0 is 0.0, and every NaN (a sign or payload bit set) becomes one NaN
+        plus_zero = pc.add(field, pa.scalar(0.0))
+        field = pc.if_else(pc.is_nan(field), pa.scalar(math.nan), plus_zero)
+        values = [math.nan if _is_nan(v) else 0.0 if v == 0 else v for v in values]
     hit = field.isin(pa.array(values, pa.float64()) if floats else values)
     if not negated:
         return hit
