@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 import pyspark_ducklake as pdl
-from pyspark_ducklake.batch.native import plan_read
+from pyspark_ducklake.batch.native import column_named, plan_read
 from pyspark_ducklake.exceptions import EncryptedLakeError, TableAlreadyExistsError
 from pyspark_ducklake.streaming.sink import ducklake_sink
 from tests.conformance.test_encrypted_lake import duck_encrypted
@@ -74,6 +74,10 @@ def test_read_table_and_spark_writes_take_columns_named_with_dots_backticks_and_
     assert plan_read(spark, "main.h", catalog=url).reason is None  # the native path itself
     assert rows(read) == expected
     assert rows(spark.read.format("ducklake").option("catalog", url).load("main.h")) == expected
+    feed = spark.read.format("ducklake").option("catalog", url).option("readChangeFeed", "true")
+    changes = feed.option("startingSnapshot", "earliest").load("main.h").select(*[column_named(c) for c in columns])
+    row3 = (3, *[103] * len(HOSTILE_COLUMNS), 7)
+    assert sorted(tuple(r) for r in changes.collect()) == sorted([*expected, row3, row3])  # its insert and delete
     for name, write in [
         ("data source", lambda df: df.write.format("ducklake").option("catalog", url).mode("append").save("main.w")),
         ("write_table", lambda df: pdl.write_table(df, "main.w", catalog=url)),
