@@ -24,8 +24,11 @@ TASKS_STOP_TIMEOUT_S = 120.0
 def tasks_stopped_on_failure(spark: Any, *, timeout_s: float = TASKS_STOP_TIMEOUT_S) -> Iterator[None]:
     """Run the block's Spark jobs under a job tag of their own; when the block raises, wait (up to ``timeout_s``)
     until no task of those jobs is running any more, then let the error through."""
-    sc = getattr(spark, "sparkContext", None)
-    if sc is None or not hasattr(sc, "addJobTag"):  # Spark Connect: no SparkContext here
+    try:
+        sc = spark.sparkContext
+    except Exception:  # Spark Connect raises here: there is no SparkContext to ask
+        sc = None
+    if sc is None or not hasattr(sc, "addJobTag"):
         yield
         return
     tag = f"ducklake-write-{uuid.uuid4().hex}"
