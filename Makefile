@@ -43,8 +43,8 @@ test-conformance: install ## Run tests/conformance (against DuckDB's ducklake ex
 test-property: install ## Run tests/property: hypothesis against DuckDB, fixed examples (profile ci), about a minute
 	@$(call run_pytest,tests/property)
 
-fuzz: install ## tests/property with random, 50x more examples (profile fuzz, about an hour); failures replay first next time
-	@export HYPOTHESIS_PROFILE=fuzz; $(call run_pytest,--timeout=0 tests/property)
+fuzz: install ## the property tests (tests/property, pruning) with random, 50x more examples (profile fuzz, over an hour); failures replay first next time
+	@export HYPOTHESIS_PROFILE=fuzz; $(call run_pytest,--timeout=0 tests/property tests/unit/test_pruning.py tests/conformance/test_pruning_duckdb.py)
 
 lint: install ## ruff check, ruff format --check and mypy (runs all three, fails if any fails)
 	@rc=0; \

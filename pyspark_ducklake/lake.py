@@ -503,13 +503,15 @@ class Lake:
             StalePlanError: (with a filter) the matching rows kept changing under it; nothing was committed.
         """
         self.check_writable()
-        from pyspark_ducklake.table.scan import filter_expression
+        from pyspark_ducklake.table.scan import check_filter, filter_expression
 
         table = self.table(identifier)
         predicate = None
         if filter is not None:
             _check_filter_columns(table, filter)
-            predicate = filter_expression(filter)  # a bad filter fails before any file is written
+            # a bad filter (its form or its types) fails before any file is written
+            predicate = filter_expression(filter, table.table_schema)
+            check_filter(predicate, table.table_schema, filter)
         arrow = conform_to_table(to_arrow_table(data), table.table_schema, table.name)
         files: list[PendingFile] = []
         inline = self._inlines(table, arrow)
@@ -526,7 +528,9 @@ class Lake:
         paths = [f.written.path for f in files]
         if filter is not None and predicate is not None:
             insert_rows = insert if arrow.num_rows else None
-            return self._commit_deletes(identifier, table, predicate, insert_rows, paths, prune=_conjunction(filter))
+            return self._commit_deletes(
+                identifier, table, predicate, insert_rows, paths, prune=_conjunction(filter), filters=filter
+            )
 
         def apply(ctx: CommitContext) -> None:
             _delete_everything(ctx, table, self.data_path)
@@ -557,10 +561,11 @@ class Lake:
         self.check_writable()
         table = self.table(identifier)
         _check_filter_columns(table, filter)
-        from pyspark_ducklake.table.scan import filter_expression
+        from pyspark_ducklake.table.scan import check_filter, filter_expression
 
-        predicate = filter_expression(filter)
-        return self._commit_deletes(identifier, table, predicate, None, prune=_conjunction(filter))
+        predicate = filter_expression(filter, table.table_schema)
+        check_filter(predicate, table.table_schema, filter)
+        return self._commit_deletes(identifier, table, predicate, None, prune=_conjunction(filter), filters=filter)
 
     def _commit_deletes(
         self,
@@ -571,6 +576,7 @@ class Lake:
         files: list[str] | None = None,
         *,
         prune: Filter | None = None,
+        filters: Any = None,
     ) -> int:
         """Delete the rows matching ``predicate`` (and run ``insert``) in one snapshot, planned again against the
         newest snapshot whenever the planned rows moved before the commit. ``prune`` (the predicate as ``(column,
@@ -583,7 +589,7 @@ class Lake:
             planned[0] = current.snapshot_id
             with self.engine.connect() as conn:
                 scan = plan_scan(conn, current.entry, current.snapshot_id, self.data_path, filters=prune)
-            deletes = plan_deletes(scan, predicate, self.storage_options)
+            deletes = plan_deletes(scan, predicate, self.storage_options, filters)
             if deletes.rows == 0 and insert is None:
                 return None
             table_dir = self._table_dir(current)

@@ -506,10 +506,15 @@ def _group_frame(spark: SparkSession, group: FileGroup, read: NativeRead, target
         if r.read_type is None:
             columns.append(_default_literal(r.column, f.dataType).alias(f.name))
         elif r.cast:
-            columns.append(F.col(f.name).cast(f.dataType).alias(f.name))
+            columns.append(column_named(f.name).cast(f.dataType).alias(f.name))
         else:
-            columns.append(F.col(f.name))
+            columns.append(column_named(f.name))
     return df.select(*columns)
+
+
+def column_named(name: str) -> SparkColumn:
+    """The top-level column ``name``, backquoted: ``F.col('a.b')`` means field b of a column a."""
+    return F.col("`" + name.replace("`", "``") + "`")
 
 
 def _default_literal(column: Column, dtype: T.DataType, *, current: bool = False) -> SparkColumn:
@@ -545,7 +550,9 @@ def _remove_deleted(spark: SparkSession, df: DataFrame, group: FileGroup, read: 
     deleted = [(key, read.deleted.get(t.file.path, [])) for t, key in zip(group.files, keys, strict=True)]
     deleted = [(key, positions) for key, positions in deleted if positions]
     total = sum(len(p) for _, p in deleted)
-    path, position = F.col("_metadata.file_path"), F.col("_metadata.row_index")
+    # the file metadata column itself, also where the table has a column named _metadata (which hides it by name)
+    metadata = df.metadataColumn("_metadata")
+    path, position = metadata.getField("file_path"), metadata.getField("row_index")
     if total <= DELETE_FILTER_MAX and len(deleted) <= DELETE_FILTER_FILES_MAX:
         if not deleted:
             return df

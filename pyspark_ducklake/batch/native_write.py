@@ -35,12 +35,11 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pyspark_ducklake.batch.native import GLOB_CHARACTERS, _default_literal, spark_path
+from pyspark_ducklake.batch.job_tasks import tasks_stopped_on_failure
+from pyspark_ducklake.batch.native import GLOB_CHARACTERS, _default_literal, column_named, spark_path
 from pyspark_ducklake.batch.spark_types import spark_type
 from pyspark_ducklake.batch.writer import (
     PARTITION_BY,
@@ -160,7 +159,8 @@ def write_table(
     if target_rows is not None:
         writer = writer.option("maxRecordsPerFile", str(target_rows))
     try:
-        with session_conf(spark, WRITE_CONF):
+        # the folder goes only once the job's tasks stopped: one Spark is still killing could write into it
+        with session_conf(spark, WRITE_CONF), tasks_stopped_on_failure(spark):
             writer.parquet(spark_path(folder))
         files = collect_files(folder, job, plan.table_schema)
     except BaseException:
@@ -217,11 +217,6 @@ def _check_target(spark: SparkSession, plan: WritePlan) -> None:
         raise _NotNative(f"the table folder {folder} contains glob characters")
 
 
-def _column(name: str) -> SparkColumn:
-    """The top-level column ``name``; quoted, since ``F.col('a.b')`` means field b of a column a."""
-    return F.col("`" + name.replace("`", "``") + "`")
-
-
 def _conform(df: DataFrame, plan: WritePlan) -> DataFrame:
     """``df`` as the table's columns, in the table's order and Spark types (defaults for missing columns)."""
     incoming = {f.name: f for f in df.schema.fields}
@@ -237,9 +232,9 @@ def _conform(df: DataFrame, plan: WritePlan) -> DataFrame:
         if f is None:
             columns.append(_default_literal(column, target, current=True).alias(column.name))
         elif _same_type(f.dataType, target):
-            columns.append(_column(column.name))
+            columns.append(column_named(column.name))
         elif _promotion(f.dataType, column):
-            columns.append(_column(column.name).cast(target).alias(column.name))
+            columns.append(column_named(column.name).cast(target).alias(column.name))
         else:
             raise _NotNative(
                 f"column {column.name} is {f.dataType.simpleString()} in the data and {column.type} in the table"

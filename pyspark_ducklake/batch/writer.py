@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -24,6 +24,7 @@ from pyspark_ducklake.catalog.partitioning import (
     set_partition_spec,
 )
 from pyspark_ducklake.catalog.paths import checked_table_dir, path_component
+from pyspark_ducklake.catalog.reserved import check_column_names
 from pyspark_ducklake.catalog.transaction import CommitContext, SkipCommit
 from pyspark_ducklake.catalog.types import TableSchema, validate_columns
 from pyspark_ducklake.exceptions import (
@@ -37,6 +38,7 @@ from pyspark_ducklake.io.fileio import delete_files
 from pyspark_ducklake.lake import LakeTable, _delete_everything, add_pending_files, parse_identifier
 from pyspark_ducklake.lake_config import LakeConfig
 from pyspark_ducklake.options import _get, option_as_int
+from pyspark_ducklake.table.job_files import JobToken, remove_job_files, remove_job_files_late
 from pyspark_ducklake.table.partition_values import PartitionKey, resolve_keys
 from pyspark_ducklake.table.write import PendingFile, conform_to_table, write_rolling
 
@@ -68,6 +70,8 @@ class WritePlan:
     target_file_rows: int
     partition: PartitionSpec | None = None
     new_partition_keys: tuple[tuple[int, str], ...] = ()
+    # names every file of this job, so a failed job's files are found without its tasks (see table.job_files)
+    job: JobToken = field(default_factory=JobToken.new)
 
     @property
     def partition_keys(self) -> tuple[PartitionKey, ...]:
@@ -111,6 +115,7 @@ def plan_write(config: LakeConfig, identifier: str, options: dict[str, str], spa
             with lake.engine.connect() as conn:
                 schema = R.schema_by_name(conn, schema_name, snapshot)
                 # What DuckDB refuses, before any task writes a file: see W.create_table.
+                check_column_names(new_schema.names(), lake.data_inlining_row_limit())
                 validate_columns(new_schema.columns, f"table {schema_name}.{table_name}")
                 W.check_table_name_free(conn, schema, table_name, snapshot)
             table_dir = checked_table_dir(
@@ -159,6 +164,7 @@ def write_batches(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> list[Pe
         table_name=f"{plan.schema_name}.{plan.table_name}",
         target_file_rows=plan.target_file_rows,
         storage_options=plan.config.storage_options,
+        job=plan.job,
     )
 
 
@@ -239,8 +245,38 @@ class DuckLakeBatchWriter(DataSourceArrowWriter):
         )
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        if any(m is None for m in messages):
+            # A task failed (or never reported): the commit never ran. Tasks Spark is still killing, or that
+            # finished after the failure, reported nothing: find every file of the job by its name instead.
+            remove_failed_job_files(self.plan, grace_s=LATE_TASK_GRACE_S)
+            return
+        # Every task succeeded and the commit failed: it may have published them, so only unreferenced ones go.
         paths = [f.written.path for m in messages if isinstance(m, FilesWritten) for f in m.files]
         remove_unreferenced(self.plan, paths)
+
+
+# Spark kills the Python worker of a cancelled task within about 4 s (a 2 s check, then
+# spark.python.task.killTimeout, 2 s by default); an abort that cannot see the tasks looks again for this long.
+LATE_TASK_GRACE_S = 6.0
+
+
+def remove_failed_job_files(plan: WritePlan, *, grace_s: float = 0.0) -> None:
+    """Delete every file the plan's job wrote that no snapshot references, now and for ``grace_s`` seconds more."""
+    try:
+        lake = plan.config.connect()
+    except Exception as e:
+        log.warning("keeping the files of a failed write to %s: cannot open the lake (%s)", plan.table_name, e)
+        return
+    try:
+
+        def remove() -> list[str]:
+            return remove_job_files(
+                lake.engine, lake.data_path, plan.table_dir, plan.job, storage_options=plan.config.storage_options
+            )
+
+        remove_job_files_late(remove, grace_s=grace_s)
+    finally:
+        lake.close()
 
 
 def remove_unreferenced(plan: WritePlan, paths: list[str]) -> None:

@@ -501,6 +501,14 @@ def retry_while_unreachable(attempt: Callable[[], _T], retry: RetryConfig, error
         return result
 
 
+def outcome_unknown(error: BaseException) -> bool:
+    """Whether a write that failed with ``error`` may still have committed (or be committing): a COMMIT of unknown
+    outcome, an unreachable catalog or a lost connection. Its files must then stay (orphans at worst)."""
+    if isinstance(error, CommitStateUnknownError | CatalogUnreachableError):
+        return True
+    return isinstance(error, DBAPIError) and is_connection_error(error)
+
+
 def run_through_outages(
     attempt: Callable[[], _T], retry: RetryConfig, on_loss: Callable[[Exception], None], what: str
 ) -> _T:

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute
 from sqlalchemy import BigInteger, Connection, MetaData, Table, and_, bindparam, delete, insert, select, update
 from sqlalchemy import Column as SAColumn
-from sqlalchemy.schema import CreateTable
+from sqlalchemy.schema import CreateTable, DropTable
 
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import tables as T
@@ -33,6 +33,7 @@ from pyspark_ducklake.catalog.transaction import CommitContext, now_utc
 from pyspark_ducklake.catalog.types import Column, TableSchema, find_folded, validate_columns
 from pyspark_ducklake.exceptions import (
     InvalidIdentifierError,
+    NotATableError,
     SchemaAlreadyExistsError,
     StalePlanError,
     TableAlreadyExistsError,
@@ -133,7 +134,8 @@ def create_table(ctx: CommitContext, schema: SchemaEntry, name: str, columns: tu
 
 def check_table_name_free(conn: Connection, schema: SchemaEntry, name: str, snapshot_id: int) -> None:
     """Raises: TableAlreadyExistsError when a table or view of the schema has this name, case-insensitively (DuckDB
-    resolves names case-insensitively and cannot attach a lake holding ``T`` and ``t``)."""
+    resolves names case-insensitively and cannot attach a lake holding ``T`` and ``t``); NotATableError when a view
+    has exactly this name."""
     t, v = T.ducklake_table, T.ducklake_view
     names = [
         r[0]
@@ -141,12 +143,18 @@ def check_table_name_free(conn: Connection, schema: SchemaEntry, name: str, snap
             select(t.c.table_name).where(t.c.schema_id == schema.schema_id, reader.visible(t, snapshot_id))
         )
     ]
-    names += [
+    views = [
         r[0]
         for r in conn.execute(
             select(v.c.view_name).where(v.c.schema_id == schema.schema_id, reader.visible(v, snapshot_id))
         )
     ]
+    if name in views:
+        raise NotATableError(
+            f"{schema.schema_name}.{name} is a view (DuckDB's CREATE VIEW), not a table, and a table cannot take its "
+            "name: choose another name for the table, or drop the view with DuckDB"
+        )
+    names += views
     existing = find_folded(names, name)
     if existing == name:
         raise TableAlreadyExistsError(
@@ -170,12 +178,23 @@ def inlined_table(name: str, schema: TableSchema, backend: str) -> Table:
 
 
 def create_inlined_table(ctx: CommitContext, table_id: int, schema_version: int, schema: TableSchema) -> str:
+    """The inlined-data table of ``schema_version``, for ``schema``. A commit altering a table several times (the
+    sink's merge_schema adds every new column) has one schema version: the table this commit created for it at an
+    earlier alteration (empty, not yet visible to anyone) is replaced, so it holds every column."""
     name = T.inlined_data_table_name(table_id, schema_version)
+    created: dict[str, Table] = ctx.scratch("inlined_tables_created", dict)
     table = inlined_table(name, schema, ctx.backend)
+    earlier = created.get(name)
+    if earlier is not None:
+        ctx.conn.execute(DropTable(earlier))
+        ctx.conn.execute(CreateTable(table))
+        created[name] = table
+        return name  # registered already
     ctx.conn.execute(CreateTable(table, if_not_exists=True))
     ctx.conn.execute(
         insert(T.ducklake_inlined_data_tables).values(table_id=table_id, table_name=name, schema_version=schema_version)
     )
+    created[name] = table
     return name
 
 

@@ -31,7 +31,7 @@ from pyspark_ducklake.catalog.partitioning import (
     set_partition_spec,
 )
 from pyspark_ducklake.catalog.paths import checked_table_dir, path_component
-from pyspark_ducklake.catalog.reserved import inlining_reserved
+from pyspark_ducklake.catalog.reserved import check_column_names, inlining_reserved
 from pyspark_ducklake.catalog.transaction import CommitContext, RetryConfig, SkipCommit
 from pyspark_ducklake.catalog.types import Column, TableSchema, find_folded, validate_columns
 from pyspark_ducklake.exceptions import (
@@ -43,6 +43,7 @@ from pyspark_ducklake.exceptions import (
 from pyspark_ducklake.lake import Lake, add_pending_files, parse_identifier
 from pyspark_ducklake.table import evolution
 from pyspark_ducklake.table.flush import flush_inlined
+from pyspark_ducklake.table.job_files import JobToken, remove_job_files
 from pyspark_ducklake.table.partition_values import PartitionKey, resolve_keys
 from pyspark_ducklake.table.write import PendingFile, conform_to_table, write_data_files, write_rolling
 
@@ -81,6 +82,8 @@ class BatchPlan:
     inline_limit: int
     target_file_rows: int
     storage_options: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    # names the files of one attempt at the batch, so a failed attempt's files are found (see table.job_files)
+    job: JobToken = field(default_factory=JobToken.new, compare=False)
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,7 @@ def write_task(plan: BatchPlan, batches: Iterable[pa.RecordBatch]) -> TaskOutput
                 table_name=plan.table_name,
                 target_file_rows=plan.target_file_rows,
                 storage_options=plan.storage_options,
+                job=plan.job,
             )
             return TaskOutput(sum(f.written.record_count for f in files), None, tuple(files))
     if rows == 0:
@@ -258,6 +262,7 @@ class MicroBatchCommitter:
                     ) from None
                 schema_entry = R.schema_by_name(conn, self.schema_name, snapshot)
                 # What DuckDB refuses, before any task writes a file: see W.create_table.
+                check_column_names(incoming.names(), self.settings.data_inlining_row_limit)
                 validate_columns(incoming.columns, f"table {self.qualified_name}")
                 W.check_table_name_free(conn, schema_entry, self.table_name, snapshot)
                 table_dir = checked_table_dir(
@@ -290,6 +295,8 @@ class MicroBatchCommitter:
         added: tuple[tuple[int | None, Column], ...] = ()
         target = current
         if self.settings.merge_schema:
+            # as lake.add_column: DuckDB refuses adding a name it reserves for inlined data while inlining is on
+            check_column_names([c.name for c in new_columns], self.settings.data_inlining_row_limit)
             # New columns and new struct fields (inside lists and maps too), as DuckDB's ADD COLUMN s.c records them.
             target, added = evolution.merge_new_fields(current, incoming, max_id + 1, self.qualified_name)
             validate_columns(target.columns, f"table {self.qualified_name}")
@@ -341,7 +348,12 @@ class MicroBatchCommitter:
                 inline_rows = leftovers
             else:
                 files += write_data_files(
-                    leftovers, plan.table_dir, plan.schema, plan.keys, storage_options=self.lake.storage_options
+                    leftovers,
+                    plan.table_dir,
+                    plan.schema,
+                    plan.keys,
+                    storage_options=self.lake.storage_options,
+                    job=plan.job,
                 )
         flushed = [0]
         skipped = [False]
@@ -433,6 +445,13 @@ class MicroBatchCommitter:
                 "ducklake sink %s: %d rows written to Parquet, not inlined: %s", plan.table_name, rows.num_rows, why
             )
         return why is None
+
+    def remove_attempt_files(self, plan: BatchPlan) -> list[str]:
+        """Delete every file of the failed attempt ``plan.job`` that no snapshot references: its tasks' files,
+        whether they reported them or not, and the driver's own."""
+        return remove_job_files(
+            self.lake.engine, self.lake.data_path, plan.table_dir, plan.job, storage_options=self.lake.storage_options
+        )
 
     def _discard(self, files: list[PendingFile]) -> None:
         from pyspark_ducklake.io.fileio import delete_files

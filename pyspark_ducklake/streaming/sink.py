@@ -7,12 +7,14 @@ import pickle
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any, cast
 
 import pyarrow as pa
 
+from pyspark_ducklake.batch.job_tasks import tasks_stopped_on_failure
 from pyspark_ducklake.batch.spark_types import columns_from_spark
-from pyspark_ducklake.catalog.transaction import run_through_outages, wait_for_catalog
+from pyspark_ducklake.catalog.transaction import outcome_unknown, run_through_outages, wait_for_catalog
 from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.lake_config import LakeConfig, retry_config, spark_conf
 from pyspark_ducklake.options import Entry, check_keywords, check_options
@@ -29,6 +31,7 @@ from pyspark_ducklake.streaming.microbatch import (
     TaskOutput,
     write_task,
 )
+from pyspark_ducklake.table.job_files import JobToken
 
 log = logging.getLogger("pyspark_ducklake.sink")
 
@@ -107,12 +110,34 @@ class DuckLakeSink:
             self._record(metrics)
             return
         plan, tplan = planned
-        small = collect_if_small(batch_df, plan.inline_limit) if self._expect_small else None
-        outputs = [write_task(plan, small)] if small is not None else run_tasks(batch_df, plan)
-        metrics = committer.commit(plan, tplan, outputs, app_id=app_id, batch_id=batch_id, started=started)
+        plan = replace(plan, job=JobToken.new())  # this attempt's files carry its own token
+        try:
+            small = collect_if_small(batch_df, plan.inline_limit) if self._expect_small else None
+            if small is not None:
+                outputs = [write_task(plan, small)]
+            else:
+                with tasks_stopped_on_failure(spark):
+                    outputs = run_tasks(batch_df, plan)
+        except BaseException:
+            # A task failed: its files go, and so do those of tasks that finished (or were killed) meanwhile, which
+            # never reported them; the tasks have stopped by now.
+            self._remove_attempt_files(committer, plan)
+            raise
+        try:
+            metrics = committer.commit(plan, tplan, outputs, app_id=app_id, batch_id=batch_id, started=started)
+        except Exception as e:
+            if not outcome_unknown(e):  # a commit that may have landed (or be landing) keeps its files
+                self._remove_attempt_files(committer, plan)
+            raise
         if metrics.rows:
             self._expect_small = metrics.rows <= plan.inline_limit
         self._record(metrics)
+
+    def _remove_attempt_files(self, committer: MicroBatchCommitter, plan: BatchPlan) -> None:
+        try:
+            committer.remove_attempt_files(plan)
+        except Exception as e:  # the batch's own error matters more; the files stay as orphans
+            log.warning("ducklake sink %s: could not remove the files of a failed batch: %s", self.table, e)
 
     def _record(self, metrics: BatchMetrics) -> None:
         self.metrics.append(metrics)

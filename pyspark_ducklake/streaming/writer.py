@@ -7,10 +7,12 @@ the streaming query id, which tasks read from their TaskContext.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
@@ -18,9 +20,10 @@ from pyspark.sql.types import StructType
 from sqlalchemy.exc import DBAPIError
 
 from pyspark_ducklake.batch.spark_types import columns_from_spark
+from pyspark_ducklake.batch.writer import LATE_TASK_GRACE_S
 from pyspark_ducklake.catalog.transaction import is_connection_error, retry_while_unreachable, run_through_outages
 from pyspark_ducklake.exceptions import CatalogUnreachableError, InvalidOptionError, SchemaMismatchError
-from pyspark_ducklake.io.fileio import delete_files
+from pyspark_ducklake.io.fileio import delete_files, filesystem
 from pyspark_ducklake.lake import Lake
 from pyspark_ducklake.lake_config import LakeConfig
 from pyspark_ducklake.options import (
@@ -45,6 +48,7 @@ from pyspark_ducklake.streaming.microbatch import (
     TaskOutput,
     write_task,
 )
+from pyspark_ducklake.table.job_files import JobToken, remove_job_files, remove_job_files_late
 
 log = logging.getLogger("pyspark_ducklake.sink")
 
@@ -79,11 +83,35 @@ class StreamTaskMessage(WriterCommitMessage):
     query_id: str | None
 
 
+def batch_job(query_id: str, identifier: str, batch_id: int) -> JobToken:
+    """The token naming the files of one micro-batch: the same in its tasks (which know the query id from their
+    TaskContext) and in its commit and abort (which read it from the checkpoint), which Spark runs from separate
+    copies of the writer. A replay of the batch after a crash shares it; its first attempt's files are then orphans,
+    never committed ones (those are referenced, and a sweep keeps what a snapshot references)."""
+    return JobToken.derived(f"{query_id}\0{identifier}\0{batch_id}")
+
+
+def checkpoint_query_id(checkpoint: str | None, storage_options: dict[str, Any] | None) -> str | None:
+    """The streaming query id Spark recorded in ``<checkpoint>/metadata`` (``{"id": ...}``), or None."""
+    if not checkpoint:
+        return None
+    try:
+        fs, path = filesystem(checkpoint.rstrip("/") + "/metadata", storage_options)
+        with fs.open(path, "r") as f:
+            value = json.loads(f.readline()).get("id")
+    except Exception as e:  # a store fsspec cannot open (hdfs://), or no metadata yet: the files stay as orphans
+        log.warning("cannot read the streaming query id from checkpoint %s: %s", checkpoint, e)
+        return None
+    return value if isinstance(value, str) and value else None
+
+
 class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
     """The streaming writer; planned on the driver when the query starts, re-checked at every commit."""
 
     def __init__(self, config: LakeConfig, identifier: str, options: dict[str, str], schema: StructType) -> None:
         self.config = config
+        # Spark gives every copy of the writer (the tasks', each batch's commit or abort) the checkpoint location
+        self.checkpoint = _get(options, "checkpointLocation")
         self.identifier = identifier
         self.settings = sink_settings(options, config.retry)
         self.app_id = _get(options, "app_id")
@@ -102,7 +130,21 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
 
         context = TaskContext.get()
         query_id = context.getLocalProperty("sql.streaming.queryId") if context is not None else None
-        return StreamTaskMessage(write_task(self.plan, iterator), query_id)
+        batch = context.getLocalProperty("streaming.sql.batchId") if context is not None else None
+        plan = self.plan
+        if query_id and batch is not None:
+            plan = replace(plan, job=batch_job(query_id, self.identifier, int(batch)))
+        return StreamTaskMessage(write_task(plan, iterator), query_id)
+
+    def _batch_job(self, batch_id: int) -> JobToken | None:
+        """The token of batch ``batch_id``'s files (see :func:`batch_job`), from the query id the checkpoint
+        records; None when it cannot be read."""
+        query_id = checkpoint_query_id(self.checkpoint, self.config.storage_options)
+        return None if query_id is None else batch_job(query_id, self.identifier, batch_id)
+
+    def _batch_plan(self, batch_id: int, query_id: str | None) -> BatchPlan:
+        """The plan with batch ``batch_id``'s file token, as its tasks named their files."""
+        return self.plan if not query_id else replace(self.plan, job=batch_job(query_id, self.identifier, batch_id))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Commit the batch; through a catalog outage (a refused or lost connection, a COMMIT of unknown outcome)
@@ -133,7 +175,8 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
 
     def _commit(self, messages: list[WriterCommitMessage | None], batchId: int, started: float) -> None:
         ours = [m for m in messages if isinstance(m, StreamTaskMessage)]
-        app_id = self.app_id or next((m.query_id for m in ours if m.query_id), None)
+        ours_query_id = next((m.query_id for m in ours if m.query_id), None)
+        app_id = self.app_id or ours_query_id
         if not app_id:
             raise InvalidOptionError("cannot tell the streaming query id; set option app_id on the writer")
         lake = self._open()
@@ -154,7 +197,12 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
                     "restart the query to pick up the new schema"
                 )
             metrics = committer.commit(
-                self.plan, tplan, [m.output for m in ours], app_id=app_id, batch_id=batchId, started=started
+                self._batch_plan(batchId, ours_query_id),
+                tplan,
+                [m.output for m in ours],
+                app_id=app_id,
+                batch_id=batchId,
+                started=started,
             )
         finally:
             lake.close()
@@ -169,6 +217,29 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
         )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        job = self._batch_job(batchId)
+        if job is not None and any(m is None for m in messages):
+            # A task failed, so the commit never ran: every file of this batch's attempt goes, found by its name
+            # (tasks Spark was still killing, or that finished after the failure, never reported theirs).
+            try:
+                lake = self._lake()
+            except Exception as e:
+                log.warning("keeping the files of aborted batch %d: %s", batchId, e)
+                return
+            try:
+                remove_job_files_late(
+                    lambda: remove_job_files(
+                        lake.engine,
+                        lake.data_path,
+                        self.plan.table_dir,
+                        job,
+                        storage_options=self.config.storage_options,
+                    ),
+                    grace_s=LATE_TASK_GRACE_S,
+                )
+            finally:
+                lake.close()
+            return
         # abort can follow a commit that raised after publishing: only remove files no snapshot references.
         paths = [f.written.path for m in messages if isinstance(m, StreamTaskMessage) for f in m.output.files]
         if not paths:

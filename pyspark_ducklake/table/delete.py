@@ -24,6 +24,7 @@ from pyspark_ducklake.table.scan import (
     FILE_POSITION,
     ROWID,
     ScanPlan,
+    apply_filter,
     execute_file_task,
     internal_column,
     read_delete_entries,
@@ -54,12 +55,18 @@ class DeletePlan:
         return sum(len(f.positions) for f in self.files) + len(self.inlined_row_ids)
 
 
-def plan_deletes(scan: ScanPlan, predicate: pc.Expression, storage_options: dict[str, Any] | None) -> DeletePlan:
-    """The rows of ``scan`` (a full scan plan) that match ``predicate``; reads the data files."""
+def plan_deletes(
+    scan: ScanPlan, predicate: pc.Expression, storage_options: dict[str, Any] | None, filters: Any = None
+) -> DeletePlan:
+    """The rows of ``scan`` (a full scan plan) that match ``predicate``; reads the data files.
+
+    Raises:
+        InvalidOptionError: pyarrow cannot evaluate the predicate on some rows (``filters`` names it).
+    """
 
     def matching(rows: pa.Table, internal: str) -> list[int]:
         # the internal column's values of the matching rows; found by position, as a user column may share its name
-        passed = _passing_rows(visible(rows, scan.schema), predicate)
+        passed = _passing_rows(visible(rows, scan.schema), predicate, filters)
         return list(internal_column(rows, scan.schema, internal).take(passed).to_pylist())
 
     files: list[FileDeletes] = []
@@ -78,13 +85,13 @@ def plan_deletes(scan: ScanPlan, predicate: pc.Expression, storage_options: dict
     return DeletePlan(scan.table, scan.snapshot_id, tuple(files), tuple(inlined))
 
 
-def _passing_rows(rows: pa.Table, expr: pc.Expression) -> pa.Array:
+def _passing_rows(rows: pa.Table, expr: pc.Expression, filters: Any) -> pa.Array:
     """The indices of the rows that pass ``expr``."""
     index = "__row"
     while index in rows.column_names:
         index += "_"
     numbered = rows.append_column(index, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
-    return numbered.filter(expr).column(index).combine_chunks()
+    return apply_filter(numbered, expr, expr if filters is None else filters).column(index).combine_chunks()
 
 
 def stage_deletes(ctx: CommitContext, plan: DeletePlan, table_dir: str) -> None:

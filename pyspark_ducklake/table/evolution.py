@@ -103,11 +103,14 @@ def merge_new_fields(
 
 def finish_alter(ctx: CommitContext, table: TableEntry) -> None:
     sv = ctx.bump_schema_version()
-    ctx.conn.execute(
-        insert(T.ducklake_schema_versions).values(
-            begin_snapshot=ctx.snapshot_id, schema_version=sv, table_id=table.table_id
+    recorded: set[int] = ctx.scratch("schema_versions_recorded", set)
+    if table.table_id not in recorded:  # once per table and snapshot, however many alterations it holds
+        recorded.add(table.table_id)
+        ctx.conn.execute(
+            insert(T.ducklake_schema_versions).values(
+                begin_snapshot=ctx.snapshot_id, schema_version=sv, table_id=table.table_id
+            )
         )
-    )
     schema = reader.table_schema(ctx.conn, table.table_id, ctx.snapshot_id)
     if not inlining_reserved(schema.names()):  # such a table never takes inlined rows
         create_inlined_table(ctx, table.table_id, sv, schema)

@@ -1,15 +1,16 @@
 """Skipping data files whose column statistics show that no row can pass a ``lake.scan`` filter.
 
-The rows are filtered with pyarrow compute (:func:`pyspark_ducklake.table.scan.filter_expression`), so a file's
+The rows are filtered with pyarrow compute (:func:`pyspark_ducklake.table.filters.term_expression`), so a file's
 bounds are put through the very same comparison: its min and max become one-element Arrow arrays of the column's
 type, compared with the filter's value by the same expression, with the same implicit casts (a decimal column
 against a float, an integer column against a float, a date against a datetime). Those casts keep order, so a bound
 that fails the comparison proves that every value between the bounds fails it too. Where that reasoning does not
 hold the file is kept:
 
-- NaN: pyarrow compares NaN false with everything, and DuckDB's statistics leave NaN out of min and max, so a NaN
-  row never passes a comparison the bounds fail; a bound that is itself NaN (DuckDB's ordering puts NaN above every
-  number, so it hides the largest real value) says nothing, and the file is kept.
+- NaN: rows are filtered with DuckDB's semantics (:mod:`pyspark_ducklake.table.filters`: NaN above every number,
+  equal to itself), and DuckDB's statistics leave NaN out of min and max; so NaN is a candidate value of its own, put
+  through the same comparison, for every file whose ``contains_nan`` is not false. A bound that is itself NaN (it
+  hides the largest real value) says nothing, and the file is kept.
 - Promoted columns: a file written while a column was FLOAT stores FLOAT statistics ("0.1" is FLOAT 0.1, above the
   DOUBLE 0.1); its bounds are widened to cover both readings.
 - Truncated strings: DuckDB cuts a long min (a prefix is smaller) and cuts then increments a long max (larger);
@@ -34,6 +35,7 @@ from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
 from pyspark_ducklake.catalog.stats_values import parse_duckdb_text, round_float32
 from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_type
 from pyspark_ducklake.exceptions import UnsupportedTypeError
+from pyspark_ducklake.table.filters import FLOAT_TYPES, term_expression
 
 # Comparisons whose result the bounds decide, and which bound each needs: "=" needs both.
 PRUNABLE_OPERATORS = ("=", "==", "<", "<=", ">", ">=")
@@ -111,23 +113,28 @@ def may_match(column: Column, op: str, value: Any, rows: Sequence[Any], types: s
     unknown = np.asarray(pc.or_(pc.is_null(lo), pc.is_null(hi)).to_numpy(zero_copy_only=False), dtype=bool)
     try:
         if op in ("=", "=="):
-            result = _passes(column.name, hi, ">=", value) & _passes(column.name, lo, "<=", value)
+            result = _passes(column, hi, ">=", value) & _passes(column, lo, "<=", value)
         elif op in ("<", "<="):
-            result = _passes(column.name, lo, op, value)
+            result = _passes(column, lo, op, value)
         else:
-            result = _passes(column.name, hi, op, value)
+            result = _passes(column, hi, op, value)
+        if column.type in FLOAT_TYPES:
+            # NaN lies outside min..max (DuckDB's statistics leave it out): a file that may hold NaN may match
+            # whatever NaN itself passes, put through the same comparison
+            nan = _passes(column, pa.array([math.nan], arrow_type(column)), op, value)[0]
+            may_hold_nan = np.array([r is None or r.contains_nan is not False for r in rows], dtype=bool)
+            result = result | (may_hold_nan & nan)
     except (pa.ArrowException, TypeError, ValueError, OverflowError):
         return everything  # the row filter meets the same refusal
     return result | unknown
 
 
-def _passes(name: str, bounds: pa.Array, op: str, value: Any) -> np.ndarray:
-    """Which bounds pass ``name op value`` as :func:`filter_expression` builds and pyarrow evaluates it."""
-    from pyarrow.parquet import filters_to_expression
-
+def _passes(column: Column, bounds: pa.Array, op: str, value: Any) -> np.ndarray:
+    """Which bounds pass ``column op value`` as the row filter (:func:`filters.term_expression`) evaluates it."""
+    name = column.name
     index = "i" if name != "i" else "j"
     table = pa.table({name: bounds, index: pa.array(np.arange(len(bounds), dtype=np.int64))})
-    passed = table.filter(filters_to_expression([(name, op, value)])).column(index).to_numpy()
+    passed = table.filter(term_expression(name, op, value, column.type)).column(index).to_numpy()
     out = np.zeros(len(bounds), dtype=bool)
     out[passed] = True
     return out

@@ -22,7 +22,9 @@ from pyspark_ducklake.catalog.inlined_codec import decode_values, inlined_select
 from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_field, empty_table
 from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.io.parquet import field_id, read_columns, read_table
+from pyspark_ducklake.table import filters as filters_module
 from pyspark_ducklake.table.conform import conform_table, default_array
+from pyspark_ducklake.table.filters import FILTER_OPERATORS
 from pyspark_ducklake.table.pruning import prune_files
 from pyspark_ducklake.table.write import DELETE_POS_ID
 
@@ -259,17 +261,35 @@ def execute_plan(
     result = empty_result(plan.schema, with_virtual=True) if not parts else _concat(parts)
     result = visible(result, plan.schema)
     if filters is not None:
-        expression = filter_expression(filters)
-        try:
-            result = result.filter(expression)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-            raise InvalidOptionError(
-                f"filter {filters!r} cannot be evaluated on the table's columns ({e}); give values of the "
-                "column's type (e.g. a Decimal for a decimal column, an aware datetime for a timestamptz column)"
-            ) from e
+        result = apply_filter(result, filter_expression(filters, plan.schema), filters)
     if columns is not None:
         return result.select(columns)
     return table_columns(result, plan.schema)
+
+
+def apply_filter(rows: pa.Table, expression: pc.Expression, filters: Any) -> pa.Table:
+    """``rows.filter(expression)``; ``filters`` is what the caller gave, for the message.
+
+    Raises:
+        InvalidOptionError: pyarrow cannot evaluate the filter on the columns' types (a decimal column against an
+            int, a naive datetime against a timestamptz).
+    """
+    try:
+        return rows.filter(expression)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        raise InvalidOptionError(
+            f"filter {filters!r} cannot be evaluated on the table's columns ({e}); give values of the "
+            "column's type (e.g. a Decimal for a decimal column, an aware datetime for a timestamptz column)"
+        ) from e
+
+
+def check_filter(expression: pc.Expression, schema: TableSchema, filters: Any) -> None:
+    """Evaluate the filter on no rows of the table, so a filter of the wrong types fails before anything is written.
+
+    Raises:
+        InvalidOptionError: as :func:`apply_filter`.
+    """
+    apply_filter(visible(empty_result(schema, with_virtual=True), schema), expression, filters)
 
 
 def table_columns(result: pa.Table, schema: TableSchema) -> pa.Table:
@@ -311,26 +331,14 @@ def _concat(parts: list[pa.Table]) -> pa.Table:
     return pa.concat_tables([p.cast(target) if p.schema != target else p for p in parts])
 
 
-__all__ = ["FileTask", "ScanPlan", "execute_file_task", "execute_plan", "pc", "plan_scan"]
+__all__ = ["FILTER_OPERATORS", "FileTask", "ScanPlan", "execute_file_task", "execute_plan", "pc", "plan_scan"]
 
 
-FILTER_OPERATORS = ("=", "==", "!=", "<", "<=", ">", ">=", "in", "not in")
-
-
-def filter_expression(filters: Any) -> pc.Expression:
-    """A pyarrow DNF filter (``[("id", "<", 5)]`` or a list of such lists) or an Expression, as an Expression.
+def filter_expression(filters: Any, schema: TableSchema | None = None) -> pc.Expression:
+    """A DNF filter or an Expression as an Expression selecting what DuckDB's ``WHERE`` selects on the columns of
+    ``schema`` (:mod:`pyspark_ducklake.table.filters`).
 
     Raises:
         InvalidOptionError: the filter is not one pyarrow understands (an unknown operator, a malformed tuple).
     """
-    if isinstance(filters, pc.Expression):
-        return filters
-    from pyarrow.parquet import filters_to_expression
-
-    try:
-        return filters_to_expression(filters)
-    except (ValueError, TypeError, pa.ArrowException) as e:
-        raise InvalidOptionError(
-            f"filter {filters!r} is not a valid filter ({e}); give (column, operator, value) tuples, or lists of "
-            f"them OR-ed together, with an operator among {', '.join(FILTER_OPERATORS)}, or a pyarrow Expression"
-        ) from e
+    return filters_module.filter_expression(filters, schema)

@@ -27,6 +27,7 @@ from pyspark_ducklake.exceptions import InvalidStringError, SchemaMismatchError,
 from pyspark_ducklake.io.fileio import delete_files
 from pyspark_ducklake.io.parquet import WrittenFile, write_table
 from pyspark_ducklake.table.conform import default_array
+from pyspark_ducklake.table.job_files import JobToken
 from pyspark_ducklake.table.partition_values import PartitionKey, partition_dir, split_by_partition
 
 DELETE_FILE_PATH_ID = 2147483646
@@ -34,8 +35,9 @@ DELETE_POS_ID = 2147483645
 INTERNAL_SNAPSHOT_ID_FIELD_ID = 2147483539
 
 
-def new_data_file_name() -> str:
-    return f"ducklake-{uuid7()}.parquet"
+def new_data_file_name(job: JobToken | None = None) -> str:
+    """``ducklake-<uuid7>.parquet``; a file of a Spark job carries the job's token (see ``job_files``)."""
+    return job.file_name() if job is not None else f"ducklake-{uuid7()}.parquet"
 
 
 def new_delete_file_name() -> str:
@@ -305,8 +307,9 @@ def write_data_files(
     keys: tuple[PartitionKey, ...] = (),
     *,
     storage_options: dict[str, Any] | None = None,
+    job: JobToken | None = None,
 ) -> list[PendingFile]:
-    """Write ``data`` as one file per partition (one file when unpartitioned).
+    """Write ``data`` as one file per partition (one file when unpartitioned), named for ``job`` when given.
 
     Raises:
         DataFileError: a partition folder name would be too long (checked before any file is written).
@@ -317,7 +320,7 @@ def write_data_files(
         check_folder_names(folder, f"partition folder of {table_dir}")
     try:
         for values, part, folder in groups:
-            name, written = write_data_file(part, table_dir + folder, schema, storage_options=storage_options)
+            name, written = write_data_file(part, table_dir + folder, schema, storage_options=storage_options, job=job)
             out.append(PendingFile(folder + name, written, values))
     except BaseException:
         delete_files([f.written.path for f in out], storage_options)
@@ -326,12 +329,17 @@ def write_data_files(
 
 
 def write_data_file(
-    data: pa.Table, table_dir: str, schema: TableSchema, *, storage_options: dict[str, Any] | None = None
+    data: pa.Table,
+    table_dir: str,
+    schema: TableSchema,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    job: JobToken | None = None,
 ) -> tuple[str, WrittenFile]:
     """Write one data file into the table's folder; returns (file name, description with rendered stats)."""
     # INTERVAL columns are written by io.parquet (FLBA(12) + converted type INTERVAL, as DuckDB writes them); it
     # raises UnsupportedTypeError for negative or nested intervals before anything is written.
-    name = new_data_file_name()
+    name = new_data_file_name(job)
     return name, write_table(data, table_dir + name, storage_options=storage_options, stats=stats_function(schema))
 
 
@@ -380,8 +388,10 @@ def write_rolling(
     table_name: str,
     target_file_rows: int,
     storage_options: dict[str, Any] | None = None,
+    job: JobToken | None = None,
 ) -> list[PendingFile]:
-    """Conform batches to the table and write them, rolling to a new file every ``target_file_rows`` rows.
+    """Conform batches to the table and write them, rolling to a new file every ``target_file_rows`` rows; files
+    are named for ``job`` (so the driver finds them when the job fails, whatever became of this task).
 
     Files already written are removed when a later batch fails, so a failed task leaves nothing behind.
     """
@@ -393,7 +403,7 @@ def write_rolling(
         nonlocal pending, rows
         if rows:
             data = conform_to_table(pa.Table.from_batches(pending), schema, table_name)
-            written.extend(write_data_files(data, table_dir, schema, keys, storage_options=storage_options))
+            written.extend(write_data_files(data, table_dir, schema, keys, storage_options=storage_options, job=job))
         pending, rows = [], 0
 
     try:

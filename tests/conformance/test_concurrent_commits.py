@@ -442,3 +442,134 @@ def test_delete_of_a_row_duckdb_updated_meanwhile_deletes_its_new_version(catalo
         lake.delete("main.t", [("id", "<", 3)])
     assert ids_here(lake) == ids_in_duckdb(catalog) == list(range(3, 10))
     no_empty_commit(lake)
+
+
+# --- a schema change between planning and commit ---------------------------------------------------------------
+
+EVOLVING = pa.schema([("id", pa.int64()), ("who", pa.string()), ("n", pa.int32())])
+SCHEMA_CHANGES: dict[str, Callable[[pdl.Lake], None]] = {
+    "add_column": lambda w: w.add_column("main.e", "extra", pa.int64(), default=5),
+    "rename_column": lambda w: w.rename_column("main.e", "who", "owner"),
+    "drop_column": lambda w: w.drop_column("main.e", "who"),
+    "set_column_type": lambda w: w.set_column_type("main.e", "n", pa.int64()),
+}
+
+
+def evolving(ids: range | list[int]) -> pa.Table:
+    ids = list(ids)
+    return pa.table({"id": ids, "who": ["a"] * len(ids), "n": ids}, schema=EVOLVING)
+
+
+def data_files(location: Any) -> set[str]:
+    return {str(p) for p in Path(location.data_path).rglob("*") if p.is_file()}
+
+
+def state(lake: pdl.Lake, location: Any) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The table's rows here and in DuckDB, by id, every column (DuckDB's text of each value)."""
+    here = sorted(tuple(r.values()) for r in lake.scan("main.e").to_pylist())
+    names = ", ".join('"' + n + '"' for n in lake.table("main.e").schema.names)
+    return here, sorted(duck(location, f"SELECT {names} FROM lake.main.e"))
+
+
+@pytest.mark.parametrize("change", sorted(SCHEMA_CHANGES))
+@pytest.mark.parametrize("limit", [None, 0], ids=["inlined", "parquet"])
+@pytest.mark.parametrize("operation", ["delete", "append", "sink batch"])
+def test_a_write_planned_before_a_concurrent_schema_change_conflicts_with_nothing_committed(
+    catalog: Any, change: str, limit: int | None, operation: str
+) -> None:
+    """As the isolation table says: a delete, an append or a sink batch whose table's columns changed between its
+    planning and its commit fails with CommitConflictError; the schema change stays, nothing of the write is
+    committed or left in the data path, and DuckDB reads the table as we do. A retry then lands on the new columns."""
+    lake = pdl.connect(catalog.url, catalog.data_path, data_inlining_row_limit=limit)
+    lake.create_table("main.e", EVOLVING)
+    lake.append("main.e", evolving(range(5)))
+    writer = other_writer(catalog, limit)
+    sink = MicroBatchCommitter(lake, "main.e", SinkSettings(data_inlining_row_limit=10 if limit is None else 0))
+    incoming = TableSchema(tuple(columns_from_arrow(EVOLVING)))
+
+    def write() -> None:
+        if operation == "delete":
+            lake.delete("main.e", [("id", "<", 2)])
+        elif operation == "append":
+            lake.append("main.e", evolving([7, 8]))
+        else:
+            done, planned = sink.prepare("app", 0, incoming)
+            assert done is None and planned is not None
+            plan, tplan = planned
+            sink.commit(
+                plan,
+                tplan,
+                [write_task(plan, evolving([7, 8]).to_batches())],
+                app_id="app",
+                batch_id=0,
+                started=time.monotonic(),
+            )
+
+    snapshots = len(lake.snapshots())
+    with before_next_commit(lambda: SCHEMA_CHANGES[change](writer)):
+        files = data_files(catalog)
+        with pytest.raises(CommitConflictError):
+            write()
+    assert len(lake.snapshots()) == snapshots + 1  # the schema change only
+    assert data_files(catalog) == files  # nothing of the failed write stayed (the schema change writes no file)
+    here, in_duckdb = state(lake, catalog)
+    assert [r[0] for r in here] == list(range(5)) and here == in_duckdb
+    no_empty_commit(lake)
+    if operation != "sink batch":  # the retry: planned against the new columns, it lands
+        if operation == "delete":
+            lake.delete("main.e", [("id", "<", 2)])
+        else:
+            lake.append("main.e", pa.table({"id": [7, 8]}))
+        here, in_duckdb = state(lake, catalog)
+        assert [r[0] for r in here] == ([2, 3, 4] if operation == "delete" else [0, 1, 2, 3, 4, 7, 8])
+        assert here == in_duckdb
+
+
+@pytest.mark.parametrize("change", sorted(SCHEMA_CHANGES))
+@pytest.mark.parametrize("operation", ["delete", "append", "sink batch"])
+def test_a_schema_change_commits_beside_a_concurrent_write(catalog: Any, change: str, operation: str) -> None:
+    """The other direction: a delete, an append or a sink batch lands between the schema change's planning and its
+    commit; the schema change commits after it, and the rows written before it read with the new columns, here and
+    in DuckDB."""
+    limit = None  # the catalog's: inlined rows (Parquet files take the same path through a schema change)
+    lake = pdl.connect(catalog.url, catalog.data_path, data_inlining_row_limit=limit)
+    lake.create_table("main.e", EVOLVING)
+    lake.append("main.e", evolving(range(5)))
+    writer = other_writer(catalog, limit)
+    sink = MicroBatchCommitter(writer, "main.e", SinkSettings(data_inlining_row_limit=10 if limit is None else 0))
+    incoming = TableSchema(tuple(columns_from_arrow(EVOLVING)))
+
+    def other() -> None:
+        if operation == "delete":
+            writer.delete("main.e", [("id", "<", 2)])
+        elif operation == "append":
+            writer.append("main.e", evolving([7, 8]))
+        else:
+            done, planned = sink.prepare("app", 0, incoming)
+            assert done is None and planned is not None
+            plan, tplan = planned
+            sink.commit(
+                plan,
+                tplan,
+                [write_task(plan, evolving([7, 8]).to_batches())],
+                app_id="app",
+                batch_id=0,
+                started=time.monotonic(),
+            )
+
+    with before_next_commit(other):
+        SCHEMA_CHANGES[change](lake)
+    here, in_duckdb = state(lake, catalog)
+    assert [r[0] for r in here] == ([2, 3, 4] if operation == "delete" else [0, 1, 2, 3, 4, 7, 8])
+    assert here == in_duckdb
+    names = lake.table("main.e").schema.names
+    assert (
+        names
+        == {
+            "add_column": ["id", "who", "n", "extra"],
+            "rename_column": ["id", "owner", "n"],
+            "drop_column": ["id", "n"],
+            "set_column_type": ["id", "who", "n"],
+        }[change]
+    )
+    no_empty_commit(lake)

@@ -102,3 +102,21 @@ def test_tables_without_columns_and_empty_structs_are_refused(catalog: Any) -> N
     with pytest.raises(DuckLakeError, match="give it a field"):
         lake.add_column("main.t", "s", pa.struct([]))
     assert lake.tables() == ["main.t"]
+
+
+def test_create_table_over_a_view_name_raises_the_view_error(catalog: Any) -> None:
+    """It said 'already exists; pass exist_ok=True to use it', and exist_ok=True gave the same: a view cannot be used
+    as a table. A name differing only in case from the view stays a TableAlreadyExistsError, as before."""
+    lake = pdl.connect(catalog.url, catalog.data_path)
+    lake.create_table("main.t", pa.schema([("id", pa.int64())]))
+    con = open_duckdb(catalog)
+    try:
+        con.execute("CREATE VIEW lake.main.v AS SELECT id FROM lake.main.t")
+    finally:
+        con.close()
+    for exist_ok in (False, True):
+        with expect_bad_input("create-over-view", lake) as err:
+            lake.create_table("main.v", pa.schema([("id", pa.int64())]), exist_ok=exist_ok)
+        assert "is a view" in str(err.value) and "exist_ok" not in str(err.value)
+    with expect_bad_input("create-case-only", lake):
+        lake.create_table("main.V", pa.schema([("id", pa.int64())]))

@@ -114,3 +114,57 @@ def test_duckdb_commits_between_batches_are_seen(catalog: Any, duckdb_lake: Any)
     ]
     assert counts == [100, 105, 205, 305, 305, 306, total]
     lake.close()
+
+
+def test_sink_batch_adding_two_columns_leaves_one_inlined_table_with_both(catalog: Any) -> None:
+    """merge_schema adds every new column (and struct field) in the batch's one snapshot, hence one schema version:
+    its inlined-data table was created at the first addition and, existing already, not re-created at the second,
+    so it lacked the later columns. The batch's own inlined rows then failed to commit ('has no column named ...'),
+    and after a Parquet batch a later inlined insert failed the same way."""
+    from tests.support.duck import open_duckdb
+
+    lake = Lake(catalog.url, catalog.data_path)
+    lake.create_table("main.m", pa.schema([("id", pa.int64())]))
+    lake.append("main.m", pa.table({"id": [0]}))
+    wider = pa.schema(
+        [("id", pa.int64()), ("a", pa.int64()), ("s", pa.struct([("x", pa.string())])), ("b", pa.string())]
+    )
+    widest = pa.schema([*wider, pa.field("c", pa.float64()), pa.field("d", pa.int32())])
+    committer = MicroBatchCommitter(lake, "main.m", SinkSettings(merge_schema=True))
+
+    def batch(schema: pa.Schema, ids: list[int]) -> dict[str, list[Any]]:
+        columns: dict[str, list[Any]] = {"id": ids}
+        for f in schema:
+            if f.name == "s":
+                columns["s"] = [{"x": f"x{i}"} for i in ids]
+            elif f.name != "id":
+                columns[f.name] = [str(i) if pa.types.is_string(f.type) else i for i in ids]
+        return columns
+
+    commit_batch(committer, 0, pa.table(batch(wider, [1, 2]), schema=wider))  # inlined, 3 columns added
+    commit_batch(committer, 1, pa.table(batch(widest, list(range(3, 2003))), schema=widest))  # Parquet, 2 added
+    lake.append("main.m", pa.table(batch(widest, [2003]), schema=widest))  # inlined into the new version
+    expected = [
+        (
+            i,
+            None if i == 0 else i,
+            None if i == 0 else f"x{i}",
+            None if i == 0 else str(i),
+            None if i < 3 else float(i),
+            None if i < 3 else i,
+        )
+        for i in range(2004)
+    ]
+    got = lake.scan("main.m").to_pylist()
+    assert sorted((r["id"], r["a"], r["s"] and r["s"]["x"], r["b"], r["c"], r["d"]) for r in got) == expected
+    con = open_duckdb(catalog)
+    try:
+        duck = con.execute("SELECT id, a, s.x, b, c, d FROM lake.main.m ORDER BY id").fetchall()
+        tables = con.execute(
+            "SELECT table_name, count(*) FROM __ducklake_metadata_lake.ducklake_inlined_data_tables "
+            "GROUP BY table_name HAVING count(*) > 1"
+        ).fetchall()
+    finally:
+        con.close()
+    assert duck == expected
+    assert tables == []  # each inlined-data table registered once

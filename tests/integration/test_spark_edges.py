@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 import pyspark_ducklake as pdl
+from pyspark_ducklake.batch.native import column_named, plan_read
 from pyspark_ducklake.exceptions import EncryptedLakeError, TableAlreadyExistsError
 from pyspark_ducklake.streaming.sink import ducklake_sink
 from tests.conformance.test_encrypted_lake import duck_encrypted
@@ -42,6 +43,49 @@ def test_sink_and_write_table_take_a_column_named_with_a_dot(spark: SparkSession
     outcome = pdl.write_table(df, "main.w", catalog=sqlite_catalog.url)
     assert outcome.native and outcome.rows == 3
     assert duck_rows(sqlite_catalog, 'SELECT "a.b", c FROM lake.main.w') == expected[:3]
+
+
+HOSTILE_COLUMNS = ["a.b", "`x`", "sp ace", "q`.`r", "_metadata"]
+
+
+def test_read_table_and_spark_writes_take_columns_named_with_dots_backticks_and_spaces(
+    spark: SparkSession, sqlite_catalog: Any
+) -> None:
+    """read_table selected its columns with F.col(name), which failed with UNRESOLVED_COLUMN on 'a.b'; every path
+    that names a column (plain, promoted and defaulted columns, deletes, the data source and write_table) takes names
+    with dots, backticks and spaces, and one named like Spark's _metadata."""
+    pdl.register(spark)
+    url = sqlite_catalog.url
+    lake = pdl.connect(url, sqlite_catalog.data_path, data_inlining_row_limit=0)
+    schema = pa.schema([("id", pa.int64()), *[(n, pa.int32()) for n in HOSTILE_COLUMNS]])
+    lake.create_table("main.h", schema)
+    lake.append("main.h", pa.table({"id": range(20), **{n: range(100, 120) for n in HOSTILE_COLUMNS}}, schema=schema))
+    lake.set_column_type("main.h", "a.b", pa.int64())  # the file's int32 is cast in Spark
+    lake.add_column("main.h", "new.col", pa.int64(), default=7)  # older files read the default
+    lake.delete("main.h", [("sp ace", "=", 103)])  # deleted positions removed by _metadata
+    expected = sorted((i, *[100 + i] * len(HOSTILE_COLUMNS), 7) for i in range(20) if i != 3)
+    columns = ["id", *HOSTILE_COLUMNS, "new.col"]
+
+    def rows(df: Any) -> list[tuple[Any, ...]]:
+        assert df.columns == columns
+        return sorted(tuple(r) for r in df.collect())
+
+    read = pdl.read_table(spark, "main.h", catalog=url)
+    assert plan_read(spark, "main.h", catalog=url).reason is None  # the native path itself
+    assert rows(read) == expected
+    assert rows(spark.read.format("ducklake").option("catalog", url).load("main.h")) == expected
+    feed = spark.read.format("ducklake").option("catalog", url).option("readChangeFeed", "true")
+    changes = feed.option("startingSnapshot", "earliest").load("main.h").select(*[column_named(c) for c in columns])
+    row3 = (3, *[103] * len(HOSTILE_COLUMNS), 7)
+    assert sorted(tuple(r) for r in changes.collect()) == sorted([*expected, row3, row3])  # its insert and delete
+    for name, write in [
+        ("data source", lambda df: df.write.format("ducklake").option("catalog", url).mode("append").save("main.w")),
+        ("write_table", lambda df: pdl.write_table(df, "main.w", catalog=url)),
+    ]:
+        write(read)
+        assert rows(pdl.read_table(spark, "main.w", catalog=url)) == sorted(expected * (1 + (name != "data source")))
+    quoted = ", ".join('"' + c.replace('"', '""') + '"' for c in columns)
+    assert duck_rows(sqlite_catalog, f"SELECT {quoted} FROM lake.main.w") == sorted(expected * 2)
 
 
 def test_write_table_save_modes_error_and_ignore(spark: SparkSession, sqlite_catalog: Any) -> None:

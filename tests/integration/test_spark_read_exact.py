@@ -171,3 +171,60 @@ def test_columns_named_like_the_readers_own_read_in_spark(
         (0, 1000, 1000, "insert", 0),
         (1, 1001, 1001, "insert", 1),
     ]
+
+
+def test_sink_written_table_with_columns_named_rowid_and_snapshot_id_reads_back(
+    spark: SparkSession, sqlite_catalog: Any
+) -> None:
+    """The sink creates the table from the stream's columns (rowid, snapshot_id among them), inlines a small batch,
+    writes a large one to Parquet and flushes; every reader gives the rows' own values, as DuckDB does."""
+    from pyspark_ducklake import ducklake_sink
+
+    url = sqlite_catalog.url
+    pdl.register(spark)
+    sink = ducklake_sink("main.s", catalog=url, data_path=sqlite_catalog.data_path, app_id="names", flush_rows=30)
+    # inlined, Parquet, inlined and flushed with the first, inlined and left in the catalog
+    for batch, (first, n) in enumerate([(0, 5), (5, 2000), (2005, 40), (2045, 3)]):
+        df = spark.range(first, first + n, 1, 2).selectExpr(
+            "id", "id + 1000 AS rowid", "id + 2000 AS Snapshot_ID", "id + 3000 AS _change_type"
+        )
+        sink(df, batch)
+    expected = [(i, i + 1000, i + 2000, i + 3000) for i in range(2048)]
+
+    def rows(df: Any) -> list[tuple[int, ...]]:
+        return sorted((r["id"], r["rowid"], r["Snapshot_ID"], r["_change_type"]) for r in df.collect())
+
+    lake = pdl.connect(url)
+    got = lake.scan("main.s").to_pylist()
+    assert sorted((r["id"], r["rowid"], r["Snapshot_ID"], r["_change_type"]) for r in got) == expected
+    virtual = lake.scan("main.s", columns=["id", "_ducklake_internal_row_id", "_ducklake_internal_snapshot_id"])
+    assert sorted(virtual.column("_ducklake_internal_row_id").to_pylist()) == list(range(2048))
+    sunk = lake.current_snapshot_id()
+    assert lake.delete("main.s", [("rowid", "=", 1000), ("Snapshot_ID", "=", 2000)]) > 0
+    lake.append("main.s", pa.table({"id": [0], "rowid": [1000], "Snapshot_ID": [2000], "_change_type": [3000]}))
+    assert rows(spark.read.format("ducklake").option("catalog", url).load("main.s")) == expected
+    assert rows(pdl.read_table(spark, "main.s", catalog=url)) == expected
+    feed = (
+        spark.read.format("ducklake")
+        .option("catalog", url)
+        .option("readChangeFeed", "true")
+        .option("startingSnapshot", "earliest")
+        .load("main.s")
+    )
+    assert rows(feed.filter("_change_type_1 = 'insert'")) == sorted([*expected, expected[0]])
+    changes = lake.table_changes("main.s", 0, lake.current_snapshot_id()).to_pylist()
+    inserted = [r for r in changes if r["_change_type_1"] == "insert"]
+    assert sorted((r["id"], r["rowid"], r["Snapshot_ID"], r["_change_type"]) for r in inserted) == sorted(
+        [*expected, expected[0]]
+    )
+    con = open_duckdb(sqlite_catalog)
+    try:
+        duck = con.execute('SELECT id, rowid, snapshot_id, "_change_type" FROM lake.main.s ORDER BY id').fetchall()
+        duck_feed = con.execute(
+            "SELECT count(*) FROM ducklake_table_changes('lake', 'main', 's', 0, ?) WHERE change_type = 'insert'",
+            [sunk],
+        ).fetchone()
+    finally:
+        con.close()
+    assert duck == expected
+    assert duck_feed == (2048,)

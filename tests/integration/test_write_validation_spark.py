@@ -89,6 +89,34 @@ def test_auto_create_refuses_what_duckdb_refuses(spark: SparkSession, lake: pdl.
     assert lake.tables() == ["main.t"]
 
 
+def test_spark_writes_refuse_a_new_table_with_a_reserved_column_name_while_inlining_is_on(
+    spark: SparkSession, lake: pdl.Lake, sqlite_catalog: Any
+) -> None:
+    """DuckDB refuses CREATE TABLE with row_id, begin_snapshot... while inlining is on; so does every Spark path (the
+    sink also refuses adding one with merge_schema), and with inlining off the table is created and DuckDB reads it."""
+    url = lake.location.url
+    for name in ["row_id", "Begin_Snapshot", "_ducklake_internal_row_id"]:
+        df = spark.createDataFrame([(1, 2)], "id long, x long").toDF("id", name)
+        for write in writes(df, url, "main.r"):
+            with expect_bad_input("reserved-column-name", lake):
+                write()
+        with expect_bad_input("reserved-column-name", lake):
+            ducklake_sink("main.t", catalog=url, app_id="merge", merge_schema=True)(
+                spark.createDataFrame([(1, 2)], "id long, x long").toDF("id", name), 0
+            )
+    assert lake.tables() == ["main.t"]
+    df = spark.createDataFrame([(1, 2)], "id long, end_snapshot long")
+    write = df.write.format("ducklake").mode("append").option("catalog", url)
+    write.option("data_inlining_row_limit", "0").save("main.w")
+    ducklake_sink("main.k", catalog=url, app_id="off", data_inlining_row_limit=0)(df, 0)
+    con = open_duckdb(sqlite_catalog)
+    try:
+        for table in ("w", "k"):
+            assert con.execute(f"SELECT id, end_snapshot FROM lake.main.{table}").fetchall() == [(1, 2)]
+    finally:
+        con.close()
+
+
 def test_far_dates_through_spark_writes(spark: SparkSession, lake: pdl.Lake, sqlite_catalog: Any) -> None:
     url = lake.location.url
     days = [3_000_000, -800_000, 0]

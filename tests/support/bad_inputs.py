@@ -234,15 +234,15 @@ CASES: tuple[BadInput, ...] = (
     BadInput(
         "reserved-column-name",
         "column named `row_id`, `begin_snapshot`, `end_snapshot`, `_ducklake_internal_row_id` or "
-        "`_ducklake_internal_snapshot_id` (any case) in `create_table`, `add_column` or `rename_column` while data "
-        "inlining is on",
+        "`_ducklake_internal_snapshot_id` (any case) in `create_table`, `add_column` or `rename_column`, a table a "
+        "Spark write or the sink creates, or a column the sink adds, while data inlining is on",
         E.InvalidIdentifierError,
         "rename the column, or connect with data_inlining_row_limit=0",
     ),
     BadInput(
         "filter-type-mismatch",
-        "`scan` filter pyarrow cannot compare with the column (a decimal column against an `int`, a naive datetime "
-        "against a timestamptz)",
+        "`scan`, `delete` or `overwrite(filter=)` filter pyarrow cannot compare with the column (a decimal column "
+        "against an `int`, a naive datetime against a timestamptz)",
         E.InvalidOptionError,
         "give values of the column's type",
     ),
@@ -418,6 +418,14 @@ CASES: tuple[BadInput, ...] = (
         "a DuckDB view where a table is expected (reads, writes, the sink, the change feed)",
         E.NotATableError,
         "query the view with DuckDB, or read the tables it selects from",
+    ),
+    # --- followup (#14, #21): a table created over a view's name
+    BadInput(
+        "create-over-view",
+        "`create_table` (or a Spark write or the sink creating a table) with the exact name of a DuckDB view, "
+        "`exist_ok=True` too",
+        E.NotATableError,
+        "choose another name for the table, or drop the view with DuckDB",
     ),
     BadInput(
         "unreadable-type",

@@ -183,12 +183,12 @@ def outcome(read: Any) -> tuple[str, Any]:
 
 
 def unpruned(lake: pdl.Lake, table: str, filters: Any) -> pa.Table:
-    return lake.scan(table).filter(filter_expression(filters))
+    return lake.scan(table).filter(filter_expression(filters, lake.table(table).table_schema))
 
 
 def row_by_row(lake: pdl.Lake, table: str, filters: Any) -> tuple[str, list[int]]:
     """The rows that pass, each evaluated alone (a row pyarrow cannot compare does not pass)."""
-    full, expr, ids = lake.scan(table), filter_expression(filters), []
+    full, expr, ids = lake.scan(table), filter_expression(filters, lake.table(table).table_schema), []
     for i in range(full.num_rows):
         try:
             ids.extend(full.slice(i, 1).filter(expr).column("id").to_pylist())
@@ -207,3 +207,39 @@ def assert_exact(lake: pdl.Lake, table: str, filters: Any) -> None:
         assert pruned == row_by_row(lake, table, filters), filters
     else:
         assert pruned == full, filters
+
+
+# --- float filters with DuckDB's semantics: NaN above every number and equal to itself, -0.0 = 0.0, NULL never passes
+
+FLOAT_COLUMNS = ("f", "g")
+_FLOAT_FILTER_VALUES = st.sampled_from([NAN, -0.0, 0.0, INF, -INF, 1.0, -1.0, 2.5, 5.0, 0.1, 1e300]) | st.integers(
+    -3, 3
+)
+
+
+@st.composite
+def float_filters(draw: Callable[..., Any], files: list[pa.Table]) -> tuple[list[Any], str]:
+    """A DNF filter over the float columns and the same condition as a DuckDB ``WHERE`` clause."""
+
+    def term() -> tuple[tuple[str, str, Any], str]:
+        name = draw(st.sampled_from(FLOAT_COLUMNS))
+        seen = [v for f in files for v in f.column(name).to_pylist() if v is not None]
+        values = _FLOAT_FILTER_VALUES | (st.sampled_from(seen) if seen else st.nothing())
+        op = draw(st.sampled_from(["=", "==", "!=", "<", "<=", ">", ">=", "in", "not in"]))
+        if op in ("in", "not in"):
+            members = draw(st.lists(values | st.none(), min_size=1, max_size=3))
+            listed = ", ".join("NULL" if v is None else sql_literal(name, v) for v in members)
+            return (name, op, members), f"{name} {op.upper()} ({listed})"
+        value = draw(values)
+        sql_op = {"==": "=", "!=": "<>"}.get(op, op)
+        return (name, op, value), f"{name} {sql_op} {sql_literal(name, value)}"
+
+    branches = [[term() for _ in range(draw(st.integers(1, 2)))] for _ in range(draw(st.integers(1, 2)))]
+    filters = [[t for t, _ in branch] for branch in branches]
+    where = " OR ".join("(" + " AND ".join(sql for _, sql in branch) + ")" for branch in branches)
+    return filters, where
+
+
+def duckdb_where_ids(con: Any, source: str, where: str) -> list[int]:
+    """The ids of ``source``'s rows DuckDB's ``WHERE`` selects (the oracle of the float filters)."""
+    return sorted(r[0] for r in con.execute(f"SELECT id FROM {source} WHERE {where}").fetchall())
