@@ -133,7 +133,8 @@ def sql_literal(name: str, value: Any) -> str:
             return "'nan'::DOUBLE"
         if math.isinf(value):
             return "'inf'::DOUBLE" if value > 0 else "'-inf'::DOUBLE"
-        return f"{float(value)!r}::DOUBLE"
+        # quoted: DuckDB parses a bare literal such as -0.00038011557282122875 as a DECIMAL and rounds its cast
+        return f"'{float(value)!r}'::DOUBLE"
     if name == "i":
         return f"{int(value)}::BIGINT"
     if name == "d":
