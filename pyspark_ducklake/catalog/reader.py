@@ -18,8 +18,10 @@ from pyspark_ducklake.catalog.entries import (
     SnapshotInfo,
     TableEntry,
 )
+from pyspark_ducklake.catalog.paths import checked_delete_file
 from pyspark_ducklake.catalog.types import Column, TableSchema
 from pyspark_ducklake.exceptions import NoSuchSchemaError, NoSuchSnapshotError, NoSuchTableError, NotATableError
+from pyspark_ducklake.io.deletion_vector import delete_file_format
 
 
 def visible(table: Table, snapshot_id: int) -> ColumnElement[bool]:
@@ -294,12 +296,13 @@ def data_files(conn: Connection, table: TableEntry, snapshot_id: int, data_path:
             delete = DeleteFileEntry(
                 dr.delete_file_id,
                 dr.data_file_id,
-                resolve(base, dr.path, dr.path_is_relative),
+                delete_file_path(base, dr, data_path),
                 dr.delete_count or 0,
                 dr.file_size_bytes,
                 dr.footer_size,
                 dr.begin_snapshot,
                 dr.partial_max,
+                delete_file_format(dr.format, dr.path),
             )
         out.append(
             DataFileEntry(
@@ -324,6 +327,15 @@ def table_path(table: TableEntry, data_path: str) -> str:
     schema_base = resolve(data_path, table.schema.path, table.schema.path_is_relative)
     path = resolve(schema_base, table.path, table.path_is_relative)
     return path if path.endswith("/") or not path else path + "/"
+
+
+def delete_file_path(table_dir: str, row: Any, data_path: str) -> str:
+    """The absolute path of a ``ducklake_delete_file`` row, checked to lie inside the lake.
+
+    Raises:
+        DataFileError: the row points outside the data path and the table's folder.
+    """
+    return checked_delete_file(resolve(table_dir, row.path, row.path_is_relative), table_dir, data_path)
 
 
 def resolve(base: str, path: str, is_relative: bool | None) -> str:

@@ -20,6 +20,7 @@ from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import writer as W
 from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
 from pyspark_ducklake.catalog.transaction import CommitContext
+from pyspark_ducklake.io.deletion_vector import delete_file_format
 from pyspark_ducklake.table.scan import (
     FILE_POSITION,
     ROWID,
@@ -126,8 +127,14 @@ def write_deletes(ctx: CommitContext, entry: TableEntry, data_file: Any, fresh: 
     current = state.delete_file
     merged: dict[int, int] = {}
     if current is not None:
-        path = reader.resolve(table_dir, current.path, current.path_is_relative)
-        positions, snapshots = read_delete_entries(path, int(current.begin_snapshot), ctx.storage_options)
+        path = reader.delete_file_path(table_dir, current, ctx.data_path)
+        positions, snapshots = read_delete_entries(
+            path,
+            int(current.begin_snapshot),
+            ctx.storage_options,
+            file_format=delete_file_format(current.format, current.path),
+            row_count=data_file.record_count,
+        )
         merged = dict(zip(positions, snapshots, strict=True))
     left = [p for p in fresh if p not in merged and p not in state.inlined_positions]
     if len(left) < len(fresh):
