@@ -237,7 +237,8 @@ class ChangePlan:
 
 def plan_changes(conn: Connection, table: TableEntry, start: int, end: int, data_path: str) -> ChangePlan:
     """The files and inlined rows holding the changes of ``table`` over the resolved range ``[start, end]``."""
-    schema = reader.table_schema(conn, table.table_id, end)
+    # Nullable: a range may span ALTER ... SET NOT NULL, and older rows may hold NULL there (DuckDB reports them).
+    schema = reader.table_schema(conn, table.table_id, end).nullable()
     plan = ChangePlan(table, schema, start, end)
     if start > end:
         return plan
@@ -527,7 +528,7 @@ def feed_schema(schema: TableSchema) -> pa.Schema:
     """The feed's columns: the table's (end snapshot), then the change columns."""
     kind, snapshot, rowid, committed = change_column_names(schema)
     return pa.schema(
-        [arrow_field(c) for c in schema.columns]
+        [arrow_field(c) for c in schema.nullable().columns]
         + [
             pa.field(kind, pa.string()),
             pa.field(snapshot, pa.int64()),
