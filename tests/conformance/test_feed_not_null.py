@@ -53,7 +53,7 @@ def duck_feed(con: Any, columns: list[str], start: int, end: int) -> list[tuple[
 
 
 def ranges(last: int) -> list[tuple[int, int]]:
-    return [(s, e) for s in range(0, last + 1) for e in range(max(s, 1), last + 1)]  # t exists from 1
+    return [(s, e) for s in range(last + 1) for e in range(max(s, 1), last + 1)]  # t exists from 1
 
 
 @pytest.mark.parametrize("limit", [0, 10], ids=["parquet", "inlined"])
