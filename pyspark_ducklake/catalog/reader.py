@@ -142,6 +142,12 @@ def metadata_value(conn: Connection, key: str, scope: str | None = None, scope_i
     return None if row is None else row[0]
 
 
+def write_deletion_vectors(conn: Connection, table_id: int) -> str | None:
+    """The persisted ``write_deletion_vectors`` option of the table, else of the lake (None when neither is set)."""
+    value = metadata_value(conn, "write_deletion_vectors", "table", table_id)
+    return value if value is not None else metadata_value(conn, "write_deletion_vectors")
+
+
 def schema_by_name(conn: Connection, name: str, snapshot_id: int) -> SchemaEntry:
     """Raises: NoSuchSchemaError."""
     s = T.ducklake_schema

@@ -11,6 +11,7 @@ DuckDB shows, so every snapshot is compared, the ones across a merge included.
 from __future__ import annotations
 
 from functools import reduce
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -18,6 +19,8 @@ import pytest
 from sqlalchemy import create_engine, text
 
 import pyspark_ducklake as pdl
+from pyspark_ducklake.io.deletion_vector import decode, encode
+from tests.support.bad_inputs import expect_bad_input
 from tests.support.compare import canonical_rows
 from tests.support.duck import attach_sql, connect_duckdb
 
@@ -196,10 +199,6 @@ CODEC_CASES = {  # DuckDB predicate on ids 0..139999 (id = position) -> the posi
 
 @pytest.mark.parametrize("case", CODEC_CASES, ids=list(CODEC_CASES))
 def test_our_codec_decodes_duckdb_blobs_and_encodes_the_same_bytes(sqlite_catalog: Any, case: str) -> None:
-    from pathlib import Path
-
-    from pyspark_ducklake.io.deletion_vector import decode, encode
-
     predicate, positions = CODEC_CASES[case]
     con = connect_duckdb()
     con.execute(attach_sql(sqlite_catalog, "lake", 0)[:-1] + ", WRITE_DELETION_VECTORS true)")
@@ -213,3 +212,107 @@ def test_our_codec_decodes_duckdb_blobs_and_encodes_the_same_bytes(sqlite_catalo
     blob = blob_path.read_bytes()
     assert decode(blob, str(blob_path), row_count=140000).tolist() == positions
     assert encode(positions) == blob
+
+
+# --- we write deletion vectors when the lake or table asks for them -------------------------------------------------
+
+
+def set_option(catalog: Any, value: str, table: str | None = None) -> None:
+    con = connect_duckdb()
+    con.execute(attach_sql(catalog, "lake"))
+    try:
+        scope = "" if table is None else f", table_name => '{table}'"
+        con.execute(f"CALL lake.set_option('write_deletion_vectors', {value}{scope})")
+    finally:
+        con.close()
+
+
+def delete_rows(catalog: Any, table: str) -> list[Any]:
+    engine = create_engine(catalog.url)
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT d.* FROM ducklake_delete_file d JOIN ducklake_table t ON t.table_id = d.table_id "
+                "WHERE t.table_name = :t AND t.end_snapshot IS NULL ORDER BY d.delete_file_id"
+            ),
+            {"t": table},
+        ).all()
+    engine.dispose()
+    return list(rows)
+
+
+def new_table(lake: pdl.Lake, name: str, files: int = 2, rows: int = 70000) -> None:
+    import pyarrow as pa
+
+    lake.create_table(f"main.{name}", pa.schema([("id", pa.int32()), ("s", pa.string())]))
+    for f in range(files):
+        ids = list(range(f * rows, (f + 1) * rows))
+        lake.append(f"main.{name}", pa.table({"id": pa.array(ids, pa.int32()), "s": [f"s{i}" for i in ids]}))
+
+
+def test_we_write_deletion_vectors_that_duckdb_reads_exactly(catalog: Any, duckdb_lake: Any) -> None:
+    lake = pdl.connect(catalog.url, catalog.data_path, data_inlining_row_limit=0)
+    new_table(lake, "t")
+    set_option(catalog, "true")
+    lake.delete("main.t", [("id", "in", list(range(0, 140000, 7)))])  # a DV on each file
+    lake.delete("main.t", [("id", "<", 100)])  # a second delete of file 1: one merged DV, as DuckDB
+    con = dv_attach(catalog, deletion_vectors=False)  # the persisted option turns DuckDB's DVs on too
+    con.execute("DELETE FROM lake.t WHERE id BETWEEN 69000 AND 70500")
+    con.close()
+    lake.delete("main.t", [("id", ">=", 139000)])  # ours after DuckDB's DV
+    rows = delete_rows(catalog, "t")
+    assert [r.format for r in rows] == ["puffin", "puffin"]
+    last = lake.current_snapshot_id()
+    for r in rows:
+        assert r.path.endswith("-delete.puffin") and r.path_is_relative
+        assert r.footer_size == 0 and r.partial_max is None and r.encryption_key is None
+        assert r.begin_snapshot in (last, last - 1)  # every merge begins anew (DuckDB's §2.4)
+        blob = (Path(catalog.data_path) / "main" / "t" / r.path).read_bytes()
+        assert r.file_size_bytes == len(blob)
+        assert r.delete_count == len(decode(blob, r.path))
+    con = duckdb_lake(catalog)
+    for s in snapshots_of(con, "t"):
+        assert canonical_rows(lake.scan("main.t", snapshot=s)) == duck_rows(con, "t", s), s
+        for start in range(1, s + 1):
+            assert our_feed(lake, start, s) == duck_feed(con, start, s), (start, s)
+
+
+def test_deletion_vector_option_per_table_and_its_spellings(catalog: Any, duckdb_lake: Any) -> None:
+    lake = pdl.connect(catalog.url, catalog.data_path, data_inlining_row_limit=0)
+    for name in ("dv", "plain", "off"):
+        new_table(lake, name, files=1, rows=1000)
+    set_option(catalog, "true", "dv")
+    set_option(catalog, "true")
+    set_option(catalog, "false", "off")  # the table's own setting wins over the lake's
+    set_option(catalog, "false", "plain")
+    engine = create_engine(catalog.url)
+    with engine.begin() as conn:  # as another writer might spell it
+        conn.execute(
+            text(
+                "UPDATE ducklake_metadata SET value = 'FALSE' WHERE key = 'write_deletion_vectors' AND scope_id IS NOT NULL AND value = 'false'"
+            )
+        )
+    engine.dispose()
+    for name in ("dv", "plain", "off"):
+        lake.delete(f"main.{name}", [("id", "<", 10)])
+        lake.delete(f"main.{name}", [("id", ">", 990)])
+    assert [r.format for r in delete_rows(catalog, "dv")] == ["puffin"]
+    assert [r.format for r in delete_rows(catalog, "plain")] == ["parquet"]
+    assert [r.format for r in delete_rows(catalog, "off")] == ["parquet"]
+    con = duckdb_lake(catalog)
+    for name in ("dv", "plain", "off"):
+        expected = con.execute(f"SELECT * FROM lake.{name}").to_arrow_table()
+        assert canonical_rows(lake.scan(f"main.{name}")) == canonical_rows(expected)
+        assert lake.scan(f"main.{name}").num_rows == 1000 - 10 - 9
+
+
+def test_deletion_vector_option_that_is_not_a_boolean_writes_nothing(sqlite_catalog: Any) -> None:
+    lake = pdl.connect(sqlite_catalog.url, sqlite_catalog.data_path, data_inlining_row_limit=0)
+    new_table(lake, "t", files=1, rows=100)
+    set_option(sqlite_catalog, "true")
+    engine = create_engine(sqlite_catalog.url)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE ducklake_metadata SET value = 'maybe' WHERE key = 'write_deletion_vectors'"))
+    engine.dispose()
+    with expect_bad_input("dv-option-not-bool", lake):
+        lake.delete("main.t", [("id", "<", 10)])
