@@ -10,6 +10,7 @@ DuckDB shows, so every snapshot is compared, the ones across a merge included.
 
 from __future__ import annotations
 
+import os
 from functools import reduce
 from pathlib import Path
 from typing import Any
@@ -316,3 +317,127 @@ def test_deletion_vector_option_that_is_not_a_boolean_writes_nothing(sqlite_cata
     engine.dispose()
     with expect_bad_input("dv-option-not-bool", lake):
         lake.delete("main.t", [("id", "<", 10)])
+
+
+# --- the attacker's pass: corrupt blobs and catalog rows ------------------------------------------------------------
+
+
+def one_dv(catalog: Any) -> tuple[pdl.Lake, Path]:
+    """Table ``t`` of 1000 rows (one file) with a DuckDB DV deleting ids 0..99; returns the DV's path."""
+    con = connect_duckdb()
+    con.execute(attach_sql(catalog, "lake", 0)[:-1] + ", WRITE_DELETION_VECTORS true)")
+    try:
+        con.execute("CREATE TABLE lake.t(id INTEGER, s VARCHAR)")
+        con.execute("INSERT INTO lake.t SELECT i, 's' || i FROM range(1000) r(i)")
+        con.execute("DELETE FROM lake.t WHERE id < 100")
+    finally:
+        con.close()
+    (blob,) = Path(catalog.data_path).rglob("*-delete.puffin")
+    return pdl.connect(catalog.url, catalog.data_path, data_inlining_row_limit=0), blob
+
+
+def crc_framed(body: bytes) -> bytes:
+    """magic + bitmap ``body`` framed with a correct length and CRC (so only the bitmap is wrong)."""
+    import struct
+    import zlib
+
+    data = b"\xd1\xd3\x39\x64" + body
+    return struct.pack(">I", len(data)) + data + struct.pack(">I", zlib.crc32(data))
+
+
+def _flip(b: bytes, at: int) -> bytes:
+    return b[:at] + bytes([b[at] ^ 0x01]) + b[at + 1 :]
+
+
+CORRUPTIONS = {
+    "truncated": lambda b: b[:-7],
+    "empty": lambda b: b"",
+    "length": lambda b: b"\x00\x00\x00\x01" + b[4:],
+    "magic": lambda b: b[:4] + b"PFA1" + b[8:],
+    "crc": lambda b: _flip(b, 30),
+    "beyond-rows": lambda b: encode([5, 1000]),  # valid blob, but the file has rows 0..999
+    "far-beyond-rows": lambda b: encode([2**33]),
+    "cardinality": lambda b: crc_framed(
+        b"\x01"
+        + b"\x00" * 7
+        + b"\x00" * 4
+        + b"\x3a\x30\x00\x00"
+        + b"\x01\x00\x00\x00"
+        + b"\x00\x00\x05\x00"
+        + b"\x10\x00\x00\x00"
+        + b"\x01\x00"
+    ),  # header says 6 values, the bitmap ends after 1
+    "cookie": lambda b: crc_framed(b"\x01" + b"\x00" * 7 + b"\x00" * 4 + b"\x39\x30\x00\x00"),
+    "unsorted": lambda b: crc_framed(
+        b"\x01"
+        + b"\x00" * 7
+        + b"\x00" * 4
+        + b"\x3a\x30\x00\x00"
+        + b"\x01\x00\x00\x00"
+        + b"\x00\x00\x01\x00"
+        + b"\x10\x00\x00\x00"
+        + b"\x07\x00\x03\x00"
+    ),
+    "trailing": lambda b: crc_framed(b[8:-4] + b"\x00"),
+}
+
+
+@pytest.mark.parametrize("corruption", CORRUPTIONS, ids=list(CORRUPTIONS))
+def test_a_corrupt_deletion_vector_is_a_typed_error_naming_the_file_on_every_read(
+    catalog: Any, corruption: str
+) -> None:
+    from pyspark_ducklake.exceptions import DeletionVectorError
+
+    lake, blob = one_dv(catalog)
+    assert lake.scan("main.t").num_rows == 900
+    blob.write_bytes(CORRUPTIONS[corruption](blob.read_bytes()))
+    with expect_bad_input("dv-corrupt", lake) as info:
+        lake.scan("main.t")
+    assert blob.name in str(info.value)
+    with pytest.raises(DeletionVectorError, match=blob.name):
+        lake.table_changes("main.t", 0)
+    with expect_bad_input("dv-corrupt", lake):
+        lake.delete("main.t", [("id", "=", 500)])  # reading the DV to merge it fails before anything is written
+
+
+def test_an_unknown_delete_file_format_is_a_typed_error_and_any_case_of_puffin_reads(catalog: Any) -> None:
+    lake, _ = one_dv(catalog)
+    engine = create_engine(catalog.url)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE ducklake_delete_file SET format = 'PuFFin'"))
+    assert lake.scan("main.t").num_rows == 900
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE ducklake_delete_file SET format = 'orc'"))
+    engine.dispose()
+    with expect_bad_input("delete-format-unknown", lake):
+        lake.scan("main.t")
+    with expect_bad_input("delete-format-unknown", lake):
+        lake.table_changes("main.t", 0)
+
+
+@pytest.mark.parametrize("where", ["dotdot", "absolute"])
+def test_a_delete_file_row_pointing_outside_the_lake_is_never_read(catalog: Any, tmp_path: Path, where: str) -> None:
+    """A valid DV outside the data path that would delete every row: refused, whatever the row's format."""
+    lake, blob = one_dv(catalog)
+    outside = tmp_path / "outside" / "x-delete.puffin"
+    outside.parent.mkdir()
+    outside.write_bytes(encode(range(1000)))
+    data = Path(catalog.data_path).resolve()
+    relative = os.path.relpath(outside, data / "main" / "t")
+    path, is_relative = (relative, True) if where == "dotdot" else (str(outside), False)
+    assert ".." in relative
+    engine = create_engine(catalog.url)
+    for file_format in ("puffin", "parquet"):
+        with engine.begin() as conn:
+            conn.execute(
+                text("UPDATE ducklake_delete_file SET path = :p, path_is_relative = :r, format = :f"),
+                {"p": path, "r": is_relative, "f": file_format},
+            )
+        with expect_bad_input("delete-file-outside", lake, watch=[outside.parent]):
+            lake.scan("main.t")
+        with expect_bad_input("delete-file-outside", lake, watch=[outside.parent]):
+            lake.table_changes("main.t", 0)
+        with expect_bad_input("delete-file-outside", lake, watch=[outside.parent]):
+            lake.delete("main.t", [("id", "=", 500)])
+    engine.dispose()
+    assert outside.exists() and blob.exists()
