@@ -441,3 +441,39 @@ def test_a_delete_file_row_pointing_outside_the_lake_is_never_read(catalog: Any,
             lake.delete("main.t", [("id", "=", 500)])
     engine.dispose()
     assert outside.exists() and blob.exists()
+
+
+def test_an_unreferenced_deletion_vector_is_an_orphan_and_a_live_one_is_not(catalog: Any) -> None:
+    import datetime as dt
+
+    lake, blob = one_dv(catalog)
+    stray = blob.with_name("ducklake-01a20e8a-0000-7000-8000-000000000000-delete.puffin")
+    stray.write_bytes(encode([1]))
+    assert lake.orphan_files(older_than=dt.timedelta(0)) == [str(stray)]
+    lake.delete_orphan_files(older_than=dt.timedelta(0))
+    assert not stray.exists() and blob.exists()
+    assert lake.scan("main.t").num_rows == 900
+
+
+def test_replaced_deletion_vectors_are_cleaned_up_and_expiry_drops_ended_ones(catalog: Any, duckdb_lake: Any) -> None:
+    """The DV a merge replaces (DuckDB's or ours) is scheduled and cleanup deletes it; a data file overwritten away
+    takes its DV with it at expiry; DuckDB reads what is left."""
+    lake, first = one_dv(catalog)
+    set_option(catalog, "true")
+    lake.delete("main.t", [("id", "=", 500)])  # our merge replaces DuckDB's DV
+    assert first.exists()  # scheduled for deletion, kept for readers of older snapshots
+    lake.cleanup_old_files(cleanup_all=True)
+    assert not first.exists()
+    (live,) = Path(catalog.data_path).rglob("*-delete.puffin")
+    import pyarrow as pa
+
+    lake.overwrite("main.t", pa.table({"id": pa.array([1], pa.int32()), "s": ["new"]}))
+    lake.expire_snapshots(versions=list(range(1, lake.current_snapshot_id())))
+    lake.cleanup_old_files(cleanup_all=True)
+    assert not live.exists()
+    con = duckdb_lake(catalog)
+    assert (
+        con.execute("SELECT * FROM lake.t").fetchall()
+        == [(1, "new")]
+        == [tuple(r.values()) for r in lake.scan("main.t").to_pylist()]
+    )
