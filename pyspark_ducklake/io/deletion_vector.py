@@ -113,6 +113,8 @@ def decode(blob: bytes, path: str, *, row_count: int | None = None) -> np.ndarra
         key = r.u32()
         if key <= last_key:
             raise r.fail("its 32-bit bitmaps are not in ascending key order")
+        if key >= 1 << 31:
+            raise r.fail(f"a 32-bit bitmap's key {key} puts positions beyond 2^63")
         last_key = key
         low = _decode_32(r)
         parts.append(low.astype(np.int64) | (np.int64(key) << np.int64(32)) if key else low.astype(np.int64))
