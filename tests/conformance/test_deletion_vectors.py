@@ -477,3 +477,37 @@ def test_replaced_deletion_vectors_are_cleaned_up_and_expiry_drops_ended_ones(ca
         == [(1, "new")]
         == [tuple(r.values()) for r in lake.scan("main.t").to_pylist()]
     )
+
+
+@pytest.mark.parametrize("other", ["duckdb", "ours"])
+def test_a_deletion_vector_merged_by_another_writer_between_plan_and_commit_loses_no_delete(
+    catalog: Any, other: str
+) -> None:
+    """DuckDB (or another of our writers) merges a DV of the file between our plan and our commit: ours merges its
+    positions into the DV it finds then, and every deleted row stays deleted in both readers."""
+    from pyspark_ducklake._faults import before_next_commit
+
+    lake, _ = one_dv(catalog)  # ids 0..99 deleted by DuckDB's DV
+    set_option(catalog, "true")
+
+    def other_writer() -> None:
+        if other == "ours":
+            pdl.connect(catalog.url, catalog.data_path, data_inlining_row_limit=0).delete("main.t", [("id", ">=", 900)])
+            return
+        con = dv_attach(catalog, deletion_vectors=True)
+        try:
+            con.execute("DELETE FROM lake.t WHERE id >= 900")
+        finally:
+            con.close()
+
+    with before_next_commit(other_writer):
+        lake.delete("main.t", [("id", "in", [500, 501, 950])])  # 950: deleted meanwhile by the other writer
+    expected = [i for i in range(100, 900) if i not in (500, 501)]
+    assert sorted(lake.scan("main.t").column("id").to_pylist()) == expected
+    con = connect_duckdb()
+    con.execute(attach_sql(catalog, "lake"))
+    try:
+        assert sorted(r[0] for r in con.execute("SELECT id FROM lake.t").fetchall()) == expected
+    finally:
+        con.close()
+    assert [r.format for r in delete_rows(catalog, "t")] == ["puffin"]
