@@ -106,3 +106,35 @@ def test_spark_change_feed_of_not_null_columns_equals_duckdb(
     query.awaitTermination(120)
     assert query.exception() is None
     assert sorted(seen) == duck_feed(con, columns, 0, last)
+
+
+def test_set_not_null_under_a_running_stream_does_not_stop_it(spark: Any, sqlite_catalog: Any, tmp_path: Path) -> None:
+    """The stream's columns are nullable, so NOT NULL set on a column while it runs changes nothing it emits."""
+    catalog = sqlite_catalog
+    pdl.register(spark)
+    duckdb_history(catalog, SET_NOT_NULL[:3], 0)  # snapshots 1-3, i still nullable
+    seen: list[tuple[Any, ...]] = []
+
+    def collect(df: Any, batch_id: int) -> None:
+        if batch_id == 0:  # while the query runs: SET NOT NULL lands before the next micro-batch reads
+            duckdb_history(catalog, SET_NOT_NULL[3:], 0)
+        seen.extend(tuple(r) for r in df.select(*CHANGE, "id", "i").collect())
+
+    query = (
+        spark.readStream.format("ducklake")
+        .option("catalog", catalog.url)
+        .option("startingSnapshot", "0")
+        .option("maxSnapshotsPerTrigger", "1")
+        .load("main.t")
+        .writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert query.exception() is None
+    con = open_duckdb(catalog)
+    try:
+        assert sorted(seen) == duck_feed(con, ["id", "i"], 0, 3)
+    finally:
+        con.close()
