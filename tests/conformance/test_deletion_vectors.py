@@ -511,3 +511,29 @@ def test_a_deletion_vector_merged_by_another_writer_between_plan_and_commit_lose
     finally:
         con.close()
     assert [r.format for r in delete_rows(catalog, "t")] == ["puffin"]
+
+
+def test_duckdb_rewrite_and_merge_of_files_with_deletion_vectors_read_as_duckdb(catalog: Any, duckdb_lake: Any) -> None:
+    """DuckDB's ``ducklake_rewrite_data_files`` drops the rows its DVs delete, and ``merge_adjacent_files`` joins the
+    results; every snapshot reads as in DuckDB, and so does our own merge over what is left."""
+    con = dv_attach(catalog, deletion_vectors=True)
+    try:
+        for sql in [
+            "CREATE TABLE lake.t(id INTEGER, s VARCHAR)",
+            "INSERT INTO lake.t SELECT i, 's' || i FROM range(3000) r(i)",
+            "INSERT INTO lake.t SELECT i, 's' || i FROM range(3000, 6000) r(i)",
+            "DELETE FROM lake.t WHERE id % 3 = 0",
+            "DELETE FROM lake.t WHERE id % 5 = 0",
+            "CALL ducklake_rewrite_data_files('lake', 't', delete_threshold => 0)",
+            "CALL ducklake_merge_adjacent_files('lake')",
+        ]:
+            con.execute(sql)
+    finally:
+        con.close()
+    assert [r.end_snapshot is None for r in delete_rows(catalog, "t")] == [False, False]  # rewritten away
+    lake = pdl.connect(catalog.url, catalog.data_path, data_inlining_row_limit=0)
+    lake.merge_adjacent_files("main.t")
+    con = duckdb_lake(catalog)
+    for s in snapshots_of(con, "t"):
+        assert canonical_rows(lake.scan("main.t", snapshot=s)) == duck_rows(con, "t", s), s
+    assert lake.scan("main.t").num_rows == 6000 - 2000 - 1200 + 400
