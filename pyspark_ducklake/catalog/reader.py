@@ -142,10 +142,15 @@ def metadata_value(conn: Connection, key: str, scope: str | None = None, scope_i
     return None if row is None else row[0]
 
 
-def write_deletion_vectors(conn: Connection, table_id: int) -> str | None:
-    """The persisted ``write_deletion_vectors`` option of the table, else of the lake (None when neither is set)."""
-    value = metadata_value(conn, "write_deletion_vectors", "table", table_id)
-    return value if value is not None else metadata_value(conn, "write_deletion_vectors")
+def write_deletion_vectors(conn: Connection, table: TableEntry) -> str | None:
+    """The persisted ``write_deletion_vectors`` option of the table, else of its schema, else of the lake (None when
+    none is set): DuckDB's order (``TryGetScopedConfigOption``)."""
+    key = "write_deletion_vectors"
+    for scope, scope_id in (("table", table.table_id), ("schema", table.schema.schema_id)):
+        value = metadata_value(conn, key, scope, scope_id)
+        if value is not None:
+            return value
+    return metadata_value(conn, key)
 
 
 def schema_by_name(conn: Connection, name: str, snapshot_id: int) -> SchemaEntry:

@@ -187,14 +187,14 @@ def write_deletes(ctx: CommitContext, entry: TableEntry, data_file: Any, fresh: 
 
 def deletion_vectors_on(ctx: CommitContext, entry: TableEntry) -> bool:
     """Whether deletes of the table write deletion vectors: the persisted ``write_deletion_vectors`` option of the
-    table, else of the lake, as DuckDB's ``set_option`` stores it (default off: Parquet delete files).
+    table, else its schema, else the lake, as DuckDB's ``set_option`` stores it (default off: Parquet delete files).
 
     Raises:
         InvalidOptionError: the stored value is not a boolean; nothing was written.
     """
     known: dict[int, bool] = ctx.scratch("write_deletion_vectors", dict)
     if entry.table_id not in known:
-        value = reader.write_deletion_vectors(ctx.conn, entry.table_id)
+        value = reader.write_deletion_vectors(ctx.conn, entry)
         try:
             known[entry.table_id] = value is not None and parse_bool(value, "write_deletion_vectors")
         except InvalidOptionError as e:

@@ -218,11 +218,12 @@ def test_our_codec_decodes_duckdb_blobs_and_encodes_the_same_bytes(sqlite_catalo
 # --- we write deletion vectors when the lake or table asks for them -------------------------------------------------
 
 
-def set_option(catalog: Any, value: str, table: str | None = None) -> None:
+def set_option(catalog: Any, value: str, table: str | None = None, schema: str | None = None) -> None:
     con = connect_duckdb()
     con.execute(attach_sql(catalog, "lake"))
     try:
         scope = "" if table is None else f", table_name => '{table}'"
+        scope += "" if schema is None else f", schema => '{schema}'"
         con.execute(f"CALL lake.set_option('write_deletion_vectors', {value}{scope})")
     finally:
         con.close()
@@ -279,9 +280,22 @@ def test_we_write_deletion_vectors_that_duckdb_reads_exactly(catalog: Any, duckd
 
 
 def test_deletion_vector_option_per_table_and_its_spellings(catalog: Any, duckdb_lake: Any) -> None:
+    import pyarrow as pa
+
     lake = pdl.connect(catalog.url, catalog.data_path, data_inlining_row_limit=0)
     for name in ("dv", "plain", "off"):
         new_table(lake, name, files=1, rows=1000)
+    lake.create_schema("s2")
+    for name in ("s2.by_schema", "s2.table_off"):
+        lake.create_table(name, pa.schema([("id", pa.int32()), ("s", pa.string())]))
+        lake.append(name, pa.table({"id": pa.array(range(1000), pa.int32()), "s": ["x"] * 1000}))
+    set_option(catalog, "true", schema="s2")  # the schema's setting wins over the lake's, the table's over both
+    set_option(catalog, "false")
+    set_option(catalog, "false", "table_off", schema="s2")
+    for name in ("s2.by_schema", "s2.table_off"):
+        lake.delete(name, [("id", "<", 10)])
+    assert [r.format for r in delete_rows(catalog, "by_schema")] == ["puffin"]
+    assert [r.format for r in delete_rows(catalog, "table_off")] == ["parquet"]
     set_option(catalog, "true", "dv")
     set_option(catalog, "true")
     set_option(catalog, "false", "off")  # the table's own setting wins over the lake's
