@@ -103,6 +103,10 @@ class DataFileError(DuckLakeError):
     """A data or delete file is missing, unreadable or inconsistent with the catalog."""
 
 
+class DeletionVectorError(DataFileError):
+    """A deletion vector (``format='puffin'`` delete file) is corrupt: length, magic, CRC, bitmap or positions."""
+
+
 class EncryptedLakeError(DuckLakeError):
     """The lake is encrypted (DuckDB's ``ATTACH ... (ENCRYPTED)``): its data files cannot be written or read yet."""
 

@@ -450,7 +450,10 @@ def _deleted_positions(
     def one(task: FileTask) -> list[int]:
         positions: set[int] = set(task.inlined_deleted_positions)
         if task.file.delete_file is not None:
-            positions.update(read_delete_positions(task.file.delete_file.path, snapshot, storage_options).tolist())
+            found = read_delete_positions(
+                task.file.delete_file, snapshot, storage_options, row_count=task.file.record_count
+            )
+            positions.update(found.tolist())
         return sorted(p for p in positions if p < task.file.record_count)
 
     if len(tasks) <= 1:

@@ -141,12 +141,7 @@ def columns_from_spark(schema: T.StructType) -> TableSchema:
 
 
 def _nullable(column: Column) -> Column:
-    from dataclasses import replace
-
-    children = tuple(
-        _nullable(c) if not (column.type == "map" and i == 0) else c for i, c in enumerate(column.children)
-    )
-    return replace(column, nulls_allowed=True, children=children)
+    return column.nullable()
 
 
 def _check_spark_type(name: str, dt: T.DataType) -> None:

@@ -67,6 +67,7 @@ class DeleteFileEntry:
     footer_size: int | None
     begin_snapshot: int
     partial_max: int | None
+    format: str = "parquet"  # or "puffin": a deletion vector
 
 
 @dataclass(frozen=True)

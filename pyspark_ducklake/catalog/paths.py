@@ -79,6 +79,22 @@ def checked_table_dir(table_dir: str, data_path: str, table: str) -> str:
     return table_dir
 
 
+def checked_delete_file(path: str, table_dir: str, data_path: str) -> str:
+    """``path``, a delete file's resolved path, if it lies inside the data path or the table's folder: DuckDB writes
+    every delete file into the table's folder, so a row pointing elsewhere is never read (data files registered with
+    ``ducklake_add_data_files`` may live anywhere; delete files may not).
+
+    Raises:
+        DataFileError: the row points outside; nothing is read from there.
+    """
+    if is_inside(path, data_path) or is_inside(path, table_dir):
+        return path
+    raise DataFileError(
+        f"a delete file row of the catalog points outside the data path {data_path} ({path}): refusing to read it. "
+        "DuckDB writes delete files only into the table's folder; correct the row's path in ducklake_delete_file"
+    )
+
+
 def check_folder_names(relative: str, what: str) -> None:
     """Every segment of the relative folder ``relative`` fits a folder name.
 

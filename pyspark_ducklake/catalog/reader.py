@@ -18,8 +18,10 @@ from pyspark_ducklake.catalog.entries import (
     SnapshotInfo,
     TableEntry,
 )
+from pyspark_ducklake.catalog.paths import checked_delete_file
 from pyspark_ducklake.catalog.types import Column, TableSchema
 from pyspark_ducklake.exceptions import NoSuchSchemaError, NoSuchSnapshotError, NoSuchTableError, NotATableError
+from pyspark_ducklake.io.deletion_vector import delete_file_format
 
 
 def visible(table: Table, snapshot_id: int) -> ColumnElement[bool]:
@@ -138,6 +140,17 @@ def metadata_value(conn: Connection, key: str, scope: str | None = None, scope_i
         cond = and_(cond, m.c.scope_id == scope_id)
     row = conn.execute(select(m.c.value).where(cond).limit(1)).first()
     return None if row is None else row[0]
+
+
+def write_deletion_vectors(conn: Connection, table: TableEntry) -> str | None:
+    """The persisted ``write_deletion_vectors`` option of the table, else of its schema, else of the lake (None when
+    none is set): DuckDB's order (``TryGetScopedConfigOption``)."""
+    key = "write_deletion_vectors"
+    for scope, scope_id in (("table", table.table_id), ("schema", table.schema.schema_id)):
+        value = metadata_value(conn, key, scope, scope_id)
+        if value is not None:
+            return value
+    return metadata_value(conn, key)
 
 
 def schema_by_name(conn: Connection, name: str, snapshot_id: int) -> SchemaEntry:
@@ -294,12 +307,13 @@ def data_files(conn: Connection, table: TableEntry, snapshot_id: int, data_path:
             delete = DeleteFileEntry(
                 dr.delete_file_id,
                 dr.data_file_id,
-                resolve(base, dr.path, dr.path_is_relative),
+                delete_file_path(base, dr, data_path),
                 dr.delete_count or 0,
                 dr.file_size_bytes,
                 dr.footer_size,
                 dr.begin_snapshot,
                 dr.partial_max,
+                delete_file_format(dr.format, dr.path),
             )
         out.append(
             DataFileEntry(
@@ -324,6 +338,15 @@ def table_path(table: TableEntry, data_path: str) -> str:
     schema_base = resolve(data_path, table.schema.path, table.schema.path_is_relative)
     path = resolve(schema_base, table.path, table.path_is_relative)
     return path if path.endswith("/") or not path else path + "/"
+
+
+def delete_file_path(table_dir: str, row: Any, data_path: str) -> str:
+    """The absolute path of a ``ducklake_delete_file`` row, checked to lie inside the lake.
+
+    Raises:
+        DataFileError: the row points outside the data path and the table's folder.
+    """
+    return checked_delete_file(resolve(table_dir, row.path, row.path_is_relative), table_dir, data_path)
 
 
 def resolve(base: str, path: str, is_relative: bool | None) -> str:

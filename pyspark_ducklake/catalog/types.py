@@ -82,6 +82,11 @@ class Column:
         """Identity, name, type, nullability and children: what data files depend on (not defaults)."""
         return (self.column_id, self.name, self.type, self.nulls_allowed, tuple(c.shape() for c in self.children))
 
+    def nullable(self) -> Column:
+        """This column with NULL allowed at every level (a map's key stays NOT NULL, as Arrow requires)."""
+        children = tuple(c if self.type == "map" and i == 0 else c.nullable() for i, c in enumerate(self.children))
+        return replace(self, nulls_allowed=True, children=children)
+
     def walk(self) -> list[Column]:
         """This column and all nested fields, depth first (the order DuckLake numbers them)."""
         out = [self]
@@ -101,6 +106,10 @@ class TableSchema:
 
     def shape(self) -> tuple[Any, ...]:
         return tuple(c.shape() for c in self.columns)
+
+    def nullable(self) -> TableSchema:
+        """Every column nullable: the change feed's columns, whose old rows may predate a ``SET NOT NULL``."""
+        return TableSchema(tuple(c.nullable() for c in self.columns))
 
     def by_name(self, name: str) -> Column | None:
         for c in self.columns:

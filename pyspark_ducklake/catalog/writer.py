@@ -38,6 +38,7 @@ from pyspark_ducklake.exceptions import (
     StalePlanError,
     TableAlreadyExistsError,
 )
+from pyspark_ducklake.io.deletion_vector import PARQUET, PUFFIN, WrittenDeletionVector
 from pyspark_ducklake.io.parquet import WrittenFile, leaf_arrays
 
 
@@ -596,7 +597,7 @@ def add_delete_file(
     ctx: CommitContext,
     table: TableEntry,
     data_file_id: int,
-    written: WrittenFile,
+    written: WrittenFile | WrittenDeletionVector,
     *,
     relative_path: str,
     previous_delete_file_id: int | None,
@@ -632,10 +633,12 @@ def _insert_delete_file(
     ctx: CommitContext,
     table: TableEntry,
     data_file_id: int,
-    written: WrittenFile,
+    written: WrittenFile | WrittenDeletionVector,
     relative_path: str,
     begin_snapshot: int | None,
 ) -> int:
+    # a deletion vector's row as DuckDB writes it: format 'puffin', footer_size 0 (ducklake-format-2.md §2.2)
+    file_format = PUFFIN if isinstance(written, WrittenDeletionVector) else PARQUET
     delete_file_id = ctx.allocate_file_id()
     ctx.conn.execute(
         insert(T.ducklake_delete_file).values(
@@ -646,7 +649,7 @@ def _insert_delete_file(
             data_file_id=data_file_id,
             path=relative_path,
             path_is_relative=True,
-            format="parquet",
+            format=file_format,
             delete_count=written.record_count,
             file_size_bytes=written.file_size_bytes,
             footer_size=written.footer_size,
@@ -662,13 +665,14 @@ def replace_delete_file(
     table: TableEntry,
     previous: Any,
     data_file_id: int,
-    written: WrittenFile,
+    written: WrittenFile | WrittenDeletionVector,
     *,
     relative_path: str,
     begin_snapshot: int,
     deletes_seen: int | None = None,
 ) -> int:
-    """Swap a data file's delete file for one that carries per-row snapshot ids (DuckDB 1.5.5's way).
+    """Swap a data file's delete file for one that carries per-row snapshot ids (DuckDB 1.5.5's way), or for a
+    deletion vector of every deleted position beginning now (DuckDB 1.5.5's way too, which loses history, §2.4).
 
     The old row is removed, not ended (the new file covers its history), and its file is scheduled for deletion.
     ``previous`` needs ``delete_file_id`` and ``path`` (absolute).

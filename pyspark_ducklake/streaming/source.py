@@ -89,7 +89,7 @@ def feed_schema(table_schema: TableSchema) -> StructType:
     """The table's columns, then the change columns (renamed where the table has their names)."""
     names = change_column_names(table_schema)
     extra = [StructField(name, f.dataType, f.nullable) for name, f in zip(names, CHANGE_COLUMNS, strict=True)]
-    return spark_schema(table_schema, extra)
+    return spark_schema(table_schema.nullable(), extra)
 
 
 def resolve_start(lake: Lake, options: FeedOptions) -> int:
@@ -174,7 +174,7 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
         self._planner: Lake | None = None
         lake = self._planner_lake()
         table = lake.table(identifier)
-        self.stream_schema = table.table_schema
+        self.stream_schema = table.table_schema.nullable()  # old rows may predate a SET NOT NULL
         self.table_uuid = str(table.entry.table_uuid)
         self._start = resolve_start(lake, self.options)
 
@@ -346,7 +346,8 @@ def check_stream_columns(lake: Lake, schema_name: str, table_name: str, stream: 
         current = R.table_schema(conn, entry.table_id, latest).by_id()
     for column in stream.columns:
         now = current.get(column.column_id)
-        if now is None or now.shape()[2:] != column.shape()[2:]:
+        # NOT NULL set or dropped changes nothing the feed emits (its columns are all nullable)
+        if now is None or now.nullable().shape()[2:] != column.nullable().shape()[2:]:
             raise SchemaChangedError(
                 f"column {column.name!r} of {schema_name}.{table_name} was dropped or changed type while the change "
                 "feed was running; restart the query to continue from its checkpoint with the new columns"

@@ -58,6 +58,7 @@ from pyspark_ducklake.catalog.changes import ChangeSet
 from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
 from pyspark_ducklake.catalog.types import TableSchema, arrow_field, empty_table
 from pyspark_ducklake.exceptions import InvalidOptionError, NoSuchSnapshotError
+from pyspark_ducklake.io.deletion_vector import PARQUET, delete_file_format
 from pyspark_ducklake.io.parquet import field_id, read_columns
 from pyspark_ducklake.table.scan import (
     FILE_POSITION,
@@ -202,6 +203,7 @@ class DeleteFileRef:
 
     path: str
     begin_snapshot: int
+    format: str = PARQUET  # or PUFFIN: a deletion vector
 
 
 @dataclass(frozen=True)
@@ -235,7 +237,8 @@ class ChangePlan:
 
 def plan_changes(conn: Connection, table: TableEntry, start: int, end: int, data_path: str) -> ChangePlan:
     """The files and inlined rows holding the changes of ``table`` over the resolved range ``[start, end]``."""
-    schema = reader.table_schema(conn, table.table_id, end)
+    # Nullable: a range may span ALTER ... SET NOT NULL, and older rows may hold NULL there (DuckDB reports them).
+    schema = reader.table_schema(conn, table.table_id, end).nullable()
     plan = ChangePlan(table, schema, start, end)
     if start > end:
         return plan
@@ -248,7 +251,9 @@ def plan_changes(conn: Connection, table: TableEntry, start: int, end: int, data
     for r in conn.execute(
         select(x).where(x.c.table_id == table.table_id, x.c.begin_snapshot <= end).order_by(x.c.begin_snapshot)
     ):
-        ref = DeleteFileRef(reader.resolve(base, r.path, r.path_is_relative), int(r.begin_snapshot))
+        ref = DeleteFileRef(
+            reader.delete_file_path(base, r, data_path), int(r.begin_snapshot), delete_file_format(r.format, r.path)
+        )
         delete_files.setdefault(int(r.data_file_id), []).append(ref)
         # An ended delete file was replaced before its end: it holds no deletion at or after that end.
         if r.end_snapshot is None or int(r.end_snapshot) > start:
@@ -361,7 +366,9 @@ def deleted_positions(
     pos_parts: list[np.ndarray] = []
     snap_parts: list[np.ndarray] = []
     for ref in task.delete_files:
-        pos, snaps = read_delete_file(ref.path, storage_options)
+        pos, snaps = read_delete_file(
+            ref.path, storage_options, file_format=ref.format, row_count=task.file.record_count
+        )
         pos_parts.append(pos)
         snap_parts.append(np.full(len(pos), ref.begin_snapshot, dtype=np.int64) if snaps is None else snaps)
     if task.inlined_deletes:
@@ -521,7 +528,7 @@ def feed_schema(schema: TableSchema) -> pa.Schema:
     """The feed's columns: the table's (end snapshot), then the change columns."""
     kind, snapshot, rowid, committed = change_column_names(schema)
     return pa.schema(
-        [arrow_field(c) for c in schema.columns]
+        [arrow_field(c) for c in schema.nullable().columns]
         + [
             pa.field(kind, pa.string()),
             pa.field(snapshot, pa.int64()),

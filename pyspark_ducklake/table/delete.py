@@ -20,6 +20,9 @@ from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import writer as W
 from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
 from pyspark_ducklake.catalog.transaction import CommitContext
+from pyspark_ducklake.exceptions import InvalidOptionError
+from pyspark_ducklake.io.deletion_vector import PUFFIN, delete_file_format, write_deletion_vector
+from pyspark_ducklake.options import parse_bool
 from pyspark_ducklake.table.scan import (
     FILE_POSITION,
     ROWID,
@@ -30,7 +33,7 @@ from pyspark_ducklake.table.scan import (
     read_delete_entries,
     visible,
 )
-from pyspark_ducklake.table.write import write_delete_file
+from pyspark_ducklake.table.write import new_delete_file_name, write_delete_file
 
 
 @dataclass(frozen=True)
@@ -126,8 +129,14 @@ def write_deletes(ctx: CommitContext, entry: TableEntry, data_file: Any, fresh: 
     current = state.delete_file
     merged: dict[int, int] = {}
     if current is not None:
-        path = reader.resolve(table_dir, current.path, current.path_is_relative)
-        positions, snapshots = read_delete_entries(path, int(current.begin_snapshot), ctx.storage_options)
+        path = reader.delete_file_path(table_dir, current, ctx.data_path)
+        positions, snapshots = read_delete_entries(
+            path,
+            int(current.begin_snapshot),
+            ctx.storage_options,
+            file_format=delete_file_format(current.format, current.path),
+            row_count=data_file.record_count,
+        )
         merged = dict(zip(positions, snapshots, strict=True))
     left = [p for p in fresh if p not in merged and p not in state.inlined_positions]
     if len(left) < len(fresh):
@@ -136,6 +145,9 @@ def write_deletes(ctx: CommitContext, entry: TableEntry, data_file: Any, fresh: 
     if not fresh:
         return  # another writer deleted all of them
     seen = ctx.base.snapshot_id  # every delete of the file up to the newest snapshot is accounted for
+    if deletion_vectors_on(ctx, entry):
+        _write_deletion_vector(ctx, entry, data_file, current, sorted({*merged, *fresh}), table_dir, seen)
+        return
     if current is None:
         name, written = write_delete_file(data_file.path, fresh, table_dir, storage_options=ctx.storage_options)
         ctx.attempt_files.append(written.path)
@@ -169,6 +181,67 @@ def write_deletes(ctx: CommitContext, entry: TableEntry, data_file: Any, fresh: 
         written,
         relative_path=name,
         begin_snapshot=min(merged.values()),
+        deletes_seen=seen,
+    )
+
+
+def deletion_vectors_on(ctx: CommitContext, entry: TableEntry) -> bool:
+    """Whether deletes of the table write deletion vectors: the persisted ``write_deletion_vectors`` option of the
+    table, else its schema, else the lake, as DuckDB's ``set_option`` stores it (default off: Parquet delete files).
+
+    Raises:
+        InvalidOptionError: the stored value is not a boolean; nothing was written.
+    """
+    known: dict[int, bool] = ctx.scratch("write_deletion_vectors", dict)
+    if entry.table_id not in known:
+        value = reader.write_deletion_vectors(ctx.conn, entry)
+        try:
+            known[entry.table_id] = value is not None and parse_bool(value, "write_deletion_vectors")
+        except InvalidOptionError as e:
+            raise InvalidOptionError(
+                f"{e} (stored in the catalog's ducklake_metadata); set it to true or false with DuckDB: "
+                "CALL <lake>.set_option('write_deletion_vectors', false)"
+            ) from e
+    return known[entry.table_id]
+
+
+def _write_deletion_vector(
+    ctx: CommitContext,
+    entry: TableEntry,
+    data_file: Any,
+    current: Any | None,
+    positions: list[int],
+    table_dir: str,
+    seen: int,
+) -> None:
+    """Delete with a deletion vector, as DuckDB 1.5.5 does with ``write_deletion_vectors`` on: the first delete of a
+    file writes a DV of its positions; a later one writes one DV of every deleted position, beginning at this
+    snapshot, and removes the previous delete file's row (DuckDB's merge, which loses the earlier deletes' history:
+    time travel before this snapshot shows those rows again, in DuckDB and here alike; ducklake-format-2.md §2.4).
+    """
+    name = new_delete_file_name(PUFFIN)
+    ctx.attempt_files.append(table_dir + name)
+    written = write_deletion_vector(positions, table_dir + name, storage_options=ctx.storage_options)
+    if current is None:
+        W.add_delete_file(
+            ctx,
+            entry,
+            data_file.data_file_id,
+            written,
+            relative_path=name,
+            previous_delete_file_id=None,
+            deletes_seen=seen,
+        )
+        return
+    previous = _Previous(int(current.delete_file_id), reader.delete_file_path(table_dir, current, ctx.data_path))
+    W.replace_delete_file(
+        ctx,
+        entry,
+        previous,
+        data_file.data_file_id,
+        written,
+        relative_path=name,
+        begin_snapshot=ctx.snapshot_id,
         deletes_seen=seen,
     )
 

@@ -106,8 +106,10 @@ def find_orphans(
     orphans: list[str] = []
     recent = 0
     for full, modified in list_files(data_path, storage_options):
-        if normalize(full) in referenced or not full.endswith(".parquet"):
-            continue  # like the reference, only Parquet files: the data path may hold other things
+        if normalize(full) in referenced or not full.endswith((".parquet", "-delete.puffin")):
+            # Parquet files, like the reference, and deletion vectors (the reference leaves those): the data path
+            # may hold other things
+            continue
         if not is_inside(full, data_path):
             log.warning("delete_orphan_files: %s leads outside the data path (a symbolic link); kept", full)
             continue

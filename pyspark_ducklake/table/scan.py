@@ -17,10 +17,11 @@ from sqlalchemy import Column as SAColumn
 
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import tables as T
-from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
+from pyspark_ducklake.catalog.entries import DataFileEntry, DeleteFileEntry, TableEntry
 from pyspark_ducklake.catalog.inlined_codec import decode_values, inlined_select_expression
 from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_field, empty_table
 from pyspark_ducklake.exceptions import InvalidOptionError
+from pyspark_ducklake.io.deletion_vector import PARQUET, PUFFIN, read_deletion_vector
 from pyspark_ducklake.io.parquet import field_id, read_columns, read_table
 from pyspark_ducklake.table import filters as filters_module
 from pyspark_ducklake.table.conform import conform_table, default_array
@@ -197,7 +198,7 @@ def execute_file_task(
     if f.partial_max is not None and f.partial_max > task.snapshot_id and SNAPSHOT_ID_FIELD_ID in ids:
         keep &= snaps.to_numpy(zero_copy_only=False) <= task.snapshot_id
     if f.delete_file is not None:
-        positions = read_delete_positions(f.delete_file.path, task.snapshot_id, storage_options)
+        positions = read_delete_positions(f.delete_file, task.snapshot_id, storage_options, row_count=n)
         positions = positions[positions < n]
         keep[positions] = False
     if task.inlined_deleted_positions:
@@ -212,10 +213,23 @@ def execute_file_task(
     return data
 
 
-def read_delete_file(path: str, storage_options: dict[str, Any] | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+def read_delete_file(
+    path: str,
+    storage_options: dict[str, Any] | None = None,
+    *,
+    file_format: str = PARQUET,
+    row_count: int | None = None,
+) -> tuple[np.ndarray, np.ndarray | None]:
     """``(positions, snapshots)`` of a delete file: ``snapshots`` per row where the file has
     ``_ducklake_internal_snapshot_id`` (flush and rewrite output, and DuckDB's cumulative files), else None. Only
-    those columns are read (not the repeated ``file_path``)."""
+    those columns are read (not the repeated ``file_path``). A ``puffin`` file is a deletion vector (no per-row
+    snapshots); its positions are checked against ``row_count``, the data file's rows, when given.
+
+    Raises:
+        DataFileError: the file is missing or unreadable; DeletionVectorError when a deletion vector is corrupt.
+    """
+    if file_format == PUFFIN:
+        return read_deletion_vector(path, storage_options, row_count=row_count), None
 
     def pick(schema: pa.Schema) -> list[str]:
         by_id = {field_id(f): f.name for f in schema}
@@ -231,17 +245,26 @@ def read_delete_file(path: str, storage_options: dict[str, Any] | None = None) -
     return positions, snapshots
 
 
-def read_delete_positions(path: str, snapshot_id: int, storage_options: dict[str, Any] | None = None) -> np.ndarray:
+def read_delete_positions(
+    delete: DeleteFileEntry, snapshot_id: int, storage_options: dict[str, Any] | None = None, *, row_count: int
+) -> np.ndarray:
     """Deleted positions of a delete file; rows tagged with a later snapshot (flush/rewrite output) are kept."""
-    positions, snapshots = read_delete_file(path, storage_options)
+    positions, snapshots = read_delete_file(
+        delete.path, storage_options, file_format=delete.format, row_count=row_count
+    )
     return positions if snapshots is None else positions[snapshots <= snapshot_id]
 
 
 def read_delete_entries(
-    path: str, begin_snapshot: int, storage_options: dict[str, Any] | None = None
+    path: str,
+    begin_snapshot: int,
+    storage_options: dict[str, Any] | None = None,
+    *,
+    file_format: str = PARQUET,
+    row_count: int | None = None,
 ) -> tuple[list[int], list[int]]:
     """Every position of a delete file with the snapshot that deleted it (the file's own begin without per-row ids)."""
-    positions, snapshots = read_delete_file(path, storage_options)
+    positions, snapshots = read_delete_file(path, storage_options, file_format=file_format, row_count=row_count)
     if snapshots is None:
         return positions.tolist(), [begin_snapshot] * len(positions)
     return positions.tolist(), snapshots.tolist()

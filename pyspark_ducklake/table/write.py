@@ -40,8 +40,9 @@ def new_data_file_name(job: JobToken | None = None) -> str:
     return job.file_name() if job is not None else f"ducklake-{uuid7()}.parquet"
 
 
-def new_delete_file_name() -> str:
-    return f"ducklake-{uuid7()}-delete.parquet"
+def new_delete_file_name(extension: str = "parquet") -> str:
+    """``ducklake-<uuid7>-delete.parquet`` (``.puffin`` for a deletion vector), as DuckDB names them."""
+    return f"ducklake-{uuid7()}-delete.{extension}"
 
 
 def to_arrow_table(data: Any) -> pa.Table:

@@ -433,6 +433,33 @@ CASES: tuple[BadInput, ...] = (
         E.UnsupportedTypeError,
         "read it with DuckDB, or have DuckDB copy the rows without it or cast to text",
     ),
+    # --- deletion vectors (#16 item 5): DuckDB's puffin delete files, read and written
+    BadInput(
+        "dv-corrupt",
+        "a deletion vector (`format='puffin'` delete file) truncated, with a wrong length, magic, CRC or bitmap, or "
+        "deleting positions beyond its data file's rows",
+        E.DeletionVectorError,
+        "restore the file or time-travel to a snapshot before the delete that wrote it",
+    ),
+    BadInput(
+        "delete-format-unknown",
+        "a delete file row whose `format` is neither `parquet` nor `puffin` (any case)",
+        E.DataFileError,
+        "read the table with a matching DuckDB",
+        match="Unknown delete file format",
+    ),
+    BadInput(
+        "delete-file-outside",
+        "a delete file row pointing outside the data path and its table's folder (`../..`, an absolute path)",
+        E.DataFileError,
+        "correct the row's path in ducklake_delete_file",
+    ),
+    BadInput(
+        "dv-option-not-bool",
+        "a persisted `write_deletion_vectors` option that is not a boolean (`'maybe'`), on a delete",
+        E.InvalidOptionError,
+        "set it to true or false with DuckDB",
+    ),
     # --- accepted
     BadInput(
         "hostile-identifiers",
