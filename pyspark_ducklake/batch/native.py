@@ -49,7 +49,7 @@ from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog.types import Column, TableSchema, can_promote, ducklake_type
 from pyspark_ducklake.exceptions import InvalidOptionError, UnsupportedTypeError
 from pyspark_ducklake.io.fileio import filesystem
-from pyspark_ducklake.io.parquet import check_not_encrypted, field_id
+from pyspark_ducklake.io.parquet import field_id
 from pyspark_ducklake.lake import parse_identifier
 from pyspark_ducklake.lake_config import LakeConfig
 from pyspark_ducklake.options import FEED, Entry, check_options, options_for, parse_int
@@ -186,14 +186,14 @@ def plan_read(
             scan = plan_scan(conn, entry, snap, lake.data_path)
             altered = R.columns_changed_since_creation(conn, entry)
         data_path_root = lake.data_path
-        if lake.catalog_info.encrypted:  # Spark's reader would fail on the first file with its own error
-            for task in scan.files:
-                check_not_encrypted(task.file.path, storage_options=config.storage_options)
+        encrypted = lake.catalog_info.encrypted
     finally:
         lake.close()
     pinned = {k: v for k, v in opts.items() if k.lower() not in _SNAPSHOT_KEYS}
     read = NativeRead(table, snap, scan.schema, pinned)
     try:
+        if encrypted:  # Spark's Parquet decryption needs a KMS class on the JVM; the data source decrypts instead
+            raise _NotNative("the lake is encrypted")
         _check_types(scan.schema)
         _check_paths(spark, [t.file.path for t in scan.files], data_path_root)
         read.groups = _group_files(scan.files, scan.schema, altered, config.storage_options)
@@ -450,7 +450,9 @@ def _deleted_positions(
     def one(task: FileTask) -> list[int]:
         positions: set[int] = set(task.inlined_deleted_positions)
         if task.file.delete_file is not None:
-            positions.update(read_delete_positions(task.file.delete_file.path, snapshot, storage_options).tolist())
+            delete = task.file.delete_file
+            found = read_delete_positions(delete.path, snapshot, storage_options, delete.encryption_key)
+            positions.update(found.tolist())
         return sorted(p for p in positions if p < task.file.record_count)
 
     if len(tasks) <= 1:

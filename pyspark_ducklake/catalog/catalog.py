@@ -131,7 +131,7 @@ def read_info(engine: Engine, loc: CatalogLocation) -> CatalogInfo:
         version = reader.metadata_value(conn, "version")
         data_path = reader.metadata_value(conn, "data_path")
         created_by = reader.metadata_value(conn, "created_by")
-        encrypted = reader.metadata_value(conn, "encrypted")
+        encrypted = reader.lake_encrypted(conn)
     if version is None:
         raise NotADuckLakeCatalogError(f"{loc.redacted()}: ducklake_metadata has no 'version' row")
     if version not in SUPPORTED_VERSIONS:
@@ -141,7 +141,7 @@ def read_info(engine: Engine, loc: CatalogLocation) -> CatalogInfo:
         )
     if data_path is None:
         raise NotADuckLakeCatalogError(f"{loc.redacted()}: ducklake_metadata has no 'data_path' row")
-    return CatalogInfo(version, data_path, created_by, (encrypted or "").strip().lower() == "true")
+    return CatalogInfo(version, data_path, created_by, encrypted)
 
 
 def create_catalog(engine: Engine, data_path: str) -> CatalogInfo:

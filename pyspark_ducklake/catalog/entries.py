@@ -67,6 +67,7 @@ class DeleteFileEntry:
     footer_size: int | None
     begin_snapshot: int
     partial_max: int | None
+    encryption_key: str | None = None  # set in encrypted lakes only (base64; see io.encryption)
 
 
 @dataclass(frozen=True)
@@ -84,3 +85,4 @@ class DataFileEntry:
     mapping_id: int | None
     delete_file: DeleteFileEntry | None
     partition_id: int | None = None
+    encryption_key: str | None = None  # set in encrypted lakes only (base64; see io.encryption)

@@ -19,7 +19,13 @@ from pyspark_ducklake.catalog.entries import (
     TableEntry,
 )
 from pyspark_ducklake.catalog.types import Column, TableSchema
-from pyspark_ducklake.exceptions import NoSuchSchemaError, NoSuchSnapshotError, NoSuchTableError, NotATableError
+from pyspark_ducklake.exceptions import (
+    EncryptedLakeError,
+    NoSuchSchemaError,
+    NoSuchSnapshotError,
+    NoSuchTableError,
+    NotATableError,
+)
 
 
 def visible(table: Table, snapshot_id: int) -> ColumnElement[bool]:
@@ -138,6 +144,31 @@ def metadata_value(conn: Connection, key: str, scope: str | None = None, scope_i
         cond = and_(cond, m.c.scope_id == scope_id)
     row = conn.execute(select(m.c.value).where(cond).limit(1)).first()
     return None if row is None else row[0]
+
+
+def lake_encrypted(conn: Connection) -> bool:
+    """Whether the catalog says ``encrypted = true`` (DuckDB's ``ATTACH ... (ENCRYPTED)``)."""
+    return (metadata_value(conn, "encrypted") or "").strip().lower() == "true"
+
+
+def file_key(row: Any, encrypted: bool, path: str) -> str | None:
+    """The key a data or delete file row is read with: its ``encryption_key`` in an encrypted lake, else None.
+
+    Like DuckDB, an unencrypted lake ignores the column and puffin deletion vectors are never encrypted.
+
+    Raises:
+        EncryptedLakeError: the lake is encrypted and a Parquet file has no key (DuckDB refuses it too).
+    """
+    if not encrypted or (getattr(row, "format", None) or "parquet") != "parquet":
+        return None
+    key: str | None = row.encryption_key
+    if not key:
+        raise EncryptedLakeError(
+            f"the lake is encrypted, but file {path} has no encryption_key in the catalog (DuckDB refuses it too: "
+            "'Database is encrypted, but file does not have an encryption key'); the file was registered by a "
+            "writer that ignored the lake's encryption: remove it with DuckDB or restore its key"
+        )
+    return key
 
 
 def schema_by_name(conn: Connection, name: str, snapshot_id: int) -> SchemaEntry:
@@ -286,25 +317,29 @@ def data_files(conn: Connection, table: TableEntry, snapshot_id: int, data_path:
         for r in conn.execute(select(x).where(x.c.table_id == table.table_id, visible(x, snapshot_id)))
     }
     base = table_path(table, data_path)
+    encrypted = lake_encrypted(conn) if files else False
     out = []
     for r in files:
         dr = deletes.get(r.data_file_id)
         delete = None
         if dr is not None:
+            dpath = resolve(base, dr.path, dr.path_is_relative)
             delete = DeleteFileEntry(
                 dr.delete_file_id,
                 dr.data_file_id,
-                resolve(base, dr.path, dr.path_is_relative),
+                dpath,
                 dr.delete_count or 0,
                 dr.file_size_bytes,
                 dr.footer_size,
                 dr.begin_snapshot,
                 dr.partial_max,
+                file_key(dr, encrypted, dpath),
             )
+        path = resolve(base, r.path, r.path_is_relative)
         out.append(
             DataFileEntry(
                 r.data_file_id,
-                resolve(base, r.path, r.path_is_relative),
+                path,
                 r.record_count or 0,
                 r.file_size_bytes,
                 r.footer_size,
@@ -314,6 +349,7 @@ def data_files(conn: Connection, table: TableEntry, snapshot_id: int, data_path:
                 r.mapping_id,
                 delete,
                 r.partition_id,
+                file_key(r, encrypted, path),
             )
         )
     return out

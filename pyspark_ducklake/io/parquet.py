@@ -20,6 +20,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from pyspark_ducklake.exceptions import DataFileError, DuckLakeError, EncryptedLakeError, UnsupportedTypeError
 from pyspark_ducklake.io import thrift_compact as tc
+from pyspark_ducklake.io.encryption import FileDecryptionError, decode_key, open_encrypted
 from pyspark_ducklake.io.fileio import ensure_parent, filesystem
 from pyspark_ducklake.io.storage import describe_error
 
@@ -496,17 +497,42 @@ def read_table(
     columns: list[str] | None = None,
     storage_options: dict[str, Any] | None = None,
     footer_size: int | None = None,
+    encryption_key: str | None = None,
 ) -> pa.Table:
-    """Read a whole Parquet file, or ``columns`` of it (schema metadata, including field ids, preserved)."""
-    return read_columns(path, lambda _schema: columns, storage_options=storage_options)
+    """Read a whole Parquet file, or ``columns`` of it (schema metadata, including field ids, preserved).
+
+    ``encryption_key`` (the catalog's base64 key, in encrypted lakes) decrypts the file (see :mod:`.encryption`).
+    """
+    return read_columns(path, lambda _schema: columns, storage_options=storage_options, encryption_key=encryption_key)
 
 
 def read_columns(
-    path: str, pick: Callable[[pa.Schema], list[str] | None], *, storage_options: dict[str, Any] | None = None
+    path: str,
+    pick: Callable[[pa.Schema], list[str] | None],
+    *,
+    storage_options: dict[str, Any] | None = None,
+    encryption_key: str | None = None,
 ) -> pa.Table:
-    """Read the columns that ``pick`` chooses from the file's schema (None: all), opening the file once."""
+    """Read the columns that ``pick`` chooses from the file's schema (None: all), opening the file once.
+
+    Raises:
+        DataFileError: the file is missing or is not Parquet.
+        EncryptedLakeError: the file is encrypted and the catalog gives no key, or the reverse.
+        FileDecryptionError: the key does not open the file (wrong key, corrupt or truncated file).
+    """
     fs, p = filesystem(path, storage_options)
     try:
+        if encryption_key is not None:
+            key = decode_key(encryption_key, path)
+            with fs.open(p, "rb") as f:
+                pf = open_encrypted(f.read(), key, path)
+            try:
+                return pf.read(columns=pick(pf.schema_arrow), use_threads=True)
+            except (OSError, pa.ArrowException) as e:
+                raise FileDecryptionError(
+                    f"encrypted file {path} cannot be decrypted with its key from the catalog ({type(e).__name__}): "
+                    "the file is corrupt or was replaced; restore it from a backup"
+                ) from None
         if isinstance(fs, LocalFileSystem):  # pyarrow's own file: no Python call per read, ~1 ms less per file
             pf = pq.ParquetFile(fs._strip_protocol(p))
             return pf.read(columns=pick(pf.schema_arrow), use_threads=True)
@@ -526,16 +552,10 @@ def read_columns(
 
 def _encrypted(path: str) -> EncryptedLakeError:
     return EncryptedLakeError(
-        f"data file {path} is encrypted (the lake was created by DuckDB with ATTACH ... (ENCRYPTED)); reading "
-        "encrypted lakes is not supported yet: read this table with DuckDB"
+        f"data file {path} is encrypted, but the catalog gives it no key: the lake is not marked encrypted "
+        "(ducklake_metadata 'encrypted'), as DuckDB also refuses ('File is encrypted, but encryption_config was not "
+        "set'); the file was written by another lake's writer: remove it or restore the lake's metadata"
     )
-
-
-def check_not_encrypted(path: str, *, storage_options: dict[str, Any] | None = None) -> None:
-    """Raises: EncryptedLakeError when the file is Parquet with an encrypted footer (DuckDB's encrypted lakes)."""
-    fs, p = filesystem(path, storage_options)
-    if _is_encrypted(fs, p):
-        raise _encrypted(path)
 
 
 def _is_encrypted(fs: Any, path: str) -> bool:

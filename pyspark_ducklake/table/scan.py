@@ -181,7 +181,7 @@ def execute_file_task(
     With ``with_positions`` a ``_file_position`` column gives each row's position in the file (for delete files).
     """
     f = task.file
-    raw = read_table(f.path, storage_options=storage_options)
+    raw = read_table(f.path, storage_options=storage_options, encryption_key=f.encryption_key)
     n = raw.num_rows
     ids = {field_id(raw.schema.field(i)): i for i in range(raw.num_columns)}
     if ROW_ID_FIELD_ID in ids:
@@ -197,7 +197,9 @@ def execute_file_task(
     if f.partial_max is not None and f.partial_max > task.snapshot_id and SNAPSHOT_ID_FIELD_ID in ids:
         keep &= snaps.to_numpy(zero_copy_only=False) <= task.snapshot_id
     if f.delete_file is not None:
-        positions = read_delete_positions(f.delete_file.path, task.snapshot_id, storage_options)
+        positions = read_delete_positions(
+            f.delete_file.path, task.snapshot_id, storage_options, f.delete_file.encryption_key
+        )
         positions = positions[positions < n]
         keep[positions] = False
     if task.inlined_deleted_positions:
@@ -212,7 +214,9 @@ def execute_file_task(
     return data
 
 
-def read_delete_file(path: str, storage_options: dict[str, Any] | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+def read_delete_file(
+    path: str, storage_options: dict[str, Any] | None = None, encryption_key: str | None = None
+) -> tuple[np.ndarray, np.ndarray | None]:
     """``(positions, snapshots)`` of a delete file: ``snapshots`` per row where the file has
     ``_ducklake_internal_snapshot_id`` (flush and rewrite output, and DuckDB's cumulative files), else None. Only
     those columns are read (not the repeated ``file_path``)."""
@@ -225,23 +229,25 @@ def read_delete_file(path: str, storage_options: dict[str, Any] | None = None) -
         )
         return [pos] if snap is None else [pos, snap]
 
-    raw = read_columns(path, pick, storage_options=storage_options)
+    raw = read_columns(path, pick, storage_options=storage_options, encryption_key=encryption_key)
     positions = raw.column(0).to_numpy().astype(np.int64, copy=False)
     snapshots = raw.column(1).to_numpy().astype(np.int64, copy=False) if raw.num_columns > 1 else None
     return positions, snapshots
 
 
-def read_delete_positions(path: str, snapshot_id: int, storage_options: dict[str, Any] | None = None) -> np.ndarray:
+def read_delete_positions(
+    path: str, snapshot_id: int, storage_options: dict[str, Any] | None = None, encryption_key: str | None = None
+) -> np.ndarray:
     """Deleted positions of a delete file; rows tagged with a later snapshot (flush/rewrite output) are kept."""
-    positions, snapshots = read_delete_file(path, storage_options)
+    positions, snapshots = read_delete_file(path, storage_options, encryption_key)
     return positions if snapshots is None else positions[snapshots <= snapshot_id]
 
 
 def read_delete_entries(
-    path: str, begin_snapshot: int, storage_options: dict[str, Any] | None = None
+    path: str, begin_snapshot: int, storage_options: dict[str, Any] | None = None, encryption_key: str | None = None
 ) -> tuple[list[int], list[int]]:
     """Every position of a delete file with the snapshot that deleted it (the file's own begin without per-row ids)."""
-    positions, snapshots = read_delete_file(path, storage_options)
+    positions, snapshots = read_delete_file(path, storage_options, encryption_key)
     if snapshots is None:
         return positions.tolist(), [begin_snapshot] * len(positions)
     return positions.tolist(), snapshots.tolist()
