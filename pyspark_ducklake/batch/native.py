@@ -20,8 +20,9 @@ UHUGEINT; files registered with a name mapping (``ducklake_add_data_files``, no 
 is one of those or is not the table's type or a promotion of it; struct fields added with a default or changed in
 type since a file was written;
 data paths whose scheme Spark's Hadoop has no filesystem for (``s3://`` without hadoop-aws) or that contain glob
-characters. A Python data source cannot hand Spark a JVM plan (PySpark 4.3's ``DataSourceReader`` only yields rows
-or Arrow batches), so ``spark.read.format("ducklake")`` itself stays on the slower path.
+characters; encrypted lakes (Spark decrypts Parquet only through a KMS factory class on the JVM, and not DuckDB's
+files, which have no AAD). A Python data source cannot hand Spark a JVM plan (PySpark 4.3's ``DataSourceReader``
+only yields rows or Arrow batches), so ``spark.read.format("ducklake")`` itself stays on the slower path.
 """
 
 from __future__ import annotations

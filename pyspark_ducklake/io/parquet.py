@@ -20,7 +20,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from pyspark_ducklake.exceptions import DataFileError, DuckLakeError, EncryptedLakeError, UnsupportedTypeError
 from pyspark_ducklake.io import thrift_compact as tc
-from pyspark_ducklake.io.encryption import FileDecryptionError, decode_key, open_encrypted
+from pyspark_ducklake.io.encryption import decode_key, encode_key, encrypt_file, new_key, open_encrypted, undecryptable
 from pyspark_ducklake.io.fileio import ensure_parent, filesystem
 from pyspark_ducklake.io.storage import describe_error
 
@@ -64,6 +64,7 @@ class WrittenFile:
     file_size_bytes: int
     footer_size: int
     leaf_stats: tuple[LeafStats, ...] = field(default_factory=tuple)
+    encryption_key: str | None = None  # base64 AES key of an encrypted file, for the catalog's encryption_key
 
 
 def field_id(f: pa.Field) -> int | None:
@@ -131,6 +132,7 @@ def write_table(
     storage_options: dict[str, Any] | None = None,
     compression: str = DEFAULT_COMPRESSION,
     stats: StatsFn | None = None,
+    encrypt: bool = False,
 ) -> WrittenFile:
     """Write ``table`` (whose schema already carries field ids) to ``path`` and describe it.
 
@@ -141,8 +143,12 @@ def write_table(
     with converted type INTERVAL and no statistics; sub-millisecond precision is truncated as DuckDB truncates it.
     Negative intervals (DuckDB refuses them), millisecond parts beyond 32 bits and nested intervals raise
     :class:`UnsupportedTypeError` before anything is written.
+
+    With ``encrypt`` (an encrypted lake) the file is encrypted with a fresh key, returned base64 in
+    ``encryption_key`` (see :mod:`.encryption`).
     """
     intervals = _interval_columns(table)
+    key = new_key() if encrypt else None
     leaves = leaf_fields(table.schema)
     arrays = leaf_arrays(table)
     nan_leaves = _nan_leaves(leaves, arrays)
@@ -151,7 +157,7 @@ def write_table(
         paths = _leaf_paths(table.schema)
         no_stats.update(paths[i] for i in nan_leaves)
     try:
-        size, footer_size, metadata = _write_file(table, path, intervals, no_stats, compression, storage_options)
+        size, footer_size, metadata = _write_file(table, path, intervals, no_stats, compression, storage_options, key)
     except DuckLakeError:
         raise
     except Exception as e:  # the store failed (unreachable, denied, full...): no half-written file may stay behind
@@ -165,7 +171,9 @@ def write_table(
     except BaseException:
         _remove_partial(path, storage_options)  # e.g. a value the statistics refuse: no orphan file stays
         raise
-    return WrittenFile(path, table.num_rows, size, footer_size, tuple(described))
+    return WrittenFile(
+        path, table.num_rows, size, footer_size, tuple(described), encode_key(key) if key is not None else None
+    )
 
 
 def _describe(
@@ -225,24 +233,35 @@ def _write_file(
     no_stats: set[str],
     compression: str,
     storage_options: dict[str, Any] | None,
+    key: bytes | None = None,
 ) -> tuple[int, int, Any]:
-    """Write the file (no statistics for the leaf paths ``no_stats``); its size, footer size and Parquet metadata."""
+    """Write the file (no statistics for the leaf paths ``no_stats``, encrypted with ``key`` if given); its size,
+    footer size and Parquet metadata."""
     ensure_parent(path, storage_options)
     fs, p = filesystem(path, storage_options)
-    if intervals:
-        data = _interval_file_bytes(table, intervals, no_stats, compression)
+    if intervals or key is not None:  # the whole file in memory: its footer is edited, or it is encrypted
+        if intervals:
+            plain = _interval_file_bytes(table, intervals, no_stats, compression)
+        else:
+            sink = pa.BufferOutputStream()
+            writer = _parquet_writer(
+                sink, table.schema, compression, _statistics(table, no_stats), dictionary_columns(table)
+            )
+            writer.write_table(table, row_group_size=ROW_GROUP_SIZE)
+            writer.close()
+            plain = sink.getvalue().to_pybytes()
+        data = encrypt_file(plain, key) if key is not None else plain
         with fs.open(p, "wb") as out:
             out.write(data)
         size = len(data)
         footer_size = struct.unpack("<I", data[-8:-4])[0]
-        metadata = pq.ParquetFile(pa.BufferReader(data)).metadata
+        metadata = pq.ParquetFile(pa.BufferReader(plain)).metadata
     else:
         with fs.open(p, "wb") as raw:
             out = _TailKeeper(raw)
-            statistics: bool | list[str] = True
-            if no_stats:
-                statistics = [p for p in _leaf_paths(table.schema) if p not in no_stats] or False
-            writer = _parquet_writer(out, table.schema, compression, statistics, dictionary_columns(table))
+            writer = _parquet_writer(
+                out, table.schema, compression, _statistics(table, no_stats), dictionary_columns(table)
+            )
             writer.write_table(table, row_group_size=ROW_GROUP_SIZE)
             writer.close()
             metadata = writer.writer.metadata
@@ -250,6 +269,13 @@ def _write_file(
         size = out.written
         footer_size = struct.unpack("<I", out.tail[:4])[0]
     return size, footer_size, metadata
+
+
+def _statistics(table: pa.Table, no_stats: set[str]) -> bool | list[str]:
+    """pyarrow's ``write_statistics``: every leaf but the paths ``no_stats``."""
+    if not no_stats:
+        return True
+    return [p for p in _leaf_paths(table.schema) if p not in no_stats] or False
 
 
 def _parquet_writer(
@@ -264,6 +290,7 @@ def _parquet_writer(
         store_schema=False,
         write_statistics=statistics,
         use_dictionary=dictionary or False,
+        data_page_version="1.0",  # DuckDB 1.5.5 cannot read encrypted v2 pages (io.encryption)
     )
 
 
@@ -529,10 +556,7 @@ def read_columns(
             try:
                 return pf.read(columns=pick(pf.schema_arrow), use_threads=True)
             except (OSError, pa.ArrowException) as e:
-                raise FileDecryptionError(
-                    f"encrypted file {path} cannot be decrypted with its key from the catalog ({type(e).__name__}): "
-                    "the file is corrupt or was replaced; restore it from a backup"
-                ) from None
+                raise undecryptable(path, type(e).__name__) from None
         if isinstance(fs, LocalFileSystem):  # pyarrow's own file: no Python call per read, ~1 ms less per file
             pf = pq.ParquetFile(fs._strip_protocol(p))
             return pf.read(columns=pick(pf.schema_arrow), use_threads=True)

@@ -124,10 +124,12 @@ def write_deletes(ctx: CommitContext, entry: TableEntry, data_file: Any, fresh: 
     """
     state = W.data_file_state(ctx, entry.table_id, data_file.data_file_id)
     current = state.delete_file
+    encrypt = reader.lake_encrypted(ctx.conn)  # in the attempt: DuckDB encrypts delete files too
     merged: dict[int, int] = {}
     if current is not None:
         path = reader.resolve(table_dir, current.path, current.path_is_relative)
-        positions, snapshots = read_delete_entries(path, int(current.begin_snapshot), ctx.storage_options)
+        key = reader.file_key(current, encrypt, path)
+        positions, snapshots = read_delete_entries(path, int(current.begin_snapshot), ctx.storage_options, key)
         merged = dict(zip(positions, snapshots, strict=True))
     left = [p for p in fresh if p not in merged and p not in state.inlined_positions]
     if len(left) < len(fresh):
@@ -137,7 +139,9 @@ def write_deletes(ctx: CommitContext, entry: TableEntry, data_file: Any, fresh: 
         return  # another writer deleted all of them
     seen = ctx.base.snapshot_id  # every delete of the file up to the newest snapshot is accounted for
     if current is None:
-        name, written = write_delete_file(data_file.path, fresh, table_dir, storage_options=ctx.storage_options)
+        name, written = write_delete_file(
+            data_file.path, fresh, table_dir, storage_options=ctx.storage_options, encrypt=encrypt
+        )
         ctx.attempt_files.append(written.path)
         W.add_delete_file(
             ctx,
@@ -158,6 +162,7 @@ def write_deletes(ctx: CommitContext, entry: TableEntry, data_file: Any, fresh: 
         table_dir,
         storage_options=ctx.storage_options,
         snapshot_ids=[merged[p] for p in ordered],
+        encrypt=encrypt,
     )
     ctx.attempt_files.append(written.path)
     previous = _Previous(int(current.delete_file_id), path)
