@@ -64,7 +64,8 @@ class WrittenFile:
     file_size_bytes: int
     footer_size: int
     leaf_stats: tuple[LeafStats, ...] = field(default_factory=tuple)
-    encryption_key: str | None = None  # base64 AES key of an encrypted file, for the catalog's encryption_key
+    # base64 AES key of an encrypted file, for the catalog's encryption_key; kept out of repr (logs, errors)
+    encryption_key: str | None = field(default=None, repr=False)
 
 
 def field_id(f: pa.Field) -> int | None:

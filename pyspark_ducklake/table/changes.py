@@ -202,7 +202,7 @@ class DeleteFileRef:
 
     path: str
     begin_snapshot: int
-    encryption_key: str | None = None  # encrypted lakes only
+    encryption_key: str | None = field(default=None, repr=False)  # encrypted lakes only
 
 
 @dataclass(frozen=True)

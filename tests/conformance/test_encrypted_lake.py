@@ -13,6 +13,7 @@ import base64
 import hashlib
 import logging
 import os
+import re
 import sqlite3
 import traceback
 from collections import Counter
@@ -480,3 +481,25 @@ def test_a_large_python_write_with_row_groups_pages_and_dictionaries_reads_in_du
         assert con.execute("SELECT count(*) FROM lake.main.t").fetchone() == (n,)
     finally:
         con.close()
+
+
+def test_a_commit_failing_in_an_encrypted_lake_shows_no_key(
+    sqlite_catalog: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The catalog refuses the file's row: the error (and its chain, and the logs) must not quote the statement's
+    parameters, which hold the new file's key."""
+    lake = pdl.connect(sqlite_catalog.url, sqlite_catalog.data_path, encrypted=True, data_inlining_row_limit=0)
+    lake.create_table("main.t", pa.schema([("id", pa.int64())]))
+    db = sqlite3.connect(sqlite_catalog.url.split("///", 1)[1])
+    db.execute(
+        "CREATE TRIGGER refuse BEFORE INSERT ON ducklake_data_file BEGIN SELECT RAISE(ABORT, 'refused here'); END"
+    )
+    db.commit()
+    db.close()
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(Exception, match="refused here") as err:
+        lake.append("main.t", pa.table({"id": list(range(100))}))
+    shown = "".join(traceback.format_exception(err.value)) + caplog.text
+    assert not re.search(r"[A-Za-z0-9+/]{22}==", shown), shown[-3000:]
+    assert not list(Path(sqlite_catalog.data_path).rglob("*.parquet"))  # the attempt's file was removed
+    lake.close()
