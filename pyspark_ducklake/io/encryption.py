@@ -265,9 +265,11 @@ def _rebuild(meta: tc.Struct, pages: _PlainPages | _SealedPages, wrap: Callable[
             if md_field is None:
                 raise ValueError("column metadata encrypted separately (column keys) is not supported")
             md: tc.Struct = md_field.value
-            dict_off = _i(md, 11)
-            data_off = _i(md, 9, 0) or 0
-            pos = dict_off if dict_off is not None and 0 < dict_off < data_off else data_off
+            # the chunk starts at its first page; a chunk of no rows has a dictionary page only (data offset 0)
+            starts = [o for o in (_i(md, 11), _i(md, 9)) if o is not None and o >= 4]
+            if not starts:
+                raise ValueError("column chunk without a page offset")
+            pos = min(starts)
             stop = pos + (_i(md, 7, 0) or 0)
             chunk_start = len(out)
             new_data_off = None
@@ -286,7 +288,8 @@ def _rebuild(meta: tc.Struct, pages: _PlainPages | _SealedPages, wrap: Callable[
                 out += wrap(body)
             if pos != stop:
                 raise ValueError("pages run past their column chunk")
-            md.set(9, tc.I64, new_data_off if new_data_off is not None else chunk_start)
+            if new_data_off is not None:
+                md.set(9, tc.I64, new_data_off)
             md.set(7, tc.I64, len(out) - chunk_start)
             md.fields = [f for f in md.fields if f.id not in (10, 14, 15)]  # index page, bloom filter
             chunk.fields = [f for f in chunk.fields if f.id not in (4, 5, 6, 7, 8)]  # page indexes, crypto metadata
