@@ -503,3 +503,20 @@ def test_a_commit_failing_in_an_encrypted_lake_shows_no_key(
     assert not re.search(r"[A-Za-z0-9+/]{22}==", shown), shown[-3000:]
     assert not list(Path(sqlite_catalog.data_path).rglob("*.parquet"))  # the attempt's file was removed
     lake.close()
+
+
+def test_a_key_on_a_plain_lakes_file_is_ignored_as_duckdb_ignores_it(catalog: Any) -> None:
+    """DuckDB reads encryption_key only when the lake says encrypted: a key on a plaintext file changes nothing."""
+    lake = pdl.connect(catalog.url, catalog.data_path, data_inlining_row_limit=0)
+    lake.create_table("main.t", pa.schema([("id", pa.int64())]))
+    lake.append("main.t", pa.table({"id": [1, 2, 3]}))
+    catalog_execute(
+        catalog, "UPDATE ducklake_data_file SET encryption_key = :k", k=base64.b64encode(b"k" * 16).decode()
+    )
+    assert sorted(lake.scan("main.t").column("id").to_pylist()) == [1, 2, 3]
+    lake.close()
+    con = duck_encrypted(catalog, encrypted="")
+    try:
+        assert sorted(con.execute("SELECT id FROM lake.main.t").fetchall()) == [(1,), (2,), (3,)]
+    finally:
+        con.close()
