@@ -551,13 +551,7 @@ def read_columns(
     fs, p = filesystem(path, storage_options)
     try:
         if encryption_key is not None:
-            key = decode_key(encryption_key, path)
-            with fs.open(p, "rb") as f:
-                pf = open_encrypted(f.read(), key, path)
-            try:
-                return pf.read(columns=pick(pf.schema_arrow), use_threads=True)
-            except (OSError, pa.ArrowException) as e:
-                raise undecryptable(path, type(e).__name__) from None
+            return _read_encrypted(fs, p, path, decode_key(encryption_key, path), pick, storage_options)
         if isinstance(fs, LocalFileSystem):  # pyarrow's own file: no Python call per read, ~1 ms less per file
             pf = pq.ParquetFile(fs._strip_protocol(p))
             return pf.read(columns=pick(pf.schema_arrow), use_threads=True)
@@ -573,6 +567,32 @@ def read_columns(
         if _is_encrypted(fs, p):
             raise _encrypted(path) from e
         raise DataFileError(f"data file {path} cannot be read as Parquet: {e}") from e
+
+
+def _read_encrypted(
+    fs: Any,
+    p: str,
+    path: str,
+    key: bytes,
+    pick: Callable[[pa.Schema], list[str] | None],
+    storage_options: dict[str, Any] | None,
+) -> pa.Table:
+    """Read an encrypted file whole and decrypt it (io.encryption); a store failure is not a decryption failure."""
+    try:
+        with fs.open(p, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise DataFileError(
+            f"data file {path} could not be read: {describe_error(e, storage_options)}; check that the data path is "
+            "reachable and retry"
+        ) from e
+    pf = open_encrypted(data, key, path)
+    try:
+        return pf.read(columns=pick(pf.schema_arrow), use_threads=True)
+    except (OSError, pa.ArrowException) as e:
+        raise undecryptable(path, type(e).__name__) from None
 
 
 def _encrypted(path: str) -> EncryptedLakeError:

@@ -28,6 +28,7 @@ from sqlalchemy import create_engine, text
 
 import pyspark_ducklake as pdl
 from pyspark_ducklake.duckdb_attach import extension_path, sql_string
+from pyspark_ducklake.exceptions import DataFileError, EncryptedLakeError
 from pyspark_ducklake.table.changes import table_changes
 from tests.conformance.test_duckdb_writes_we_read import BROAD_DDL, broad_insert, duck_snapshots
 from tests.support.bad_inputs import expect_bad_input
@@ -520,3 +521,13 @@ def test_a_key_on_a_plain_lakes_file_is_ignored_as_duckdb_ignores_it(catalog: An
         assert sorted(con.execute("SELECT id FROM lake.main.t").fetchall()) == [(1,), (2,), (3,)]
     finally:
         con.close()
+
+
+def test_a_missing_encrypted_file_is_a_missing_file_not_a_decryption_error(duck_lake: Any) -> None:
+    path, _ = _data_file(duck_lake)
+    os.remove(path)
+    lake = pdl.connect(duck_lake.url)
+    with pytest.raises(DataFileError, match="is missing") as err:
+        lake.scan("main.t")
+    assert not isinstance(err.value, EncryptedLakeError)
+    lake.close()
