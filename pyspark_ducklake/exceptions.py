@@ -108,7 +108,12 @@ class DeletionVectorError(DataFileError):
 
 
 class EncryptedLakeError(DuckLakeError):
-    """The lake is encrypted (DuckDB's ``ATTACH ... (ENCRYPTED)``): its data files cannot be written or read yet."""
+    """A file's encryption does not match the lake's (DuckDB's ``ATTACH ... (ENCRYPTED)``): an encrypted file in a
+    lake not marked encrypted, a plaintext file or a missing key in an encrypted one."""
+
+
+class FileDecryptionError(EncryptedLakeError, DataFileError):
+    """An encrypted file cannot be decrypted with its catalog key (wrong key, corrupt or truncated file)."""
 
 
 class NotInstalledError(DuckLakeError, ImportError):

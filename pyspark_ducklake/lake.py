@@ -46,7 +46,6 @@ from pyspark_ducklake.exceptions import (
     CommitConflictError,
     CommitStateUnknownError,
     DuckLakeError,
-    EncryptedLakeError,
     InvalidIdentifierError,
     InvalidOptionError,
     NoSuchColumnError,
@@ -205,11 +204,12 @@ class Lake:
         retry: RetryConfig | None = None,
         storage_options: dict[str, Any] | None = None,
         author: str | None = None,
+        encrypted: bool | None = None,
     ) -> None:
         if data_inlining_row_limit is not None:
             data_inlining_row_limit = parse_int(data_inlining_row_limit, DATA_INLINING_ROW_LIMIT, minimum=0)
         self.location = catalog if isinstance(catalog, CatalogLocation) else parse_location(catalog)
-        self.engine, self.info = open_catalog(self.location, data_path)
+        self.engine, self.info = open_catalog(self.location, data_path, encrypted=encrypted)
         self.data_path = self.info.data_path
         self.retry = retry or RetryConfig()
         self.storage_options = storage_options
@@ -229,21 +229,6 @@ class Lake:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def check_writable(self) -> None:
-        """Refuse to write data into an encrypted lake (DDL is fine).
-
-        DuckDB's encrypted lakes need every data and delete file encrypted with its own key recorded in the catalog;
-        a plaintext file would make DuckDB refuse the whole table, and a flush or delete needs to read its files.
-
-        Raises:
-            EncryptedLakeError: the catalog says ``encrypted = true``; nothing was written.
-        """
-        if self.info.encrypted:
-            raise EncryptedLakeError(
-                f"the lake at {self.location.redacted()} is encrypted (created by DuckDB with ATTACH ... (ENCRYPTED)); "
-                "writing to encrypted lakes is not supported yet: write with DuckDB (nothing was written)"
-            )
 
     def data_inlining_row_limit(self, table_id: int | None = None) -> int:
         """The effective limit: the option given to connect(), else the catalog's setting, else DuckLake's 10."""
@@ -426,7 +411,6 @@ class Lake:
             SchemaMismatchError: the data does not fit the table (nothing is written).
             CommitFailedError, CommitConflictError, CommitStateUnknownError: see the commit protocol.
         """
-        self.check_writable()
         extra = extra_info_text(extra_info)  # before any file is written
         table = self.table(identifier)
         arrow = conform_to_table(to_arrow_table(data), table.table_schema, table.name)
@@ -469,6 +453,7 @@ class Lake:
             table.table_schema,
             table.partition_keys,
             storage_options=self.storage_options,
+            encrypt=self.info.encrypted,
         )
 
     @staticmethod
@@ -502,7 +487,6 @@ class Lake:
             NoSuchColumnError: the filter names a column the table does not have.
             StalePlanError: (with a filter) the matching rows kept changing under it; nothing was committed.
         """
-        self.check_writable()
         from pyspark_ducklake.table.scan import check_filter, filter_expression
 
         table = self.table(identifier)
@@ -553,12 +537,10 @@ class Lake:
             The new snapshot id (the current one when nothing matched).
 
         Raises:
-            EncryptedLakeError: the lake is encrypted.
             NoSuchColumnError: the filter names a column the table does not have.
             StalePlanError: the matching rows kept changing under it in every attempt; nothing was deleted.
             CommitConflictError: the table was dropped or altered meanwhile; nothing was deleted.
         """
-        self.check_writable()
         table = self.table(identifier)
         _check_filter_columns(table, filter)
         from pyspark_ducklake.table.scan import check_filter, filter_expression
@@ -626,7 +608,6 @@ class Lake:
         """
         from pyspark_ducklake.table.flush import flush_inlined
 
-        self.check_writable()
         names = [identifier] if identifier is not None else self._table_names()
         targets = [self.table(t) for t in names]
 
@@ -725,8 +706,6 @@ class Lake:
             CommitConflictError: the table was dropped meanwhile.
         """
         from pyspark_ducklake.table import compaction as C
-
-        self.check_writable()
 
         def size(value: int | str | None, name: str) -> int | None:
             return None if value is None else C.parse_size(value, name=name)
@@ -1009,6 +988,7 @@ CONNECT_ARGUMENTS = (
     "reconnect_timeout",
     "storage_options",
     "author",
+    "encrypted",
 )
 
 
@@ -1023,9 +1003,13 @@ def connect(
     reconnect_timeout: float | str | None = None,
     storage_options: dict[str, Any] | None = None,
     author: str | None = None,
+    encrypted: bool | str | None = None,
     **unknown: Any,
 ) -> Lake:
     """Open a lake, creating the catalog when the database is empty (then ``data_path`` is required).
+
+    ``encrypted=True`` creates the lake encrypted (DuckDB's ``ATTACH ... (ENCRYPTED)``): every data and delete file
+    is encrypted with its own key, kept in the catalog. On an existing lake it must match the lake's setting.
 
     Numbers may also be given as strings (``max_retry_count="3"``, ``reconnect_timeout="5 min"``), as Spark options are.
 
@@ -1044,6 +1028,7 @@ def connect(
             "reconnect_timeout": reconnect_timeout,
             "storage_options": storage_options,
             "author": author,
+            "encrypted": encrypted,
         },
         Entry.CONNECT,
     )
@@ -1061,6 +1046,7 @@ def connect(
         retry=retry,
         storage_options=storage_options,
         author=author,
+        encrypted=cast("bool | None", parsed.get("encrypted")),
     )
 
 

@@ -18,6 +18,7 @@ from pyspark_ducklake.options import (
     CATALOG,
     DATA_INLINING_ROW_LIMIT,
     DATA_PATH,
+    ENCRYPTED,
     ENV_CATALOG,
     ENV_DATA_PATH,
     MAX_RETRY_COUNT,
@@ -33,6 +34,7 @@ from pyspark_ducklake.options import (
     option_as_float,
     option_as_int,
     option_as_seconds,
+    parse_bool,
 )
 
 log = logging.getLogger(__name__)
@@ -70,6 +72,7 @@ class LakeConfig:
     catalog_source: str
     # ducklake.s3.* settings from options and Spark conf (secrets: never in the repr)
     s3: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    encrypted: bool | None = None  # option 'encrypted': create the lake encrypted / check the lake's setting
 
     def __repr__(self) -> str:
         # the catalog URL may carry a password and the s3 settings secrets: neither appears
@@ -121,6 +124,7 @@ class LakeConfig:
             retry=retry_config(options),
             catalog_source=source,
             s3=_s3_settings(options, conf),
+            encrypted=None if _get(options, ENCRYPTED) is None else parse_bool(_get(options, ENCRYPTED), ENCRYPTED),
         )
 
     def connect(self, **kwargs: Any) -> Lake:
@@ -129,6 +133,7 @@ class LakeConfig:
             "data_inlining_row_limit": self.data_inlining_row_limit,
             "retry": self.retry,
             "storage_options": self.storage_options,
+            "encrypted": self.encrypted,
         }
         return Lake(self.catalog, self.data_path, **{**settings, **kwargs})
 

@@ -29,6 +29,7 @@ from pyspark_ducklake.io.storage import S3_SETTINGS
 CATALOG = "catalog"
 DATA_PATH = "dataPath"
 DATA_INLINING_ROW_LIMIT = "data_inlining_row_limit"
+ENCRYPTED = "encrypted"
 MAX_RETRY_COUNT = "max_retry_count"
 RETRY_WAIT_MS = "retry_wait_ms"
 RETRY_BACKOFF = "retry_backoff"
@@ -380,6 +381,16 @@ OPTIONS: tuple[Option, ...] = (
         "folder or URL of the Parquet files; needed only to create a catalog; `connect()`'s second argument",
         LAKE,
         aliases=("data_path",),
+    ),
+    Option(
+        ENCRYPTED,
+        ALL,
+        parse_bool,
+        "the catalog's `encrypted` setting; `false` for a new catalog",
+        "create the lake encrypted, as DuckDB's `ATTACH ... (ENCRYPTED)` does: every data and delete file is "
+        "encrypted with its own key, kept in the catalog (see Encrypted lakes). On an existing lake it must match "
+        "the lake's setting, as in DuckDB; leave it out to follow the catalog",
+        LAKE,
     ),
     Option(
         DATA_INLINING_ROW_LIMIT,

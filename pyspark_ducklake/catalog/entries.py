@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark_ducklake.catalog.changes import ChangeSet
 
@@ -68,6 +68,7 @@ class DeleteFileEntry:
     begin_snapshot: int
     partial_max: int | None
     format: str = "parquet"  # or "puffin": a deletion vector
+    encryption_key: str | None = field(default=None, repr=False)  # encrypted lakes only (base64; io.encryption)
 
 
 @dataclass(frozen=True)
@@ -85,3 +86,4 @@ class DataFileEntry:
     mapping_id: int | None
     delete_file: DeleteFileEntry | None
     partition_id: int | None = None
+    encryption_key: str | None = field(default=None, repr=False)  # encrypted lakes only (base64; io.encryption)

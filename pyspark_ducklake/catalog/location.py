@@ -285,7 +285,8 @@ def create_catalog_engine(location: CatalogLocation) -> Engine:
         NotInstalledError: the database driver is not installed.
     """
     backend = location.backend
-    kwargs: dict[str, Any] = {"connect_args": location.driver_args()}
+    # hide_parameters: a failed statement's error would quote its values (files' encryption keys, inlined rows)
+    kwargs: dict[str, Any] = {"connect_args": location.driver_args(), "hide_parameters": True}
     if backend == "sqlite":
         kwargs["connect_args"].setdefault("timeout", SQLITE_BUSY_TIMEOUT_MS / 1000)
         kwargs["connect_args"]["check_same_thread"] = False

@@ -20,7 +20,13 @@ from pyspark_ducklake.catalog.entries import (
 )
 from pyspark_ducklake.catalog.paths import checked_delete_file
 from pyspark_ducklake.catalog.types import Column, TableSchema
-from pyspark_ducklake.exceptions import NoSuchSchemaError, NoSuchSnapshotError, NoSuchTableError, NotATableError
+from pyspark_ducklake.exceptions import (
+    EncryptedLakeError,
+    NoSuchSchemaError,
+    NoSuchSnapshotError,
+    NoSuchTableError,
+    NotATableError,
+)
 from pyspark_ducklake.io.deletion_vector import delete_file_format
 
 
@@ -151,6 +157,31 @@ def write_deletion_vectors(conn: Connection, table: TableEntry) -> str | None:
         if value is not None:
             return value
     return metadata_value(conn, key)
+
+
+def lake_encrypted(conn: Connection) -> bool:
+    """Whether the catalog says ``encrypted = true`` (DuckDB's ``ATTACH ... (ENCRYPTED)``)."""
+    return (metadata_value(conn, "encrypted") or "").strip().lower() == "true"
+
+
+def file_key(row: Any, encrypted: bool, path: str) -> str | None:
+    """The key a data or delete file row is read with: its ``encryption_key`` in an encrypted lake, else None.
+
+    Like DuckDB, an unencrypted lake ignores the column and puffin deletion vectors are never encrypted.
+
+    Raises:
+        EncryptedLakeError: the lake is encrypted and a Parquet file has no key (DuckDB refuses it too).
+    """
+    if not encrypted or (getattr(row, "format", None) or "parquet").lower() != "parquet":
+        return None
+    key: str | None = row.encryption_key
+    if not key:
+        raise EncryptedLakeError(
+            f"the lake is encrypted, but file {path} has no encryption_key in the catalog (DuckDB refuses it too: "
+            "'Database is encrypted, but file does not have an encryption key'); the file was registered by a "
+            "writer that ignored the lake's encryption: remove it with DuckDB or restore its key"
+        )
+    return key
 
 
 def schema_by_name(conn: Connection, name: str, snapshot_id: int) -> SchemaEntry:
@@ -299,26 +330,30 @@ def data_files(conn: Connection, table: TableEntry, snapshot_id: int, data_path:
         for r in conn.execute(select(x).where(x.c.table_id == table.table_id, visible(x, snapshot_id)))
     }
     base = table_path(table, data_path)
+    encrypted = lake_encrypted(conn) if files else False
     out = []
     for r in files:
         dr = deletes.get(r.data_file_id)
         delete = None
         if dr is not None:
+            dpath = delete_file_path(base, dr, data_path)
             delete = DeleteFileEntry(
                 dr.delete_file_id,
                 dr.data_file_id,
-                delete_file_path(base, dr, data_path),
+                dpath,
                 dr.delete_count or 0,
                 dr.file_size_bytes,
                 dr.footer_size,
                 dr.begin_snapshot,
                 dr.partial_max,
                 delete_file_format(dr.format, dr.path),
+                file_key(dr, encrypted, dpath),
             )
+        path = resolve(base, r.path, r.path_is_relative)
         out.append(
             DataFileEntry(
                 r.data_file_id,
-                resolve(base, r.path, r.path_is_relative),
+                path,
                 r.record_count or 0,
                 r.file_size_bytes,
                 r.footer_size,
@@ -328,6 +363,7 @@ def data_files(conn: Connection, table: TableEntry, snapshot_id: int, data_path:
                 r.mapping_id,
                 delete,
                 r.partition_id,
+                file_key(r, encrypted, path),
             )
         )
     return out

@@ -335,7 +335,7 @@ def add_data_file(
             footer_size=written.footer_size,
             row_id_start=row_id_start,
             partition_id=partition_id,
-            encryption_key=None,
+            encryption_key=written.encryption_key,
             mapping_id=None,
             partial_max=partial_max,
         )
@@ -653,7 +653,7 @@ def _insert_delete_file(
             delete_count=written.record_count,
             file_size_bytes=written.file_size_bytes,
             footer_size=written.footer_size,
-            encryption_key=None,
+            encryption_key=written.encryption_key,
             partial_max=None,
         )
     )

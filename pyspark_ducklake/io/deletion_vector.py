@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -255,6 +255,8 @@ class WrittenDeletionVector:
     record_count: int
     file_size_bytes: int
     footer_size: int = 0  # DuckDB records 0: a bare blob has no footer
+    # in an encrypted lake DuckDB gives a DV's row a key it never uses (DVs stay plaintext); kept out of repr
+    encryption_key: str | None = field(default=None, repr=False)
 
 
 def write_deletion_vector(

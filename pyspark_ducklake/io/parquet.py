@@ -20,6 +20,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from pyspark_ducklake.exceptions import DataFileError, DuckLakeError, EncryptedLakeError, UnsupportedTypeError
 from pyspark_ducklake.io import thrift_compact as tc
+from pyspark_ducklake.io.encryption import decode_key, encode_key, encrypt_file, new_key, open_encrypted, undecryptable
 from pyspark_ducklake.io.fileio import ensure_parent, filesystem
 from pyspark_ducklake.io.storage import describe_error
 
@@ -63,6 +64,8 @@ class WrittenFile:
     file_size_bytes: int
     footer_size: int
     leaf_stats: tuple[LeafStats, ...] = field(default_factory=tuple)
+    # base64 AES key of an encrypted file, for the catalog's encryption_key; kept out of repr (logs, errors)
+    encryption_key: str | None = field(default=None, repr=False)
 
 
 def field_id(f: pa.Field) -> int | None:
@@ -130,6 +133,7 @@ def write_table(
     storage_options: dict[str, Any] | None = None,
     compression: str = DEFAULT_COMPRESSION,
     stats: StatsFn | None = None,
+    encrypt: bool = False,
 ) -> WrittenFile:
     """Write ``table`` (whose schema already carries field ids) to ``path`` and describe it.
 
@@ -140,8 +144,12 @@ def write_table(
     with converted type INTERVAL and no statistics; sub-millisecond precision is truncated as DuckDB truncates it.
     Negative intervals (DuckDB refuses them), millisecond parts beyond 32 bits and nested intervals raise
     :class:`UnsupportedTypeError` before anything is written.
+
+    With ``encrypt`` (an encrypted lake) the file is encrypted with a fresh key, returned base64 in
+    ``encryption_key`` (see :mod:`.encryption`).
     """
     intervals = _interval_columns(table)
+    key = new_key() if encrypt else None
     leaves = leaf_fields(table.schema)
     arrays = leaf_arrays(table)
     nan_leaves = _nan_leaves(leaves, arrays)
@@ -150,7 +158,7 @@ def write_table(
         paths = _leaf_paths(table.schema)
         no_stats.update(paths[i] for i in nan_leaves)
     try:
-        size, footer_size, metadata = _write_file(table, path, intervals, no_stats, compression, storage_options)
+        size, footer_size, metadata = _write_file(table, path, intervals, no_stats, compression, storage_options, key)
     except DuckLakeError:
         raise
     except Exception as e:  # the store failed (unreachable, denied, full...): no half-written file may stay behind
@@ -164,7 +172,9 @@ def write_table(
     except BaseException:
         _remove_partial(path, storage_options)  # e.g. a value the statistics refuse: no orphan file stays
         raise
-    return WrittenFile(path, table.num_rows, size, footer_size, tuple(described))
+    return WrittenFile(
+        path, table.num_rows, size, footer_size, tuple(described), encode_key(key) if key is not None else None
+    )
 
 
 def _describe(
@@ -224,24 +234,35 @@ def _write_file(
     no_stats: set[str],
     compression: str,
     storage_options: dict[str, Any] | None,
+    key: bytes | None = None,
 ) -> tuple[int, int, Any]:
-    """Write the file (no statistics for the leaf paths ``no_stats``); its size, footer size and Parquet metadata."""
+    """Write the file (no statistics for the leaf paths ``no_stats``, encrypted with ``key`` if given); its size,
+    footer size and Parquet metadata."""
     ensure_parent(path, storage_options)
     fs, p = filesystem(path, storage_options)
-    if intervals:
-        data = _interval_file_bytes(table, intervals, no_stats, compression)
+    if intervals or key is not None:  # the whole file in memory: its footer is edited, or it is encrypted
+        if intervals:
+            plain = _interval_file_bytes(table, intervals, no_stats, compression)
+        else:
+            sink = pa.BufferOutputStream()
+            writer = _parquet_writer(
+                sink, table.schema, compression, _statistics(table, no_stats), dictionary_columns(table)
+            )
+            writer.write_table(table, row_group_size=ROW_GROUP_SIZE)
+            writer.close()
+            plain = sink.getvalue().to_pybytes()
+        data = encrypt_file(plain, key) if key is not None else plain
         with fs.open(p, "wb") as out:
             out.write(data)
         size = len(data)
         footer_size = struct.unpack("<I", data[-8:-4])[0]
-        metadata = pq.ParquetFile(pa.BufferReader(data)).metadata
+        metadata = pq.ParquetFile(pa.BufferReader(plain)).metadata
     else:
         with fs.open(p, "wb") as raw:
             out = _TailKeeper(raw)
-            statistics: bool | list[str] = True
-            if no_stats:
-                statistics = [p for p in _leaf_paths(table.schema) if p not in no_stats] or False
-            writer = _parquet_writer(out, table.schema, compression, statistics, dictionary_columns(table))
+            writer = _parquet_writer(
+                out, table.schema, compression, _statistics(table, no_stats), dictionary_columns(table)
+            )
             writer.write_table(table, row_group_size=ROW_GROUP_SIZE)
             writer.close()
             metadata = writer.writer.metadata
@@ -249,6 +270,13 @@ def _write_file(
         size = out.written
         footer_size = struct.unpack("<I", out.tail[:4])[0]
     return size, footer_size, metadata
+
+
+def _statistics(table: pa.Table, no_stats: set[str]) -> bool | list[str]:
+    """pyarrow's ``write_statistics``: every leaf but the paths ``no_stats``."""
+    if not no_stats:
+        return True
+    return [p for p in _leaf_paths(table.schema) if p not in no_stats] or False
 
 
 def _parquet_writer(
@@ -263,6 +291,7 @@ def _parquet_writer(
         store_schema=False,
         write_statistics=statistics,
         use_dictionary=dictionary or False,
+        data_page_version="1.0",  # DuckDB 1.5.5 cannot read encrypted v2 pages (io.encryption)
     )
 
 
@@ -496,17 +525,33 @@ def read_table(
     columns: list[str] | None = None,
     storage_options: dict[str, Any] | None = None,
     footer_size: int | None = None,
+    encryption_key: str | None = None,
 ) -> pa.Table:
-    """Read a whole Parquet file, or ``columns`` of it (schema metadata, including field ids, preserved)."""
-    return read_columns(path, lambda _schema: columns, storage_options=storage_options)
+    """Read a whole Parquet file, or ``columns`` of it (schema metadata, including field ids, preserved).
+
+    ``encryption_key`` (the catalog's base64 key, in encrypted lakes) decrypts the file (see :mod:`.encryption`).
+    """
+    return read_columns(path, lambda _schema: columns, storage_options=storage_options, encryption_key=encryption_key)
 
 
 def read_columns(
-    path: str, pick: Callable[[pa.Schema], list[str] | None], *, storage_options: dict[str, Any] | None = None
+    path: str,
+    pick: Callable[[pa.Schema], list[str] | None],
+    *,
+    storage_options: dict[str, Any] | None = None,
+    encryption_key: str | None = None,
 ) -> pa.Table:
-    """Read the columns that ``pick`` chooses from the file's schema (None: all), opening the file once."""
+    """Read the columns that ``pick`` chooses from the file's schema (None: all), opening the file once.
+
+    Raises:
+        DataFileError: the file is missing or is not Parquet.
+        EncryptedLakeError: the file is encrypted and the catalog gives no key, or the reverse.
+        FileDecryptionError: the key does not open the file (wrong key, corrupt or truncated file).
+    """
     fs, p = filesystem(path, storage_options)
     try:
+        if encryption_key is not None:
+            return _read_encrypted(fs, p, path, decode_key(encryption_key, path), pick, storage_options)
         if isinstance(fs, LocalFileSystem):  # pyarrow's own file: no Python call per read, ~1 ms less per file
             pf = pq.ParquetFile(fs._strip_protocol(p))
             return pf.read(columns=pick(pf.schema_arrow), use_threads=True)
@@ -524,18 +569,38 @@ def read_columns(
         raise DataFileError(f"data file {path} cannot be read as Parquet: {e}") from e
 
 
+def _read_encrypted(
+    fs: Any,
+    p: str,
+    path: str,
+    key: bytes,
+    pick: Callable[[pa.Schema], list[str] | None],
+    storage_options: dict[str, Any] | None,
+) -> pa.Table:
+    """Read an encrypted file whole and decrypt it (io.encryption); a store failure is not a decryption failure."""
+    try:
+        with fs.open(p, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise DataFileError(
+            f"data file {path} could not be read: {describe_error(e, storage_options)}; check that the data path is "
+            "reachable and retry"
+        ) from e
+    pf = open_encrypted(data, key, path)
+    try:
+        return pf.read(columns=pick(pf.schema_arrow), use_threads=True)
+    except (OSError, pa.ArrowException) as e:
+        raise undecryptable(path, type(e).__name__) from None
+
+
 def _encrypted(path: str) -> EncryptedLakeError:
     return EncryptedLakeError(
-        f"data file {path} is encrypted (the lake was created by DuckDB with ATTACH ... (ENCRYPTED)); reading "
-        "encrypted lakes is not supported yet: read this table with DuckDB"
+        f"data file {path} is encrypted, but the catalog gives it no key: the lake is not marked encrypted "
+        "(ducklake_metadata 'encrypted'), as DuckDB also refuses ('File is encrypted, but encryption_config was not "
+        "set'); the file was written by another lake's writer: remove it or restore the lake's metadata"
     )
-
-
-def check_not_encrypted(path: str, *, storage_options: dict[str, Any] | None = None) -> None:
-    """Raises: EncryptedLakeError when the file is Parquet with an encrypted footer (DuckDB's encrypted lakes)."""
-    fs, p = filesystem(path, storage_options)
-    if _is_encrypted(fs, p):
-        raise _encrypted(path)
 
 
 def _is_encrypted(fs: Any, path: str) -> bool:

@@ -84,6 +84,7 @@ class BatchPlan:
     storage_options: dict[str, Any] | None = field(default=None, repr=False, compare=False)
     # names the files of one attempt at the batch, so a failed attempt's files are found (see table.job_files)
     job: JobToken = field(default_factory=JobToken.new, compare=False)
+    encrypted: bool = False  # the lake is encrypted: every file gets its own key
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,7 @@ def write_task(plan: BatchPlan, batches: Iterable[pa.RecordBatch]) -> TaskOutput
                 target_file_rows=plan.target_file_rows,
                 storage_options=plan.storage_options,
                 job=plan.job,
+                encrypt=plan.encrypted,
             )
             return TaskOutput(sum(f.written.record_count for f in files), None, tuple(files))
     if rows == 0:
@@ -237,7 +239,6 @@ class MicroBatchCommitter:
 
     def _plan(self, conn: Connection, snapshot: int, incoming: TableSchema) -> tuple[BatchPlan, _TablePlan]:
         lake = self.lake
-        lake.check_writable()
         known = self._known_at(snapshot)
         if (
             known is not None
@@ -323,6 +324,7 @@ class MicroBatchCommitter:
             -1 if inlining_reserved(schema.names()) else self.settings.data_inlining_row_limit,
             self.settings.target_file_rows,
             self.lake.storage_options,
+            encrypted=self.lake.info.encrypted,
         )
 
     def commit(
@@ -354,6 +356,7 @@ class MicroBatchCommitter:
                     plan.keys,
                     storage_options=self.lake.storage_options,
                     job=plan.job,
+                    encrypt=plan.encrypted,
                 )
         flushed = [0]
         skipped = [False]

@@ -212,6 +212,7 @@ def ducklake_sink(
     retry_backoff: float | str | None = None,
     reconnect_timeout: float | str | None = None,
     storage_options: dict[str, Any] | None = None,
+    encrypted: bool | str | None = None,
     **unknown: Any,
 ) -> DuckLakeSink:
     """A ``foreachBatch`` function that commits each micro-batch to ``table`` as one DuckLake snapshot.
@@ -235,6 +236,8 @@ def ducklake_sink(
         reconnect_timeout: seconds to wait for an unreachable catalog before failing the batch (default 60).
         storage_options: fsspec (s3fs) options for the data path, as ``connect()`` takes them; default from the
             Spark conf ``spark.ducklake.s3.*`` and the ``AWS_*`` environment (executors get them with the tasks).
+        encrypted: create a new lake encrypted (DuckDB's ``ATTACH ... (ENCRYPTED)``); on an existing lake it must
+            match the lake's setting (default: follow the catalog).
 
     Every value may also be given as a string (``create_table="false"``, ``flush_bytes="64MB"``,
     ``flush_interval="5 min"``), as Spark options are.
@@ -260,6 +263,7 @@ def ducklake_sink(
         "retry_backoff": retry_backoff,
         "reconnect_timeout": reconnect_timeout,
         "storage_options": storage_options,
+        "encrypted": encrypted,
     }
     check_keywords(unknown, ["table", *given], "ducklake_sink()")  # not Python's bare TypeError
     # one parser for every entry point: "false" is False, "64MB" a size, NaN and negative values are refused
@@ -278,5 +282,8 @@ def ducklake_sink(
     )
     app_id = cast("str | None", parsed.get("app_id"))
     storage_options = cast("dict[str, Any] | None", parsed.get("storage_options"))
-    options = {k: str(v) for k, v in (("catalog", parsed.get("catalog")), ("dataPath", parsed.get("dataPath"))) if v}
+    given_options = (("catalog", parsed.get("catalog")), ("dataPath", parsed.get("dataPath")))
+    options = {k: str(v) for k, v in given_options if v}
+    if parsed.get("encrypted") is not None:
+        options["encrypted"] = str(parsed["encrypted"]).lower()
     return DuckLakeSink(table, options, app_id, settings, storage_options)

@@ -109,7 +109,7 @@ def _file_keys(task: FileChangeTask, storage_options: dict[str, Any] | None) -> 
     if not task.inserts and len(positions) == 0:
         return None
     f = task.file
-    internal = read_columns(f.path, internal_columns, storage_options=storage_options)
+    internal = read_columns(f.path, internal_columns, storage_options=storage_options, encryption_key=f.encryption_key)
     if internal.num_columns:
         rows = _file_changes(task, versions(f, internal), positions, snapshots, 0)
         if rows is None:

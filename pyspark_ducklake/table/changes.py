@@ -204,6 +204,7 @@ class DeleteFileRef:
     path: str
     begin_snapshot: int
     format: str = PARQUET  # or PUFFIN: a deletion vector
+    encryption_key: str | None = field(default=None, repr=False)  # encrypted lakes only
 
 
 @dataclass(frozen=True)
@@ -245,14 +246,16 @@ def plan_changes(conn: Connection, table: TableEntry, start: int, end: int, data
     changes = _snapshot_changes(conn, table.table_id, start, end)
     plan.commit_times = _commit_times(conn, start, end)
     base = reader.table_path(table, data_path)
+    encrypted = reader.lake_encrypted(conn)
     d, x = T.ducklake_data_file, T.ducklake_delete_file
     delete_files: dict[int, list[DeleteFileRef]] = {}
     deletes_may_be_in_range: set[int] = set()
     for r in conn.execute(
         select(x).where(x.c.table_id == table.table_id, x.c.begin_snapshot <= end).order_by(x.c.begin_snapshot)
     ):
+        path = reader.delete_file_path(base, r, data_path)
         ref = DeleteFileRef(
-            reader.delete_file_path(base, r, data_path), int(r.begin_snapshot), delete_file_format(r.format, r.path)
+            path, int(r.begin_snapshot), delete_file_format(r.format, r.path), reader.file_key(r, encrypted, path)
         )
         delete_files.setdefault(int(r.data_file_id), []).append(ref)
         # An ended delete file was replaced before its end: it holds no deletion at or after that end.
@@ -264,7 +267,7 @@ def plan_changes(conn: Connection, table: TableEntry, start: int, end: int, data
         select(d).where(d.c.table_id == table.table_id, d.c.begin_snapshot <= end).order_by(d.c.data_file_id)
     ):
         task = _file_task(
-            r, base, start, end, changes, delete_files, deletes_may_be_in_range, inlined_deletes, rewrites
+            r, base, start, end, changes, delete_files, deletes_may_be_in_range, inlined_deletes, rewrites, encrypted
         )
         if task is not None:
             plan.files.append(task)
@@ -282,6 +285,7 @@ def _file_task(
     deletes_may_be_in_range: set[int],
     inlined_deletes: dict[int, list[tuple[int, int]]],
     rewrite_snapshots: tuple[int, ...],
+    encrypted: bool = False,
 ) -> FileChangeTask | None:
     file_id, begin = int(r.data_file_id), int(r.begin_snapshot)
     inserts = begin >= start or (r.partial_max is not None and int(r.partial_max) >= start)
@@ -296,9 +300,10 @@ def _file_task(
     has_deletes = ended_at is not None or file_id in deletes_may_be_in_range or any(s >= start for _, s in inlined)
     if not inserts and not has_deletes:
         return None
+    path = reader.resolve(base, r.path, r.path_is_relative)
     entry = DataFileEntry(
         file_id,
-        reader.resolve(base, r.path, r.path_is_relative),
+        path,
         int(r.record_count or 0),
         r.file_size_bytes,
         r.footer_size,
@@ -308,6 +313,7 @@ def _file_task(
         r.mapping_id,
         None,
         r.partition_id,
+        reader.file_key(r, encrypted, path),
     )
     return FileChangeTask(
         entry,
@@ -367,7 +373,11 @@ def deleted_positions(
     snap_parts: list[np.ndarray] = []
     for ref in task.delete_files:
         pos, snaps = read_delete_file(
-            ref.path, storage_options, file_format=ref.format, row_count=task.file.record_count
+            ref.path,
+            storage_options,
+            ref.encryption_key,
+            file_format=ref.format,
+            row_count=task.file.record_count,
         )
         pos_parts.append(pos)
         snap_parts.append(np.full(len(pos), ref.begin_snapshot, dtype=np.int64) if snaps is None else snaps)
@@ -423,7 +433,9 @@ def count_task_changes(task: FileChangeTask, *, storage_options: dict[str, Any] 
 
 def _read_versions(f: DataFileEntry, storage_options: dict[str, Any] | None) -> pa.Table:
     """``rowid`` and ``snapshot_id`` of every row version of a data file, and its position."""
-    return versions(f, read_columns(f.path, internal_columns, storage_options=storage_options))
+    return versions(
+        f, read_columns(f.path, internal_columns, storage_options=storage_options, encryption_key=f.encryption_key)
+    )
 
 
 def versions(f: DataFileEntry, raw: pa.Table) -> pa.Table:

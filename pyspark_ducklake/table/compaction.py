@@ -342,6 +342,7 @@ def rewrite_group(group: MergeGroup, storage_options: dict[str, Any] | None = No
         group.folder + name,
         stats=stats_function(group.schema),
         storage_options=storage_options,
+        encrypt=any(s.encryption_key for s in group.sources),  # sources have keys in encrypted lakes only
     )
     return MergedFile(group.relative_folder + name, written, first if contiguous else None)
 

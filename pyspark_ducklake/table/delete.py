@@ -9,7 +9,7 @@ nor the planned inlined rows: neither needs a new plan.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,7 @@ from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
 from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.io.deletion_vector import PUFFIN, delete_file_format, write_deletion_vector
+from pyspark_ducklake.io.encryption import encode_key, new_key
 from pyspark_ducklake.options import parse_bool
 from pyspark_ducklake.table.scan import (
     FILE_POSITION,
@@ -127,13 +128,16 @@ def write_deletes(ctx: CommitContext, entry: TableEntry, data_file: Any, fresh: 
     """
     state = W.data_file_state(ctx, entry.table_id, data_file.data_file_id)
     current = state.delete_file
+    encrypt = reader.lake_encrypted(ctx.conn)  # in the attempt: DuckDB encrypts delete files too
     merged: dict[int, int] = {}
     if current is not None:
         path = reader.delete_file_path(table_dir, current, ctx.data_path)
+        key = reader.file_key(current, encrypt, path)
         positions, snapshots = read_delete_entries(
             path,
             int(current.begin_snapshot),
             ctx.storage_options,
+            key,
             file_format=delete_file_format(current.format, current.path),
             row_count=data_file.record_count,
         )
@@ -149,7 +153,9 @@ def write_deletes(ctx: CommitContext, entry: TableEntry, data_file: Any, fresh: 
         _write_deletion_vector(ctx, entry, data_file, current, sorted({*merged, *fresh}), table_dir, seen)
         return
     if current is None:
-        name, written = write_delete_file(data_file.path, fresh, table_dir, storage_options=ctx.storage_options)
+        name, written = write_delete_file(
+            data_file.path, fresh, table_dir, storage_options=ctx.storage_options, encrypt=encrypt
+        )
         ctx.attempt_files.append(written.path)
         W.add_delete_file(
             ctx,
@@ -170,6 +176,7 @@ def write_deletes(ctx: CommitContext, entry: TableEntry, data_file: Any, fresh: 
         table_dir,
         storage_options=ctx.storage_options,
         snapshot_ids=[merged[p] for p in ordered],
+        encrypt=encrypt,
     )
     ctx.attempt_files.append(written.path)
     previous = _Previous(int(current.delete_file_id), path)
@@ -222,6 +229,8 @@ def _write_deletion_vector(
     name = new_delete_file_name(PUFFIN)
     ctx.attempt_files.append(table_dir + name)
     written = write_deletion_vector(positions, table_dir + name, storage_options=ctx.storage_options)
+    if reader.lake_encrypted(ctx.conn):  # DuckDB's DV rows carry a key in an encrypted lake, though DVs stay plain
+        written = replace(written, encryption_key=encode_key(new_key()))
     if current is None:
         W.add_delete_file(
             ctx,

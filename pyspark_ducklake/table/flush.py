@@ -104,7 +104,10 @@ def _write_flush_files(
     data = pa.Table.from_arrays([*arrays, row_ids, begins], schema=pa.schema(fields))
     name = new_data_file_name()
     ctx.attempt_files.append(table_dir + name)
-    written = write_table(data, table_dir + name, stats=stats_function(schema), storage_options=ctx.storage_options)
+    encrypt = reader.lake_encrypted(ctx.conn)  # read in the attempt, as every catalog fact of a commit
+    written = write_table(
+        data, table_dir + name, stats=stats_function(schema), storage_options=ctx.storage_options, encrypt=encrypt
+    )
     begin_values = [int(r.begin_snapshot) for r in rows]
     file_id = W.add_data_file(
         ctx,
@@ -137,7 +140,7 @@ def _write_flush_files(
     )
     dname = new_delete_file_name()
     ctx.attempt_files.append(table_dir + dname)
-    dwritten = write_table(deletes, table_dir + dname, storage_options=ctx.storage_options)
+    dwritten = write_table(deletes, table_dir + dname, storage_options=ctx.storage_options, encrypt=encrypt)
     W.add_delete_file(
         ctx,
         table,

@@ -182,7 +182,7 @@ def execute_file_task(
     With ``with_positions`` a ``_file_position`` column gives each row's position in the file (for delete files).
     """
     f = task.file
-    raw = read_table(f.path, storage_options=storage_options)
+    raw = read_table(f.path, storage_options=storage_options, encryption_key=f.encryption_key)
     n = raw.num_rows
     ids = {field_id(raw.schema.field(i)): i for i in range(raw.num_columns)}
     if ROW_ID_FIELD_ID in ids:
@@ -216,6 +216,7 @@ def execute_file_task(
 def read_delete_file(
     path: str,
     storage_options: dict[str, Any] | None = None,
+    encryption_key: str | None = None,
     *,
     file_format: str = PARQUET,
     row_count: int | None = None,
@@ -239,7 +240,7 @@ def read_delete_file(
         )
         return [pos] if snap is None else [pos, snap]
 
-    raw = read_columns(path, pick, storage_options=storage_options)
+    raw = read_columns(path, pick, storage_options=storage_options, encryption_key=encryption_key)
     positions = raw.column(0).to_numpy().astype(np.int64, copy=False)
     snapshots = raw.column(1).to_numpy().astype(np.int64, copy=False) if raw.num_columns > 1 else None
     return positions, snapshots
@@ -250,7 +251,7 @@ def read_delete_positions(
 ) -> np.ndarray:
     """Deleted positions of a delete file; rows tagged with a later snapshot (flush/rewrite output) are kept."""
     positions, snapshots = read_delete_file(
-        delete.path, storage_options, file_format=delete.format, row_count=row_count
+        delete.path, storage_options, delete.encryption_key, file_format=delete.format, row_count=row_count
     )
     return positions if snapshots is None else positions[snapshots <= snapshot_id]
 
@@ -259,12 +260,15 @@ def read_delete_entries(
     path: str,
     begin_snapshot: int,
     storage_options: dict[str, Any] | None = None,
+    encryption_key: str | None = None,
     *,
     file_format: str = PARQUET,
     row_count: int | None = None,
 ) -> tuple[list[int], list[int]]:
     """Every position of a delete file with the snapshot that deleted it (the file's own begin without per-row ids)."""
-    positions, snapshots = read_delete_file(path, storage_options, file_format=file_format, row_count=row_count)
+    positions, snapshots = read_delete_file(
+        path, storage_options, encryption_key, file_format=file_format, row_count=row_count
+    )
     if snapshots is None:
         return positions.tolist(), [begin_snapshot] * len(positions)
     return positions.tolist(), snapshots.tolist()

@@ -309,8 +309,10 @@ def write_data_files(
     *,
     storage_options: dict[str, Any] | None = None,
     job: JobToken | None = None,
+    encrypt: bool = False,
 ) -> list[PendingFile]:
-    """Write ``data`` as one file per partition (one file when unpartitioned), named for ``job`` when given.
+    """Write ``data`` as one file per partition (one file when unpartitioned), named for ``job`` when given
+    (encrypted, each file with its own key, with ``encrypt``: the lake is encrypted).
 
     Raises:
         DataFileError: a partition folder name would be too long (checked before any file is written).
@@ -321,7 +323,9 @@ def write_data_files(
         check_folder_names(folder, f"partition folder of {table_dir}")
     try:
         for values, part, folder in groups:
-            name, written = write_data_file(part, table_dir + folder, schema, storage_options=storage_options, job=job)
+            name, written = write_data_file(
+                part, table_dir + folder, schema, storage_options=storage_options, job=job, encrypt=encrypt
+            )
             out.append(PendingFile(folder + name, written, values))
     except BaseException:
         delete_files([f.written.path for f in out], storage_options)
@@ -336,12 +340,15 @@ def write_data_file(
     *,
     storage_options: dict[str, Any] | None = None,
     job: JobToken | None = None,
+    encrypt: bool = False,
 ) -> tuple[str, WrittenFile]:
     """Write one data file into the table's folder; returns (file name, description with rendered stats)."""
     # INTERVAL columns are written by io.parquet (FLBA(12) + converted type INTERVAL, as DuckDB writes them); it
     # raises UnsupportedTypeError for negative or nested intervals before anything is written.
     name = new_data_file_name(job)
-    return name, write_table(data, table_dir + name, storage_options=storage_options, stats=stats_function(schema))
+    return name, write_table(
+        data, table_dir + name, storage_options=storage_options, stats=stats_function(schema), encrypt=encrypt
+    )
 
 
 def write_delete_file(
@@ -351,6 +358,7 @@ def write_delete_file(
     *,
     storage_options: dict[str, Any] | None = None,
     snapshot_ids: list[int] | None = None,
+    encrypt: bool = False,
 ) -> tuple[str, WrittenFile]:
     """A DuckLake delete file: ``file_path`` and ``pos`` with the reference's reserved field ids, plus
     ``_ducklake_internal_snapshot_id`` per position when ``snapshot_ids`` is given."""
@@ -374,7 +382,7 @@ def write_delete_file(
         arrays[1] = pa.array(positions, pa.int64())
     table = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
     name = new_delete_file_name()
-    return name, write_table(table, table_dir + name, storage_options=storage_options)
+    return name, write_table(table, table_dir + name, storage_options=storage_options, encrypt=encrypt)
 
 
 __all__ = ["arrow_field", "conform_to_table", "to_arrow_table", "write_data_file", "write_delete_file"]
@@ -390,6 +398,7 @@ def write_rolling(
     target_file_rows: int,
     storage_options: dict[str, Any] | None = None,
     job: JobToken | None = None,
+    encrypt: bool = False,
 ) -> list[PendingFile]:
     """Conform batches to the table and write them, rolling to a new file every ``target_file_rows`` rows; files
     are named for ``job`` (so the driver finds them when the job fails, whatever became of this task).
@@ -404,7 +413,10 @@ def write_rolling(
         nonlocal pending, rows
         if rows:
             data = conform_to_table(pa.Table.from_batches(pending), schema, table_name)
-            written.extend(write_data_files(data, table_dir, schema, keys, storage_options=storage_options, job=job))
+            files = write_data_files(
+                data, table_dir, schema, keys, storage_options=storage_options, job=job, encrypt=encrypt
+            )
+            written.extend(files)
         pending, rows = [], 0
 
     try:

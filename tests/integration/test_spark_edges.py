@@ -1,6 +1,6 @@
 """Spark entry points with inputs nobody listed (the attacker's pass, #14): column names with dots through the sink and
-``write_table``, Spark's save modes on ``write_table``, DuckDB views, column types this library cannot read yet, and
-``read_table`` of an encrypted lake. Real SparkSession, real catalogs; DuckDB reads what was written."""
+``write_table``, Spark's save modes on ``write_table``, DuckDB views and column types this library cannot read yet.
+Real SparkSession, real catalogs; DuckDB reads what was written."""
 
 from __future__ import annotations
 
@@ -13,9 +13,8 @@ from pyspark.sql import functions as F
 
 import pyspark_ducklake as pdl
 from pyspark_ducklake.batch.native import column_named, plan_read
-from pyspark_ducklake.exceptions import EncryptedLakeError, TableAlreadyExistsError
+from pyspark_ducklake.exceptions import TableAlreadyExistsError
 from pyspark_ducklake.streaming.sink import ducklake_sink
-from tests.conformance.test_encrypted_lake import duck_encrypted
 from tests.support.bad_inputs import expect_bad_input
 from tests.support.duck import open_duckdb
 
@@ -168,18 +167,3 @@ def test_a_column_type_we_cannot_read_names_the_column_and_what_to_do(
         with expect_bad_input("unreadable-type", lake) as err:
             attempt()
         assert f"column 'odd' has DuckLake type '{duck_type.lower()}'" in str(err.value)
-
-
-def test_read_table_of_an_encrypted_lake_raises_encrypted_lake_error(spark: SparkSession, sqlite_catalog: Any) -> None:
-    """Spark's own Parquet reader failed on the file with its own error; the Python path named it."""
-    con = duck_encrypted(sqlite_catalog)
-    try:
-        con.execute("CREATE TABLE lake.main.t (id INT)")
-        con.execute("INSERT INTO lake.main.t SELECT i FROM range(100) r(i)")
-        con.execute("CREATE TABLE lake.main.small (id INT)")
-        con.execute("INSERT INTO lake.main.small VALUES (7)")  # inlined: no file to decrypt
-    finally:
-        con.close()
-    with pytest.raises(EncryptedLakeError, match=r"data file .*\.parquet is encrypted"):
-        pdl.read_table(spark, "main.t", catalog=sqlite_catalog.url)
-    assert [r["id"] for r in pdl.read_table(spark, "main.small", catalog=sqlite_catalog.url).collect()] == [7]

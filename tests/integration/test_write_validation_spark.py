@@ -1,6 +1,6 @@
 """The write checks hold on every Spark path, as in Python: the data source writer, the fast path ``write_table``
 and the streaming sink share one conform step (struct fields never dropped, names DuckDB refuses refused on
-auto-create, far dates written exactly, encrypted lakes refused), and dotted or quoted table names work in
+auto-create, far dates written exactly), and dotted or quoted table names work in
 ``load()``/``save()`` and the sink."""
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ from pyspark.sql import types as T
 
 import pyspark_ducklake as pdl
 from pyspark_ducklake import ducklake_sink
-from pyspark_ducklake.duckdb_attach import extension_path, sql_string
 from tests.support.bad_inputs import expect_bad_input
-from tests.support.duck import attach_sql, connect_duckdb, open_duckdb
+from tests.support.duck import open_duckdb
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -148,23 +147,3 @@ def test_dotted_and_quoted_names_through_spark(spark: SparkSession, lake: pdl.La
     got = spark.read.format("ducklake").option("catalog", url).load(name)
     assert got.count() == 6
     assert pdl.read_table(spark, name, catalog=url).count() == 6
-
-
-def test_encrypted_lake_refuses_every_spark_write(spark: SparkSession, sqlite_catalog: Any) -> None:
-    con = connect_duckdb()
-    try:
-        con.execute(f"LOAD {sql_string(extension_path('duckdb_extension_httpfs', 'httpfs'))}")
-        con.execute(attach_sql(sqlite_catalog)[:-1] + ", ENCRYPTED)")
-        con.execute("CREATE TABLE lake.main.t (id BIGINT)")
-        con.execute("INSERT INTO lake.main.t SELECT * FROM range(100)")
-    finally:
-        con.close()
-    pdl.register(spark)
-    lake = pdl.connect(sqlite_catalog.url)
-    df = spark.createDataFrame([(1,)], "id long")
-    for table in ("main.t", "main.new"):
-        for write in writes(df, sqlite_catalog.url, table):
-            with expect_bad_input("encrypted-lake", lake):
-                write()
-    with pytest.raises(Exception, match="EncryptedLakeError"):
-        spark.read.format("ducklake").option("catalog", sqlite_catalog.url).load("main.t").collect()

@@ -385,12 +385,38 @@ CASES: tuple[BadInput, ...] = (
         E.DataFileError,
         "correct its path in the catalog",
     ),
+    # --- encrypted lakes (#16 item 7)
     BadInput(
-        "encrypted-lake",
-        "any data write (append, overwrite, delete, flush, merge, Spark write, stream) to a lake DuckDB created "
-        "with `ATTACH … (ENCRYPTED)`",
+        "encrypted-option-mismatch",
+        "`encrypted=True` (option `encrypted`) for an existing lake that is not encrypted, or `false` for an "
+        "encrypted one",
+        E.InvalidOptionError,
+        "leave the option out to follow the catalog",
+    ),
+    BadInput(
+        "encrypted-key-wrong",
+        "an encrypted lake's file that its catalog key does not open: wrong or malformed key, corrupt or truncated "
+        "file",
+        E.FileDecryptionError,
+        "restore the file or the catalog's encryption_key",
+    ),
+    BadInput(
+        "encrypted-key-missing",
+        "an encrypted lake's data or delete file registered without an `encryption_key`",
         E.EncryptedLakeError,
-        "writing to encrypted lakes is not supported yet: write with DuckDB",
+        "remove it with DuckDB or restore its key",
+    ),
+    BadInput(
+        "encrypted-file-plain-lake",
+        "an encrypted data file in a lake whose catalog does not say `encrypted`",
+        E.EncryptedLakeError,
+        "remove it or restore the lake's metadata",
+    ),
+    BadInput(
+        "plain-file-encrypted-lake",
+        "a plaintext file in an encrypted lake (its catalog row has a key)",
+        E.EncryptedLakeError,
+        "restore the encrypted file from a backup",
     ),
     # --- the attacker's pass (#14): entry points and values nobody listed
     BadInput(
