@@ -28,11 +28,11 @@ from pyspark_ducklake.options import (
     SPARK_CONF_DATA_PATH,
     SPARK_CONF_KEYS,
     SPARK_CONF_PREFIX,
-    _get,
     canonical_conf,
     option_as_float,
     option_as_int,
     option_as_seconds,
+    option_value,
 )
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ class LakeConfig:
         options = options or {}
         env = os.environ if environ is None else environ
         conf = spark_conf or (lambda _key: None)
-        catalog, source = _get(options, CATALOG), "option 'catalog'"
+        catalog, source = option_value(options, CATALOG), "option 'catalog'"
         if not catalog:
             catalog, source = conf(SPARK_CONF_CATALOG), f"Spark conf {SPARK_CONF_CATALOG}"
         if not catalog:
@@ -113,7 +113,7 @@ class LakeConfig:
                 f"conf {SPARK_CONF_CATALOG}, or the environment variable {ENV_CATALOG} "
                 "(SQLAlchemy URL or DuckDB spelling such as 'ducklake:sqlite:lake.sqlite')"
             )
-        data_path = _get(options, DATA_PATH) or conf(SPARK_CONF_DATA_PATH) or env.get(ENV_DATA_PATH)
+        data_path = option_value(options, DATA_PATH) or conf(SPARK_CONF_DATA_PATH) or env.get(ENV_DATA_PATH)
         return cls(
             catalog=str(catalog),
             data_path=data_path,

@@ -39,7 +39,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from pyspark_ducklake.batch.job_tasks import tasks_stopped_on_failure
-from pyspark_ducklake.batch.native import GLOB_CHARACTERS, _default_literal, column_named, spark_path
+from pyspark_ducklake.batch.native import GLOB_CHARACTERS, column_named, default_literal, spark_path
 from pyspark_ducklake.batch.spark_types import spark_type
 from pyspark_ducklake.batch.writer import (
     PARTITION_BY,
@@ -55,6 +55,7 @@ from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_type, can_
 from pyspark_ducklake.exceptions import DataFileError, InvalidOptionError, TableAlreadyExistsError
 from pyspark_ducklake.io import thrift_compact as tc
 from pyspark_ducklake.io.parquet import LeafStats, WrittenFile, leaf_arrays
+from pyspark_ducklake.lake_config import LakeConfig, spark_conf
 from pyspark_ducklake.options import Entry, check_options, option_as_int
 from pyspark_ducklake.table.write import PendingFile
 
@@ -126,11 +127,8 @@ def write_table(
         opts["dataPath"] = data_path
     if partition_by is not None:
         opts[PARTITION_BY] = partition_by
-    from pyspark_ducklake.batch.native import _spark_conf
-    from pyspark_ducklake.lake_config import LakeConfig
-
     check_options(opts, Entry.WRITE)
-    config = LakeConfig.resolve(opts, _spark_conf(spark).get)
+    config = LakeConfig.resolve(opts, spark_conf(spark).get)
     plan = plan_write(config, table, opts, df.schema)
     if mode in CREATE_MODES:  # Spark's SaveMode semantics, which the data source cannot offer (Spark refuses them)
         if plan.table_exists and mode == "ignore":
@@ -230,7 +228,7 @@ def _conform(df: DataFrame, plan: WritePlan) -> DataFrame:
         target = spark_type(column)
         f = incoming.get(column.name)
         if f is None:
-            columns.append(_default_literal(column, target, current=True).alias(column.name))
+            columns.append(default_literal(column, target, current=True).alias(column.name))
         elif _same_type(f.dataType, target):
             columns.append(column_named(column.name))
         elif _promotion(f.dataType, column):

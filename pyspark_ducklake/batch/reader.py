@@ -17,7 +17,7 @@ from pyspark_ducklake.catalog.types import TableSchema
 from pyspark_ducklake.exceptions import InvalidOptionError, SchemaMismatchError
 from pyspark_ducklake.lake import parse_identifier
 from pyspark_ducklake.lake_config import LakeConfig
-from pyspark_ducklake.options import _get
+from pyspark_ducklake.options import option_value
 from pyspark_ducklake.table.scan import FileTask, execute_file_task, plan_scan, table_columns
 
 SNAPSHOT_OPTIONS = ("snapshot", "versionAsOf")
@@ -27,7 +27,7 @@ BATCH_ROWS = 65_536
 
 def _first(options: dict[str, str], keys: tuple[str, ...]) -> tuple[str, str] | None:
     for k in keys:
-        v = _get(options, k)
+        v = option_value(options, k)
         if v is not None:
             return k, v
     return None

@@ -67,14 +67,16 @@ class DuckLakeDataSource(DataSource):
         Raises:
             InvalidOptionError: options of the table read and of the change feed mixed (one would be ignored).
         """
-        from pyspark_ducklake.options import _get, option_as_bool
+        from pyspark_ducklake.options import option_as_bool, option_value
 
         options = dict(self.options)
         starts = ("startingSnapshot", "startingTimestamp")
-        feed = option_as_bool(options, "readChangeFeed", False) or any(_get(options, k) is not None for k in starts)
+        feed = option_as_bool(options, "readChangeFeed", False) or any(
+            option_value(options, k) is not None for k in starts
+        )
         wrong = ("snapshot", "timestamp") if feed else ("endingSnapshot", "endingTimestamp")
         for key in wrong:
-            if _get(options, key) is not None:
+            if option_value(options, key) is not None:
                 raise InvalidOptionError(
                     f"option {key} does not apply to a change-feed read (startingSnapshot/endingSnapshot pick its "
                     "range)"

@@ -37,7 +37,7 @@ from pyspark_ducklake.exceptions import (
 from pyspark_ducklake.io.fileio import delete_files
 from pyspark_ducklake.lake import LakeTable, _delete_everything, add_pending_files, parse_identifier
 from pyspark_ducklake.lake_config import LakeConfig
-from pyspark_ducklake.options import _get, option_as_int
+from pyspark_ducklake.options import option_as_int, option_value
 from pyspark_ducklake.table.job_files import JobToken, remove_job_files, remove_job_files_late
 from pyspark_ducklake.table.partition_values import PartitionKey, resolve_keys
 from pyspark_ducklake.table.write import PendingFile, conform_to_table, write_rolling
@@ -102,7 +102,7 @@ def plan_write(config: LakeConfig, identifier: str, options: dict[str, str], spa
         option_as_int(options, TARGET_FILE_ROWS, TARGET_FILE_ROWS_DEFAULT, minimum=1) or TARGET_FILE_ROWS_DEFAULT
     )
     new_schema = columns_from_spark(spark_schema)
-    partition_option = _get(options, PARTITION_BY)
+    partition_option = option_value(options, PARTITION_BY)
     lake = config.connect()
     try:
         lake.check_writable()

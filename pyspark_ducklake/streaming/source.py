@@ -36,7 +36,7 @@ from pyspark_ducklake.exceptions import (
 )
 from pyspark_ducklake.lake import Lake, parse_identifier
 from pyspark_ducklake.lake_config import LakeConfig
-from pyspark_ducklake.options import _get, option_as_bool, option_as_int, parse_int, parse_timestamp
+from pyspark_ducklake.options import option_as_bool, option_as_int, option_value, parse_int, parse_timestamp
 from pyspark_ducklake.streaming.offsets import SnapshotOffset
 from pyspark_ducklake.table.change_split import ChangePart, execute_part, split_plan
 from pyspark_ducklake.table.changes import change_column_names, changed_snapshots, count_changes, plan_changes
@@ -77,8 +77,8 @@ class FeedOptions:
     @classmethod
     def parse(cls, options: dict[str, str]) -> FeedOptions:
         return cls(
-            _get(options, "startingSnapshot") or _get(options, "startingVersion"),
-            _get(options, "startingTimestamp"),
+            option_value(options, "startingSnapshot") or option_value(options, "startingVersion"),
+            option_value(options, "startingTimestamp"),
             option_as_int(options, "maxSnapshotsPerTrigger", None, minimum=1),
             option_as_int(options, "maxRowsPerTrigger", None, minimum=1),
             option_as_bool(options, "failOnDataLoss", True),

@@ -28,12 +28,12 @@ from pyspark_ducklake.lake import Lake
 from pyspark_ducklake.lake_config import LakeConfig
 from pyspark_ducklake.options import (
     Entry,
-    _get,
     check_options,
     option_as_bool,
     option_as_int,
     option_as_seconds,
     option_as_size,
+    option_value,
     parse_keys,
 )
 from pyspark_ducklake.streaming.microbatch import (
@@ -70,7 +70,7 @@ def sink_settings(options: dict[str, str], retry: object) -> SinkSettings:
         flush_interval=option_as_seconds(options, "flush_interval", FLUSH_INTERVAL_DEFAULT),
         create_table=option_as_bool(options, "create_table", True),
         merge_schema=option_as_bool(options, "merge_schema", False),
-        partition_by=parse_keys(_get(options, "partition_by") or "", "partition_by"),
+        partition_by=parse_keys(option_value(options, "partition_by") or "", "partition_by"),
         target_file_rows=option_as_int(options, "target_file_rows", TARGET_FILE_ROWS_DEFAULT, minimum=1)
         or TARGET_FILE_ROWS_DEFAULT,
         retry=retry,  # type: ignore[arg-type]
@@ -111,10 +111,10 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, config: LakeConfig, identifier: str, options: dict[str, str], schema: StructType) -> None:
         self.config = config
         # Spark gives every copy of the writer (the tasks', each batch's commit or abort) the checkpoint location
-        self.checkpoint = _get(options, "checkpointLocation")
+        self.checkpoint = option_value(options, "checkpointLocation")
         self.identifier = identifier
         self.settings = sink_settings(options, config.retry)
-        self.app_id = _get(options, "app_id")
+        self.app_id = option_value(options, "app_id")
         self.incoming = columns_from_spark(schema)
         lake = self._open()  # Spark makes a writer for every micro-batch: it waits out an outage too
         try:

@@ -402,7 +402,7 @@ def execute_change_task(
     data = execute_file_task(
         FileTask(task.file, _ALL_ROWS), schema, storage_options=storage_options, with_positions=True
     )
-    return _file_changes(task, data, positions, snapshots, len(schema.columns))
+    return file_changes(task, data, positions, snapshots, len(schema.columns))
 
 
 def count_task_changes(task: FileChangeTask, *, storage_options: dict[str, Any] | None = None) -> pa.Table | None:
@@ -411,7 +411,7 @@ def count_task_changes(task: FileChangeTask, *, storage_options: dict[str, Any] 
     if not task.inserts and len(positions) == 0:
         return None
     data = _read_versions(task.file, storage_options)
-    return _file_changes(task, data, positions, snapshots, 0)
+    return file_changes(task, data, positions, snapshots, 0)
 
 
 def _read_versions(f: DataFileEntry, storage_options: dict[str, Any] | None) -> pa.Table:
@@ -440,7 +440,7 @@ def internal_columns(schema: pa.Schema) -> list[str]:
     return [f.name for f in schema if field_id(f) in (ROW_ID_FIELD_ID, SNAPSHOT_ID_FIELD_ID)]
 
 
-def _file_changes(
+def file_changes(
     task: FileChangeTask, data: pa.Table, positions: np.ndarray, snapshots: np.ndarray, columns: int
 ) -> pa.Table | None:
     """``data``'s inserts and deletes; its first ``columns`` columns are the table's, the internal ones follow."""
@@ -558,8 +558,8 @@ def finish_changes(
         out = rows if keep.all() else rows.filter(pa.array(keep))
         codes, out_snaps = in_place[keep], snaps[keep]
     arrays = [out.column(i) for i in range(out.num_columns)]
-    arrays[out.num_columns + TYPE_AT] = _KINDS.take(pa.array(codes))
-    arrays.append(_commit_times_of(out_snaps, plan.commit_times))
+    arrays[out.num_columns + TYPE_AT] = CHANGE_KINDS.take(pa.array(codes))
+    arrays.append(commit_times_of(out_snaps, plan.commit_times))
     return pa.Table.from_arrays(arrays, schema=target)
 
 
@@ -577,7 +577,7 @@ def _conform(rows: pa.Table, target: pa.Schema) -> pa.Table:
 
 def pair_changes(snaps: np.ndarray, rowids: np.ndarray, is_insert: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(order, codes)``: the rows to keep, sorted by snapshot, rowid and delete-before-insert, and each one's
-    index into :data:`_KINDS`. A row version recorded twice (a rewritten file still in the catalog, say) is one
+    index into :data:`CHANGE_KINDS`. A row version recorded twice (a rewritten file still in the catalog, say) is one
     change: the first of them in the input is kept. A delete and an insert of one rowid in one snapshot are an
     update's pre and post image."""
     key = _packed_key(snaps, rowids, is_insert)
@@ -653,10 +653,10 @@ def _reorder(rows: pa.Table, order: np.ndarray) -> pa.Table:
     return pa.concat_tables(pieces)
 
 
-_KINDS = pa.array([INSERT, DELETE, UPDATE_PREIMAGE, UPDATE_POSTIMAGE], pa.string())
+CHANGE_KINDS = pa.array([INSERT, DELETE, UPDATE_PREIMAGE, UPDATE_POSTIMAGE], pa.string())
 
 
-def _commit_times_of(snaps: np.ndarray, commit_times: dict[int, dt.datetime]) -> pa.Array:
+def commit_times_of(snaps: np.ndarray, commit_times: dict[int, dt.datetime]) -> pa.Array:
     """Each snapshot's commit time (null where the catalog has none), looked up without a Python loop."""
     known = sorted(commit_times)
     ids = np.array(known, dtype=np.int64)
@@ -705,14 +705,14 @@ def table_changes(
         DataFileError: a data or delete file cannot be read.
     """
     plan = _plan(engine, data_path, schema_name, table_name, start_snapshot, end_snapshot)
-    parts = _in_threads(
+    parts = in_threads(
         [functools.partial(execute_change_task, t, plan.schema, storage_options=storage_options) for t in plan.files]
     )
     parts.append(inlined_changes(plan))
     return finish_changes(parts, plan, ordered=ordered)
 
 
-def _in_threads(calls: list[functools.partial[_T]]) -> list[_T]:
+def in_threads(calls: list[functools.partial[_T]]) -> list[_T]:
     """Run the file tasks a few at a time: Parquet decoding releases the GIL, so files overlap their waits."""
     workers = min(len(calls), os.cpu_count() or 1, _MAX_THREADS)
     if workers <= 1:

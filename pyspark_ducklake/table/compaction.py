@@ -36,7 +36,7 @@ from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.catalog.types import TableSchema
 from pyspark_ducklake.exceptions import InvalidOptionError, StalePlanError
 from pyspark_ducklake.io.parquet import WrittenFile, write_table
-from pyspark_ducklake.table.flush import INTERNAL_ROW_ID, INTERNAL_SNAPSHOT_ID, _internal_field
+from pyspark_ducklake.table.flush import INTERNAL_ROW_ID, INTERNAL_SNAPSHOT_ID, internal_field
 from pyspark_ducklake.table.maintenance import MaintenanceReport
 from pyspark_ducklake.table.scan import (
     ROW_ID_FIELD_ID,
@@ -333,9 +333,9 @@ def rewrite_group(group: MergeGroup, storage_options: dict[str, Any] | None = No
     fields = [data.schema.field(i) for i in range(len(group.schema.columns))]
     if not contiguous:
         columns.append(row_ids)
-        fields.append(_internal_field(INTERNAL_ROW_ID, ROW_ID_FIELD_ID))
+        fields.append(internal_field(INTERNAL_ROW_ID, ROW_ID_FIELD_ID))
     columns.append(internal_column(data, group.schema, SNAPSHOT_ID).combine_chunks().cast(pa.int64()))
-    fields.append(_internal_field(INTERNAL_SNAPSHOT_ID, SNAPSHOT_ID_FIELD_ID))
+    fields.append(internal_field(INTERNAL_SNAPSHOT_ID, SNAPSHOT_ID_FIELD_ID))
     name = new_data_file_name()
     written = write_table(
         pa.Table.from_arrays(columns, schema=pa.schema(fields)),

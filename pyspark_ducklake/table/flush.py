@@ -28,7 +28,7 @@ from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.catalog.types import TableSchema, arrow_field
 from pyspark_ducklake.exceptions import StalePlanError
 from pyspark_ducklake.io.parquet import write_table
-from pyspark_ducklake.table.scan import ROW_ID_FIELD_ID, SNAPSHOT_ID_FIELD_ID, _inlined_columns_at
+from pyspark_ducklake.table.scan import ROW_ID_FIELD_ID, SNAPSHOT_ID_FIELD_ID, inlined_columns_at
 from pyspark_ducklake.table.write import DELETE_FILE_PATH_ID, DELETE_POS_ID, new_data_file_name, new_delete_file_name
 
 INTERNAL_ROW_ID = "_ducklake_internal_row_id"
@@ -41,7 +41,7 @@ class FlushResult:
     rows: int
 
 
-def _internal_field(name: str, field_id: int) -> pa.Field:
+def internal_field(name: str, field_id: int) -> pa.Field:
     return pa.field(name, pa.int64(), metadata={b"PARQUET:field_id": str(field_id).encode()})
 
 
@@ -54,7 +54,7 @@ def flush_inlined(ctx: CommitContext, table: TableEntry) -> FlushResult:
     for position, (name, sv) in enumerate(registered):
         if not reader.has_table(ctx.conn, name):
             continue
-        schema = _inlined_columns_at(ctx.conn, table.table_id, sv, current)
+        schema = inlined_columns_at(ctx.conn, table.table_id, sv, current)
         present = {c["name"] for c in reader.inspect_columns(ctx.conn, name)}
         schema = TableSchema(tuple(c for c in schema.columns if c.name in present))
         t = Table(
@@ -98,8 +98,8 @@ def _write_flush_files(
     begins = pa.array([r.begin_snapshot for r in rows], pa.int64())
     fields = [arrow_field(c) for c in schema.columns]
     fields += [
-        _internal_field(INTERNAL_ROW_ID, ROW_ID_FIELD_ID),
-        _internal_field(INTERNAL_SNAPSHOT_ID, SNAPSHOT_ID_FIELD_ID),
+        internal_field(INTERNAL_ROW_ID, ROW_ID_FIELD_ID),
+        internal_field(INTERNAL_SNAPSHOT_ID, SNAPSHOT_ID_FIELD_ID),
     ]
     data = pa.Table.from_arrays([*arrays, row_ids, begins], schema=pa.schema(fields))
     name = new_data_file_name()
@@ -124,7 +124,7 @@ def _write_flush_files(
         [
             pa.field("file_path", pa.string(), metadata={b"PARQUET:field_id": str(DELETE_FILE_PATH_ID).encode()}),
             pa.field("pos", pa.int64(), metadata={b"PARQUET:field_id": str(DELETE_POS_ID).encode()}),
-            _internal_field(INTERNAL_SNAPSHOT_ID, SNAPSHOT_ID_FIELD_ID),
+            internal_field(INTERNAL_SNAPSHOT_ID, SNAPSHOT_ID_FIELD_ID),
         ]
     )
     deletes = pa.Table.from_arrays(

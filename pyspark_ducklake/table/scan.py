@@ -97,7 +97,7 @@ def read_inlined_file_deletes(conn: Connection, table_id: int, snapshot_id: int)
     return out
 
 
-def _inlined_columns_at(conn: Connection, table_id: int, schema_version: int, current: TableSchema) -> TableSchema:
+def inlined_columns_at(conn: Connection, table_id: int, schema_version: int, current: TableSchema) -> TableSchema:
     snap = reader.table_schema_version_snapshot(conn, table_id, schema_version)
     if snap is None:
         return current
@@ -112,7 +112,7 @@ def read_inlined_rows(
     for name, sv in reader.inlined_tables(conn, table_id):
         if not reader.has_table(conn, name):
             continue
-        old = _inlined_columns_at(conn, table_id, sv, schema)
+        old = inlined_columns_at(conn, table_id, sv, schema)
         present = {c["name"] for c in reader.inspect_columns(conn, name)}
         cols = [c for c in old.columns if c.name in present]
         t = Table(
