@@ -38,6 +38,7 @@ from pyspark_ducklake.exceptions import (
     CommitStateUnknownError,
     DuckLakeError,
     InvalidOptionError,
+    SkipCommit,
     StalePlanError,
 )
 
@@ -66,10 +67,6 @@ class RetryConfig:
 
     def wait_seconds(self, attempt: int) -> float:
         return self.retry_wait_ms / 1000.0 * random.uniform(0.5, 1.0) * self.retry_backoff**attempt
-
-
-class SkipCommit(Exception):
-    """Raised by an apply function to end the attempt without committing (e.g. an idempotent replay)."""
 
 
 def now_utc() -> dt.datetime:

@@ -29,10 +29,11 @@ from pyspark_ducklake.batch.spark_types import arrow_schema_for_spark, spark_sch
 from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog.types import TableSchema
 from pyspark_ducklake.exceptions import (
-    DuckLakeError,
+    DataLossError,
     InvalidOptionError,
     NoSuchSnapshotError,
     NoSuchTableError,
+    SchemaChangedError,
 )
 from pyspark_ducklake.lake import Lake, parse_identifier
 from pyspark_ducklake.lake_config import LakeConfig
@@ -56,14 +57,6 @@ BATCH_ROWS = 65_536
 # Changes per Spark task: a feed of more is cut into several tasks, each reading whole data files (balanced by the
 # rows they hand to Spark and decode).
 PARTITION_ROWS = 1_000_000
-
-
-class SchemaChangedError(DuckLakeError):
-    """The table's columns changed incompatibly under a running change-feed stream."""
-
-
-class DataLossError(DuckLakeError):
-    """Snapshots the stream still needs were expired or cleaned up."""
 
 
 @dataclass(frozen=True)

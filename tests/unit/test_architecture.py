@@ -98,3 +98,25 @@ def test_no_module_imports_another_modules_private_names() -> None:
         if names:
             found[path.relative_to(PACKAGE).as_posix()] = sorted(names)
     assert found == {k: sorted(v) for k, v in KNOWN_PRIVATE_IMPORTS.items()}
+
+
+def test_every_exception_class_is_in_exceptions_py() -> None:
+    import importlib
+    import inspect
+
+    strays = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        if name.endswith("__main__"):
+            continue
+        module = importlib.import_module(name)
+        for cls_name, cls in vars(module).items():
+            if (
+                inspect.isclass(cls)
+                and issubclass(cls, BaseException)
+                and cls.__module__ == name
+                and name != "pyspark_ducklake.exceptions"
+                and not cls_name.startswith("_")  # a module's own control-flow signal, never raised out of it
+            ):
+                strays.append(f"{name}.{cls_name}")
+    assert strays == []
