@@ -35,10 +35,12 @@ from pyspark_ducklake.exceptions import (
     NotATableError,
 )
 from pyspark_ducklake.io.fileio import delete_files
-from pyspark_ducklake.lake import LakeTable, _delete_everything, add_pending_files, parse_identifier
 from pyspark_ducklake.lake_config import LakeConfig
 from pyspark_ducklake.options import option_as_int, option_value
+from pyspark_ducklake.table.commit import add_pending_files, commit, delete_everything, table_folder
+from pyspark_ducklake.table.identifiers import parse_identifier
 from pyspark_ducklake.table.job_files import JobToken, remove_job_files, remove_job_files_late
+from pyspark_ducklake.table.lake_table import LakeTable
 from pyspark_ducklake.table.partition_values import PartitionKey, resolve_keys
 from pyspark_ducklake.table.write import PendingFile, conform_to_table, write_rolling
 
@@ -143,7 +145,7 @@ def plan_write(config: LakeConfig, identifier: str, options: dict[str, str], spa
             config,
             schema_name,
             table_name,
-            lake._table_dir(table),
+            table_folder(table, lake.data_path),
             table.table_schema,
             snapshot,
             True,
@@ -183,15 +185,15 @@ def commit_files(
             entry, partition = _target_entry(ctx, plan)
             schema = R.table_schema(ctx.conn, entry.table_id, ctx.snapshot_id)
             if overwrite and plan.table_exists:
-                _delete_everything(ctx, LakeTable(entry, schema, ctx.base.snapshot_id), lake.data_path)
+                delete_everything(ctx, LakeTable(entry, schema, ctx.base.snapshot_id), lake.data_path)
             add_pending_files(ctx, entry, schema, partition, files)
             if ctx.changes.is_empty():
                 raise SkipCommit()  # an empty table overwritten with no rows
 
         if not files and not overwrite and plan.table_exists:
             return None
-        result = lake._commit(
-            apply, base=plan.base_snapshot, files=[f.written.path for f in files], extra_info=extra_info
+        result = commit(
+            lake, apply, base=plan.base_snapshot, files=[f.written.path for f in files], extra_info=extra_info
         )
         return result.snapshot_id
     finally:

@@ -18,7 +18,8 @@ from pyspark_ducklake.catalog.transaction import outcome_unknown, run_through_ou
 from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.lake_config import LakeConfig, retry_config, spark_conf
 from pyspark_ducklake.options import Entry, check_keywords, check_options
-from pyspark_ducklake.streaming.microbatch import (
+from pyspark_ducklake.table.job_files import JobToken
+from pyspark_ducklake.table.microbatch import (
     FLUSH_BYTES_DEFAULT,
     FLUSH_INTERVAL_DEFAULT,
     FLUSH_ROWS_DEFAULT,
@@ -31,7 +32,6 @@ from pyspark_ducklake.streaming.microbatch import (
     TaskOutput,
     write_task,
 )
-from pyspark_ducklake.table.job_files import JobToken
 
 log = logging.getLogger("pyspark_ducklake.sink")
 

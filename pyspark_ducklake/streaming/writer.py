@@ -36,7 +36,8 @@ from pyspark_ducklake.options import (
     option_value,
     parse_keys,
 )
-from pyspark_ducklake.streaming.microbatch import (
+from pyspark_ducklake.table.job_files import JobToken, remove_job_files, remove_job_files_late
+from pyspark_ducklake.table.microbatch import (
     FLUSH_BYTES_DEFAULT,
     FLUSH_INTERVAL_DEFAULT,
     FLUSH_ROWS_DEFAULT,
@@ -48,7 +49,6 @@ from pyspark_ducklake.streaming.microbatch import (
     TaskOutput,
     write_task,
 )
-from pyspark_ducklake.table.job_files import JobToken, remove_job_files, remove_job_files_late
 
 log = logging.getLogger("pyspark_ducklake.sink")
 

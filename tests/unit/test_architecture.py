@@ -85,19 +85,13 @@ def private_names_imported(path: pathlib.Path) -> list[str]:
     return found
 
 
-# To remove as the redesign proceeds.
-KNOWN_PRIVATE_IMPORTS = {
-    "batch/writer.py": ["pyspark_ducklake.lake._delete_everything"],
-}
-
-
 def test_no_module_imports_another_modules_private_names() -> None:
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         names = private_names_imported(path)
         if names:
             found[path.relative_to(PACKAGE).as_posix()] = sorted(names)
-    assert found == {k: sorted(v) for k, v in KNOWN_PRIVATE_IMPORTS.items()}
+    assert found == {}
 
 
 def test_every_exception_class_is_in_exceptions_py() -> None:

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
-from sqlalchemy import Connection
 
 from pyspark_ducklake._faults import AFTER_CATALOG_COMMIT, AFTER_FILES_WRITTEN, DURING_FLUSH, crash_point
 from pyspark_ducklake.catalog import app_progress
 from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog import writer as W
+from pyspark_ducklake.catalog.db import Connection
 from pyspark_ducklake.catalog.entries import TableEntry
 from pyspark_ducklake.catalog.inlined_codec import table_inline_obstacle
 from pyspark_ducklake.catalog.partitioning import (
@@ -40,9 +40,10 @@ from pyspark_ducklake.exceptions import (
     NotATableError,
     SchemaMismatchError,
 )
-from pyspark_ducklake.lake import Lake, add_pending_files, parse_identifier
 from pyspark_ducklake.table import evolution
+from pyspark_ducklake.table.commit import LakeHandle, add_pending_files, commit
 from pyspark_ducklake.table.flush import flush_inlined
+from pyspark_ducklake.table.identifiers import parse_identifier
 from pyspark_ducklake.table.job_files import JobToken, remove_job_files
 from pyspark_ducklake.table.partition_values import PartitionKey, resolve_keys
 from pyspark_ducklake.table.write import PendingFile, conform_to_table, write_data_files, write_rolling
@@ -168,7 +169,7 @@ class MicroBatchCommitter:
     as soon as another snapshot appears, everything is read afresh.
     """
 
-    def __init__(self, lake: Lake, identifier: str, settings: SinkSettings) -> None:
+    def __init__(self, lake: LakeHandle, identifier: str, settings: SinkSettings) -> None:
         self.lake = lake
         self.schema_name, self.table_name = parse_identifier(identifier)
         self.settings = settings
@@ -410,7 +411,8 @@ class MicroBatchCommitter:
         crash_point(AFTER_FILES_WRITTEN, batch_id)
         commit_started = time.monotonic()
         self._known = None  # only a successful commit is known
-        result = self.lake._commit(
+        result = commit(
+            self.lake,
             apply,
             base=None,
             files=[f.written.path for f in files],
