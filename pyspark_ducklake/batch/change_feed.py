@@ -10,15 +10,15 @@ from pyspark.sql.types import StructType
 
 from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.lake import Lake, parse_identifier
-from pyspark_ducklake.lake_config import LakeConfig
 from pyspark_ducklake.options import option_value, parse_int, parse_timestamp
-from pyspark_ducklake.streaming.source import (
+from pyspark_ducklake.spark.change_feed import (
     FeedOptions,
     change_partitions,
     feed_schema,
     read_partition,
     resolve_start,
 )
+from pyspark_ducklake.spark.lake_config import LakeConfig
 
 
 def _bounds(lake: Lake, options: dict[str, str], pinned: tuple[int | None, int] | None = None) -> tuple[int, int]:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pyspark_ducklake.lake_config import LakeConfig, spark_conf
 from pyspark_ducklake.options import CATALOG, DATA_PATH
+from pyspark_ducklake.spark.lake_config import LakeConfig, spark_conf
 from pyspark_ducklake.table.compaction import MergedFile, MergeGroup, rewrite_group
 
 if TYPE_CHECKING:

@@ -11,7 +11,6 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from pyspark_ducklake.batch.spark_types import columns_from_spark
 from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog import writer as W
 from pyspark_ducklake.catalog.entries import TableEntry
@@ -35,8 +34,10 @@ from pyspark_ducklake.exceptions import (
     NotATableError,
 )
 from pyspark_ducklake.io.fileio import delete_files
-from pyspark_ducklake.lake_config import LakeConfig
 from pyspark_ducklake.options import option_as_int, option_value
+from pyspark_ducklake.spark.job_tasks import LATE_TASK_GRACE_S
+from pyspark_ducklake.spark.lake_config import LakeConfig
+from pyspark_ducklake.spark.type_mapping import columns_from_spark
 from pyspark_ducklake.table.commit import add_pending_files, commit, delete_everything, table_folder
 from pyspark_ducklake.table.identifiers import parse_identifier
 from pyspark_ducklake.table.job_files import JobToken, remove_job_files, remove_job_files_late
@@ -255,11 +256,6 @@ class DuckLakeBatchWriter(DataSourceArrowWriter):
         # Every task succeeded and the commit failed: it may have published them, so only unreferenced ones go.
         paths = [f.written.path for m in messages if isinstance(m, FilesWritten) for f in m.files]
         remove_unreferenced(self.plan, paths)
-
-
-# Spark kills the Python worker of a cancelled task within about 4 s (a 2 s check, then
-# spark.python.task.killTimeout, 2 s by default); an abort that cannot see the tasks looks again for this long.
-LATE_TASK_GRACE_S = 6.0
 
 
 def remove_failed_job_files(plan: WritePlan, *, grace_s: float = 0.0) -> None:

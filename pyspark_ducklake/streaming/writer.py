@@ -17,15 +17,12 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
-from sqlalchemy.exc import DBAPIError
 
-from pyspark_ducklake.batch.spark_types import columns_from_spark
-from pyspark_ducklake.batch.writer import LATE_TASK_GRACE_S
+from pyspark_ducklake.catalog.db import DBAPIError
 from pyspark_ducklake.catalog.transaction import is_connection_error, retry_while_unreachable, run_through_outages
 from pyspark_ducklake.exceptions import CatalogUnreachableError, InvalidOptionError, SchemaMismatchError
 from pyspark_ducklake.io.fileio import delete_files, filesystem
 from pyspark_ducklake.lake import Lake
-from pyspark_ducklake.lake_config import LakeConfig
 from pyspark_ducklake.options import (
     Entry,
     check_options,
@@ -36,6 +33,9 @@ from pyspark_ducklake.options import (
     option_value,
     parse_keys,
 )
+from pyspark_ducklake.spark.job_tasks import LATE_TASK_GRACE_S
+from pyspark_ducklake.spark.lake_config import LakeConfig
+from pyspark_ducklake.spark.type_mapping import columns_from_spark
 from pyspark_ducklake.table.job_files import JobToken, remove_job_files, remove_job_files_late
 from pyspark_ducklake.table.microbatch import (
     FLUSH_BYTES_DEFAULT,

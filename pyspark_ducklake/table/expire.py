@@ -19,10 +19,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from sqlalchemy import Connection, Engine
-from sqlalchemy.exc import DBAPIError
-
 from pyspark_ducklake.catalog import expiry, reader
+from pyspark_ducklake.catalog.db import Connection, DBAPIError, Engine
 from pyspark_ducklake.catalog.paths import is_inside, normalize
 from pyspark_ducklake.catalog.transaction import now_utc
 from pyspark_ducklake.exceptions import CommitFailedError, DataFileError, InvalidOptionError

@@ -14,9 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from sqlalchemy import Engine
-
 from pyspark_ducklake.catalog import reader
+from pyspark_ducklake.catalog.db import Engine
 from pyspark_ducklake.catalog.paths import is_inside, normalize
 from pyspark_ducklake.exceptions import DataFileError
 from pyspark_ducklake.io.fileio import abort_upload, delete_files, file_size, incomplete_uploads, list_files

@@ -44,15 +44,15 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pyspark_ducklake.batch.reader import SNAPSHOT_OPTIONS, TIMESTAMP_OPTIONS, resolve_read_snapshot
-from pyspark_ducklake.batch.spark_types import arrow_schema_for_spark, spark_schema, spark_type, to_spark_batch
 from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog.types import Column, TableSchema, can_promote, ducklake_type
 from pyspark_ducklake.exceptions import InvalidOptionError, UnsupportedTypeError
 from pyspark_ducklake.io.fileio import filesystem
 from pyspark_ducklake.io.parquet import check_not_encrypted, field_id
 from pyspark_ducklake.lake import parse_identifier
-from pyspark_ducklake.lake_config import LakeConfig, spark_conf
 from pyspark_ducklake.options import FEED, Entry, check_options, options_for, parse_int
+from pyspark_ducklake.spark.lake_config import LakeConfig, spark_conf
+from pyspark_ducklake.spark.type_mapping import arrow_schema_for_spark, spark_schema, spark_type, to_spark_batch
 from pyspark_ducklake.table.conform import default_array
 from pyspark_ducklake.table.scan import (
     SNAPSHOT_ID_FIELD_ID,
@@ -242,7 +242,7 @@ def _read_options(
 
 
 def _data_source_frame(spark: SparkSession, identifier: str, options: dict[str, str], snapshot: int) -> DataFrame:
-    from pyspark_ducklake.batch.source import FORMAT_NAME, register
+    from pyspark_ducklake.datasource import FORMAT_NAME, register
 
     register(spark)
     reader = spark.read.format(FORMAT_NAME)

@@ -38,9 +38,6 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from pyspark_ducklake.batch.job_tasks import tasks_stopped_on_failure
-from pyspark_ducklake.batch.native import GLOB_CHARACTERS, column_named, default_literal, spark_path
-from pyspark_ducklake.batch.spark_types import spark_type
 from pyspark_ducklake.batch.writer import (
     PARTITION_BY,
     TARGET_FILE_ROWS,
@@ -55,8 +52,11 @@ from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_type, can_
 from pyspark_ducklake.exceptions import DataFileError, InvalidOptionError, TableAlreadyExistsError
 from pyspark_ducklake.io import thrift_compact as tc
 from pyspark_ducklake.io.parquet import LeafStats, WrittenFile, leaf_arrays
-from pyspark_ducklake.lake_config import LakeConfig, spark_conf
 from pyspark_ducklake.options import Entry, check_options, option_as_int
+from pyspark_ducklake.spark.job_tasks import tasks_stopped_on_failure
+from pyspark_ducklake.spark.lake_config import LakeConfig, spark_conf
+from pyspark_ducklake.spark.type_mapping import spark_type
+from pyspark_ducklake.spark_parquet_read import GLOB_CHARACTERS, column_named, default_literal, spark_path
 from pyspark_ducklake.table.write import PendingFile
 
 log = logging.getLogger("pyspark_ducklake.native")
@@ -173,7 +173,7 @@ def write_table(
 
 
 def _data_source_write(df: DataFrame, table: str, mode: str, options: dict[str, str]) -> None:
-    from pyspark_ducklake.batch.source import FORMAT_NAME, register
+    from pyspark_ducklake.datasource import FORMAT_NAME, register
 
     register(df.sparkSession)
     writer = df.write.format(FORMAT_NAME).mode(mode)
@@ -255,7 +255,7 @@ def _same_type(a: T.DataType, b: T.DataType) -> bool:
 
 def _promotion(source: T.DataType, column: Column) -> bool:
     """Whether casting ``source`` to the column is one of DuckLake's lossless promotions."""
-    from pyspark_ducklake.batch.spark_types import columns_from_spark
+    from pyspark_ducklake.spark.type_mapping import columns_from_spark
 
     if column.is_nested or isinstance(source, T.StructType | T.ArrayType | T.MapType):
         return False

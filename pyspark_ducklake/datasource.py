@@ -1,4 +1,6 @@
-"""``spark.read.format("ducklake")`` and ``df.write.format("ducklake")``: the Spark batch data source."""
+"""The ``ducklake`` Spark data source: one class for every mode (``spark.read``, ``df.write``, ``readStream``,
+``writeStream``), handing each to its wing: batch/ for reads, writes and change-feed reads, streaming/ for streams.
+It sits above both wings; the fast paths (spark_parquet_read/write) sit above it and fall back to it."""
 
 from __future__ import annotations
 
@@ -8,9 +10,9 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWrite
 from pyspark.sql.types import StructType
 
 from pyspark_ducklake.exceptions import InvalidOptionError
-from pyspark_ducklake.lake_config import LakeConfig
-from pyspark_ducklake.lake_config import spark_conf as session_conf
 from pyspark_ducklake.options import Entry, check_options
+from pyspark_ducklake.spark.lake_config import LakeConfig
+from pyspark_ducklake.spark.lake_config import spark_conf as session_conf
 
 FORMAT_NAME = "ducklake"
 
@@ -23,9 +25,9 @@ class DuckLakeDataSource(DataSource):
 
     Rows cross between Python workers and the JVM as Arrow here, which is several times slower than Spark's own
     Parquet reader and writer: :func:`pyspark_ducklake.read_table` and :func:`pyspark_ducklake.write_table` give the
-    same results through those (:mod:`pyspark_ducklake.batch.native`). A Python data source cannot use them itself:
-    PySpark 4.3's ``DataSourceReader``/``DataSourceArrowWriter`` only move rows or Arrow batches, with no way to hand
-    Spark a JVM plan.
+    same results through those (:mod:`pyspark_ducklake.spark_parquet_read`, ``spark_parquet_write``). A Python data
+    source cannot use them itself: PySpark 4.3's ``DataSourceReader``/``DataSourceArrowWriter`` only move rows or
+    Arrow batches, with no way to hand Spark a JVM plan.
     """
 
     # Spark conf captured by register(spark): Python data sources run in workers without a SparkSession.
