@@ -50,12 +50,12 @@ from typing import Any, TypeVar
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from sqlalchemy import Connection, Engine, and_, select
 
 from pyspark_ducklake.catalog import reader
-from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.catalog.changes import ChangeSet
+from pyspark_ducklake.catalog.db import Connection, Engine
 from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
+from pyspark_ducklake.catalog.inlined_tables import inlined_file_deletes
 from pyspark_ducklake.catalog.types import TableSchema, arrow_field, empty_table
 from pyspark_ducklake.exceptions import InvalidOptionError, NoSuchSnapshotError
 from pyspark_ducklake.io.parquet import field_id, read_columns
@@ -126,13 +126,8 @@ def classify(changes_made: str | None, table_id: int, *, known: bool = True) -> 
 
 def _snapshot_changes(conn: Connection, table_id: int, start: int, end: int) -> dict[int, SnapshotChanges]:
     """Every snapshot in ``[start, end]`` with what it did to the table."""
-    s, c = T.ducklake_snapshot, T.ducklake_snapshot_changes
-    rows = conn.execute(
-        select(s.c.snapshot_id, c.c.snapshot_id.label("changes_id"), c.c.changes_made)
-        .select_from(s.outerjoin(c, s.c.snapshot_id == c.c.snapshot_id))
-        .where(s.c.snapshot_id >= start, s.c.snapshot_id <= end)
-    )
-    return {int(r.snapshot_id): classify(r.changes_made, table_id, known=r.changes_id is not None) for r in rows}
+    rows = reader.snapshot_changes_between(conn, start, end)
+    return {snapshot_id: classify(made, table_id, known=known) for snapshot_id, known, made in rows}
 
 
 def _snapshot_id(conn: Connection, ref: SnapshotRef, *, lower: bool, what: str) -> int:
@@ -242,22 +237,17 @@ def plan_changes(conn: Connection, table: TableEntry, start: int, end: int, data
     changes = _snapshot_changes(conn, table.table_id, start, end)
     plan.commit_times = _commit_times(conn, start, end)
     base = reader.table_path(table, data_path)
-    d, x = T.ducklake_data_file, T.ducklake_delete_file
     delete_files: dict[int, list[DeleteFileRef]] = {}
     deletes_may_be_in_range: set[int] = set()
-    for r in conn.execute(
-        select(x).where(x.c.table_id == table.table_id, x.c.begin_snapshot <= end).order_by(x.c.begin_snapshot)
-    ):
+    for r in reader.delete_file_rows_until(conn, table.table_id, end):
         ref = DeleteFileRef(reader.resolve(base, r.path, r.path_is_relative), int(r.begin_snapshot))
         delete_files.setdefault(int(r.data_file_id), []).append(ref)
         # An ended delete file was replaced before its end: it holds no deletion at or after that end.
         if r.end_snapshot is None or int(r.end_snapshot) > start:
             deletes_may_be_in_range.add(int(r.data_file_id))
-    inlined_deletes = _inlined_file_deletes(conn, table.table_id, end)
+    inlined_deletes = inlined_file_deletes(conn, table.table_id, end)
     rewrites = tuple(sorted(s for s, c in changes.items() if c.maintenance and not c.inserted))
-    for r in conn.execute(
-        select(d).where(d.c.table_id == table.table_id, d.c.begin_snapshot <= end).order_by(d.c.data_file_id)
-    ):
+    for r in reader.data_file_rows_until(conn, table.table_id, end):
         task = _file_task(
             r, base, start, end, changes, delete_files, deletes_may_be_in_range, inlined_deletes, rewrites
         )
@@ -316,17 +306,6 @@ def _file_task(
     )
 
 
-def _inlined_file_deletes(conn: Connection, table_id: int, end: int) -> dict[int, list[tuple[int, int]]]:
-    """``{data_file_id: [(position, snapshot)]}`` from ``ducklake_inlined_delete_<tid>``, up to ``end``."""
-    if not reader.has_table(conn, T.inlined_delete_table_name(table_id)):
-        return {}
-    t = T.inlined_delete_table(table_id)
-    out: dict[int, list[tuple[int, int]]] = {}
-    for r in conn.execute(select(t).where(t.c.begin_snapshot <= end)):
-        out.setdefault(int(r.file_id), []).append((int(r.row_id), int(r.begin_snapshot)))
-    return out
-
-
 def _inlined_versions(conn: Connection, table_id: int, schema: TableSchema, start: int, end: int) -> pa.Table | None:
     rows = read_inlined_rows(conn, table_id, schema, end, include_ended=True)
     if rows.num_rows == 0 or rows.num_columns != len(schema.columns) + 3:
@@ -340,11 +319,7 @@ def _inlined_versions(conn: Connection, table_id: int, schema: TableSchema, star
 
 
 def _commit_times(conn: Connection, start: int, end: int) -> dict[int, dt.datetime]:
-    s = T.ducklake_snapshot
-    rows = conn.execute(
-        select(s.c.snapshot_id, s.c.snapshot_time).where(and_(s.c.snapshot_id >= start, s.c.snapshot_id <= end))
-    )
-    return {int(r.snapshot_id): r.snapshot_time for r in rows if r.snapshot_time is not None}
+    return reader.commit_times(conn, start, end)
 
 
 # --- executing a file task ---------------------------------------------------------------------------------------

@@ -23,14 +23,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
-from sqlalchemy import Connection, func, select
 
 from pyspark_ducklake import options
 from pyspark_ducklake.catalog import reader
-from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.catalog import writer as W
+from pyspark_ducklake.catalog.db import Connection
 from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
 from pyspark_ducklake.catalog.file_stats import stats_function
+from pyspark_ducklake.catalog.inlined_tables import files_with_inlined_deletes
 from pyspark_ducklake.catalog.paths import is_inside
 from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.catalog.types import TableSchema
@@ -281,22 +281,11 @@ def _group(
 
 def _files_with_deletes(conn: Connection, table_id: int, snapshot_id: int) -> set[int]:
     """Data files that ever had a delete file, or have inlined file deletes (merging skips them)."""
-    x = T.ducklake_delete_file
-    out = {int(r[0]) for r in conn.execute(select(x.c.data_file_id).where(x.c.table_id == table_id).distinct())}
-    name = T.inlined_delete_table_name(table_id)
-    if reader.has_table(conn, name):
-        t = T.inlined_delete_table(table_id)
-        query = select(t.c.file_id).where(t.c.begin_snapshot <= snapshot_id).distinct()
-        out |= {int(r[0]) for r in conn.execute(query)}
-    return out
+    return reader.files_with_delete_files(conn, table_id) | files_with_inlined_deletes(conn, table_id, snapshot_id)
 
 
 def _schema_version_ranges(conn: Connection, table_id: int) -> list[tuple[int, int]]:
-    v = T.ducklake_schema_versions
-    rows = conn.execute(
-        select(v.c.begin_snapshot, v.c.schema_version).where(v.c.table_id == table_id).order_by(v.c.begin_snapshot)
-    )
-    return [(int(r.begin_snapshot), int(r.schema_version)) for r in rows]
+    return reader.schema_version_starts(conn, table_id)
 
 
 def _version_at(ranges: list[tuple[int, int]], snapshot_id: int) -> int | None:
@@ -309,12 +298,7 @@ def _version_at(ranges: list[tuple[int, int]], snapshot_id: int) -> int | None:
 
 
 def _partition_values(conn: Connection, table_id: int) -> dict[int, tuple[str | None, ...]]:
-    p = T.ducklake_file_partition_value
-    out: dict[int, list[str | None]] = {}
-    query = select(p).where(p.c.table_id == table_id).order_by(p.c.data_file_id, p.c.partition_key_index)
-    for r in conn.execute(query):
-        out.setdefault(int(r.data_file_id), []).append(r.partition_value)
-    return {k: tuple(v) for k, v in out.items()}
+    return reader.file_partition_values(conn, table_id)
 
 
 def rewrite_group(group: MergeGroup, storage_options: dict[str, Any] | None = None) -> MergedFile:
@@ -390,10 +374,7 @@ def apply_merge(
 
 def _check_unchanged(ctx: CommitContext, group: MergeGroup) -> None:
     ids = [f.data_file_id for f in group.sources]
-    d = T.ducklake_data_file
-    live = ctx.conn.execute(
-        select(func.count()).where(d.c.data_file_id.in_(ids), d.c.end_snapshot.is_(None))
-    ).scalar_one()
+    live = reader.count_live_files(ctx.conn, ids)
     changed = live != len(ids) or bool(set(ids) & _files_with_deletes(ctx.conn, group.table_id, ctx.snapshot_id))
     if changed:
         raise StalePlanError(
