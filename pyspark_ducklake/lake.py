@@ -52,6 +52,7 @@ from pyspark_ducklake.table.commit import add_pending_files, commit, current_sch
 from pyspark_ducklake.table.identifiers import format_identifier, parse_identifier
 from pyspark_ducklake.table.lake_table import LakeTable
 from pyspark_ducklake.table.scan import execute_plan, plan_scan, virtual_names
+from pyspark_ducklake.table.target import create_target
 from pyspark_ducklake.table.write import (
     PendingFile,
     conform_to_table,
@@ -220,10 +221,7 @@ class Lake:
             return self.table(identifier)
 
         def apply(ctx: CommitContext) -> None:
-            sch = reader.schema_by_name(ctx.conn, schema_name, ctx.base.snapshot_id)
-            entry = W.create_table(ctx, sch, table_name, columns)
-            if keys:
-                set_partition_spec(ctx, entry.table_id, keys)
+            create_target(ctx, schema_name, table_name, TableSchema(columns), keys, at=ctx.base.snapshot_id)
 
         commit(self, apply, base=None)
         return self.table(identifier)

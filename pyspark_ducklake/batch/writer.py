@@ -12,20 +12,13 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from pyspark_ducklake.catalog import reader as R
-from pyspark_ducklake.catalog import writer as W
 from pyspark_ducklake.catalog.entries import TableEntry
 from pyspark_ducklake.catalog.partitioning import (
-    PartitionField,
     PartitionSpec,
-    key_names,
     parse_partition_keys,
-    partition_spec,
-    set_partition_spec,
 )
-from pyspark_ducklake.catalog.paths import checked_table_dir, path_component
-from pyspark_ducklake.catalog.reserved import check_column_names
 from pyspark_ducklake.catalog.transaction import CommitContext, SkipCommit
-from pyspark_ducklake.catalog.types import TableSchema, validate_columns
+from pyspark_ducklake.catalog.types import TableSchema
 from pyspark_ducklake.exceptions import (
     CommitConflictError,
     CommitStateUnknownError,
@@ -43,6 +36,7 @@ from pyspark_ducklake.table.identifiers import parse_identifier
 from pyspark_ducklake.table.job_files import JobToken, remove_job_files, remove_job_files_late
 from pyspark_ducklake.table.lake_table import LakeTable
 from pyspark_ducklake.table.partition_values import PartitionKey, resolve_keys
+from pyspark_ducklake.table.target import create_target, new_partition_keys, plan_new_table
 from pyspark_ducklake.table.write import PendingFile, conform_to_table, write_rolling
 
 log = logging.getLogger(__name__)
@@ -80,17 +74,7 @@ class WritePlan:
     def partition_keys(self) -> tuple[PartitionKey, ...]:
         if self.partition is not None:
             return resolve_keys(self.partition, self.table_schema)
-        if self.new_partition_keys:
-            names = key_names(list(self.new_partition_keys), self.table_schema)
-            spec = PartitionSpec(
-                -1,
-                tuple(
-                    PartitionField(i, cid, t, n)
-                    for i, ((cid, t), n) in enumerate(zip(self.new_partition_keys, names, strict=False))
-                ),
-            )
-            return resolve_keys(spec, self.table_schema)
-        return ()
+        return new_partition_keys(self.new_partition_keys, self.table_schema)
 
 
 def plan_write(config: LakeConfig, identifier: str, options: dict[str, str], spark_schema: StructType) -> WritePlan:
@@ -116,21 +100,27 @@ def plan_write(config: LakeConfig, identifier: str, options: dict[str, str], spa
             raise  # a view: never created over
         except NoSuchTableError:
             with lake.engine.connect() as conn:
-                schema = R.schema_by_name(conn, schema_name, snapshot)
-                # What DuckDB refuses, before any task writes a file: see W.create_table.
-                check_column_names(new_schema.names(), lake.data_inlining_row_limit())
-                validate_columns(new_schema.columns, f"table {schema_name}.{table_name}")
-                W.check_table_name_free(conn, schema, table_name, snapshot)
-            table_dir = checked_table_dir(
-                R.resolve(
-                    R.resolve(lake.data_path, schema.path, schema.path_is_relative), path_component(table_name), True
-                ),
-                lake.data_path,
-                f"{schema_name}.{table_name}",
-            )
-            keys = tuple(parse_partition_keys(partition_option, new_schema)) if partition_option else ()
+                new = plan_new_table(
+                    conn,
+                    lake.data_path,
+                    schema_name,
+                    table_name,
+                    new_schema,
+                    inlining_limit=lake.data_inlining_row_limit(),
+                    snapshot=snapshot,
+                    partition_by=partition_option,
+                )
             return WritePlan(
-                config, schema_name, table_name, table_dir, new_schema, snapshot, False, target_rows, None, keys
+                config,
+                schema_name,
+                table_name,
+                new.table_dir,
+                new_schema,
+                snapshot,
+                False,
+                target_rows,
+                None,
+                new.partition_keys,
             )
         # Validate the incoming columns against the table now, so a mismatch fails before any task runs.
         conform_to_table(new_schema.arrow_schema().empty_table(), table.table_schema, table.name)
@@ -206,14 +196,9 @@ def _target_entry(ctx: CommitContext, plan: WritePlan) -> tuple[TableEntry, Part
     try:
         entry = R.table_by_name(ctx.conn, plan.schema_name, plan.table_name, ctx.base.snapshot_id)
     except NoSuchTableError:
-        schema = R.schema_by_name(ctx.conn, plan.schema_name, ctx.base.snapshot_id)
-        entry = W.create_table(ctx, schema, plan.table_name, plan.table_schema.columns)
-        if not plan.new_partition_keys:
-            return entry, None
-        partition_id = set_partition_spec(ctx, entry.table_id, list(plan.new_partition_keys))
-        return entry, partition_spec(
-            ctx.conn, entry.table_id, ctx.snapshot_id, plan.table_schema
-        ) if partition_id else None
+        return create_target(
+            ctx, plan.schema_name, plan.table_name, plan.table_schema, plan.new_partition_keys, at=ctx.base.snapshot_id
+        )
     if not plan.table_exists:
         raise CommitConflictError(f"table {plan.schema_name}.{plan.table_name} was created by another writer; retry")
     return entry, plan.partition
