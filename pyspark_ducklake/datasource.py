@@ -92,7 +92,7 @@ class DuckLakeDataSource(DataSource):
 
         self._check(Entry.READ, Entry.STREAM_READ)  # Spark asks for the schema of reads only
         if self._change_feed():
-            from pyspark_ducklake.batch.change_feed import change_feed_schema
+            from pyspark_ducklake.batch.change_feed_read import change_feed_schema
 
             schema, self._feed_range = change_feed_schema(self.config, self.identifier, dict(self.options))
             return schema
@@ -107,21 +107,21 @@ class DuckLakeDataSource(DataSource):
 
         self._check(Entry.READ)
         if self._change_feed():
-            from pyspark_ducklake.batch.change_feed import ChangeFeedBatchReader
+            from pyspark_ducklake.batch.change_feed_read import ChangeFeedBatchReader
 
             options = dict(self.options)
             return ChangeFeedBatchReader(self.config, self.identifier, options, schema, pinned=self._feed_range)
         return DuckLakeBatchReader(self.config, self.identifier, dict(self.options), schema, snapshot=self._snapshot)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        from pyspark_ducklake.batch.writer import DuckLakeBatchWriter
+        from pyspark_ducklake.batch.write_job import DuckLakeBatchWriter
 
         self._check(Entry.WRITE)
         return DuckLakeBatchWriter.create(self.config, self.identifier, dict(self.options), schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
         from pyspark_ducklake.exceptions import InvalidOptionError
-        from pyspark_ducklake.streaming.writer import DuckLakeStreamWriter
+        from pyspark_ducklake.streaming.write_stream import DuckLakeStreamWriter
 
         self._check(Entry.STREAM_WRITE)
         if overwrite:
@@ -130,7 +130,7 @@ class DuckLakeDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> Any:
         from pyspark_ducklake.exceptions import InvalidOptionError
-        from pyspark_ducklake.streaming.source import DuckLakeChangeFeedReader
+        from pyspark_ducklake.streaming.change_feed_stream import DuckLakeChangeFeedReader
 
         self._check(Entry.STREAM_READ)
         if not self._change_feed():

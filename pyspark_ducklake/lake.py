@@ -11,8 +11,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pyspark_ducklake.catalog import commit_rows as W
 from pyspark_ducklake.catalog import reader
-from pyspark_ducklake.catalog import writer as W
 from pyspark_ducklake.catalog.catalog import CatalogInfo, open_catalog
 from pyspark_ducklake.catalog.entries import SnapshotInfo
 from pyspark_ducklake.catalog.inlined_codec import table_inline_obstacle
@@ -49,21 +49,21 @@ from pyspark_ducklake.io.fileio import delete_files
 from pyspark_ducklake.options import DATA_INLINING_ROW_LIMIT, Entry, check_keywords, check_options, parse_int
 from pyspark_ducklake.table import evolution
 from pyspark_ducklake.table.commit import add_pending_files, commit, current_schema, delete_everything, table_folder
-from pyspark_ducklake.table.identifiers import format_identifier, parse_identifier
-from pyspark_ducklake.table.lake_table import LakeTable
-from pyspark_ducklake.table.scan import execute_plan, plan_scan, virtual_names
-from pyspark_ducklake.table.target import create_target
-from pyspark_ducklake.table.write import (
+from pyspark_ducklake.table.data_files import (
     PendingFile,
     conform_to_table,
     to_arrow_table,
     write_data_files,
 )
+from pyspark_ducklake.table.identifiers import format_identifier, parse_identifier
+from pyspark_ducklake.table.lake_table import LakeTable
+from pyspark_ducklake.table.scan import execute_plan, plan_scan, virtual_names
+from pyspark_ducklake.table.target import create_target
 
 if TYPE_CHECKING:
-    from pyspark_ducklake.table.compaction import CompactionReport, MergedFile, MergeGroup
-    from pyspark_ducklake.table.expire import CleanupReport, ExpireReport
-    from pyspark_ducklake.table.maintenance import OrphanReport
+    from pyspark_ducklake.table.maintenance.compaction import CompactionReport, MergedFile, MergeGroup
+    from pyspark_ducklake.table.maintenance.expire import CleanupReport, ExpireReport
+    from pyspark_ducklake.table.maintenance.orphans import OrphanReport
 
 log = logging.getLogger(__name__)
 
@@ -490,7 +490,7 @@ class Lake:
         ``delete``, ``update_preimage``, ``update_postimage``), ``_snapshot_id``, ``_rowid``, ``_commit_timestamp``;
         a change column whose name the table has (in any case) gets ``_1``, ``_2``... appended, as DuckDB does.
         """
-        from pyspark_ducklake.table.changes import table_changes
+        from pyspark_ducklake.table.change_feed import table_changes
 
         schema_name, table_name = parse_identifier(identifier)
         stop = self.current_snapshot_id() if end is None else end
@@ -505,7 +505,7 @@ class Lake:
         Raises:
             InvalidOptionError: the age is negative or not a duration.
         """
-        from pyspark_ducklake.table.maintenance import find_orphans
+        from pyspark_ducklake.table.maintenance.orphans import find_orphans
 
         return list(
             find_orphans(
@@ -519,13 +519,14 @@ class Lake:
         """Delete :meth:`orphan_files` (or only list them with ``dry_run``), as ``ducklake_delete_orphaned_files``.
 
         Returns:
-            An :class:`~pyspark_ducklake.table.maintenance.OrphanReport`; iterating it gives the files deleted (or
-            that would be), ``.bytes`` their size, ``.skipped_recent`` the unreferenced files younger than the age.
+            An :class:`~pyspark_ducklake.table.maintenance.orphans.OrphanReport`; iterating it gives the files
+            deleted (or that would be), ``.bytes`` their size, ``.skipped_recent`` the unreferenced files younger than
+            the age.
 
         Raises:
             InvalidOptionError: the age is negative or not a duration.
         """
-        from pyspark_ducklake.table.maintenance import delete_orphans
+        from pyspark_ducklake.table.maintenance.orphans import delete_orphans
 
         return delete_orphans(
             self.engine, self.data_path, older_than=older_than, dry_run=dry_run, storage_options=self.storage_options
@@ -554,12 +555,13 @@ class Lake:
             min_file_size, max_file_size: only merge files of at least / less than this size.
             max_compacted_files: stop after considering this many files (DuckDB's ``max_compacted_files``).
             dry_run: only report what would be merged.
-            rewrite: runs :func:`~pyspark_ducklake.table.compaction.rewrite_group` over the groups (e.g. as a Spark
-                job, :func:`pyspark_ducklake.batch.maintenance.merge_adjacent_files`); default: in this process.
+            rewrite: runs :func:`~pyspark_ducklake.table.maintenance.compaction.rewrite_group` over the groups
+                (e.g. as a Spark job, :func:`pyspark_ducklake.batch.compaction_job.merge_adjacent_files`); default: in
+                this process.
 
         Returns:
-            A :class:`~pyspark_ducklake.table.compaction.CompactionReport` (``files_processed``, ``files_created``,
-            bytes before and after, the new ``snapshot_id``).
+            A :class:`~pyspark_ducklake.table.maintenance.compaction.CompactionReport` (``files_processed``,
+            ``files_created``, bytes before and after, the new ``snapshot_id``).
 
         Raises:
             StalePlanError: another writer deleted from, compacted or removed the files of every group meanwhile
@@ -567,7 +569,7 @@ class Lake:
                 files were removed. Run it again.
             CommitConflictError: the table was dropped meanwhile.
         """
-        from pyspark_ducklake.table import compaction as C
+        from pyspark_ducklake.table.maintenance import compaction as C
 
         self.check_writable()
 
@@ -637,13 +639,13 @@ class Lake:
         written. Without either argument the catalog's ``expire_older_than`` option applies (else nothing happens).
 
         Returns:
-            An :class:`~pyspark_ducklake.table.expire.ExpireReport` (``snapshots``, ``files_scheduled``,
+            An :class:`~pyspark_ducklake.table.maintenance.expire.ExpireReport` (``snapshots``, ``files_scheduled``,
             ``bytes_scheduled``).
 
         Raises:
             InvalidOptionError: both criteria, or ``versions`` naming the current snapshot.
         """
-        from pyspark_ducklake.table.expire import expire_snapshots
+        from pyspark_ducklake.table.maintenance.expire import expire_snapshots
 
         return expire_snapshots(self.engine, self.data_path, older_than=older_than, versions=versions, dry_run=dry_run)
 
@@ -659,9 +661,9 @@ class Lake:
         ``ducklake_cleanup_old_files``; default age: the catalog's ``delete_older_than`` option, else two days.
 
         Returns:
-            A :class:`~pyspark_ducklake.table.expire.CleanupReport` (``files``, ``bytes``).
+            A :class:`~pyspark_ducklake.table.maintenance.expire.CleanupReport` (``files``, ``bytes``).
         """
-        from pyspark_ducklake.table.expire import cleanup_old_files
+        from pyspark_ducklake.table.maintenance.expire import cleanup_old_files
 
         return cleanup_old_files(
             self.engine,

@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from pyspark_ducklake.batch.writer import (
+from pyspark_ducklake.batch.write_job import (
     PARTITION_BY,
     TARGET_FILE_ROWS,
     WritePlan,
@@ -57,7 +57,7 @@ from pyspark_ducklake.spark.job_tasks import tasks_stopped_on_failure
 from pyspark_ducklake.spark.lake_config import LakeConfig, spark_conf
 from pyspark_ducklake.spark.type_mapping import spark_type
 from pyspark_ducklake.spark_parquet_read import GLOB_CHARACTERS, column_named, default_literal, spark_path
-from pyspark_ducklake.table.write import PendingFile
+from pyspark_ducklake.table.data_files import PendingFile
 
 log = logging.getLogger("pyspark_ducklake.native")
 

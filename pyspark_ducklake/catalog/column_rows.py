@@ -20,7 +20,7 @@ def max_column_id(conn: Connection, table_id: int) -> int:
 
 
 def insert_column_rows(conn: Connection, rows: list[dict[str, Any]]) -> None:
-    """Add ``ducklake_column`` rows (as :func:`~pyspark_ducklake.catalog.writer.column_rows` makes them)."""
+    """Add ``ducklake_column`` rows (as :func:`~pyspark_ducklake.catalog.commit_rows.column_rows` makes them)."""
     conn.execute(insert(T.ducklake_column), rows)
 
 

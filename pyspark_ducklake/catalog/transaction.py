@@ -29,8 +29,8 @@ from sqlalchemy.exc import DBAPIError
 from pyspark_ducklake._faults import commit_starting
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import tables as T
-from pyspark_ducklake.catalog.changes import ChangeSet
 from pyspark_ducklake.catalog.entries import Snapshot
+from pyspark_ducklake.catalog.snapshot_changes import ChangeSet
 from pyspark_ducklake.exceptions import (
     CatalogUnreachableError,
     CommitConflictError,

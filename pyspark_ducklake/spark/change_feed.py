@@ -1,6 +1,6 @@
 """The change feed as Spark reads it, in batch (``readChangeFeed``) and as a stream: its options, its Spark schema,
-where it starts, and its partitions, each a Spark task reading whole data files (planned by ``table.change_split``).
-"""
+where it starts, and its partitions, each a Spark task reading whole data files (planned by
+``table.change_feed_split``)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.lake import Lake
 from pyspark_ducklake.options import option_as_bool, option_as_int, option_value, parse_int, parse_timestamp
 from pyspark_ducklake.spark.type_mapping import arrow_schema_for_spark, spark_schema, to_spark_batch
-from pyspark_ducklake.table.change_split import ChangePart, execute_part, split_plan
-from pyspark_ducklake.table.changes import change_column_names, plan_changes
+from pyspark_ducklake.table.change_feed import change_column_names, plan_changes
+from pyspark_ducklake.table.change_feed_split import ChangePart, execute_part, split_plan
 from pyspark_ducklake.table.conform import default_array
 
 # Never null, and declared so: Spark then skips a null check per value when it takes the rows in. The commit time
@@ -96,7 +96,7 @@ def resolve_start(lake: Lake, options: FeedOptions) -> int:
 
 @dataclass(frozen=True)
 class ChangeFeedPartition(InputPartition):
-    """One Spark task's share of the feed: whole data files, planned on the driver (see ``table.change_split``)."""
+    """One Spark task's share of the feed: whole data files, planned on the driver (see ``table.change_feed_split``)."""
 
     part: ChangePart
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from pyspark_ducklake.catalog import commit_rows as W
 from pyspark_ducklake.catalog import reader
-from pyspark_ducklake.catalog import writer as W
 from pyspark_ducklake.catalog.db import Engine
 from pyspark_ducklake.catalog.entries import TableEntry
 from pyspark_ducklake.catalog.partitioning import PartitionSpec, partition_spec
@@ -19,8 +19,8 @@ from pyspark_ducklake.catalog.transaction import CommitContext, CommitResult, Pl
 from pyspark_ducklake.catalog.types import TableSchema
 from pyspark_ducklake.exceptions import CommitConflictError, CommitStateUnknownError, DuckLakeError
 from pyspark_ducklake.io.fileio import delete_files
+from pyspark_ducklake.table.data_files import PendingFile
 from pyspark_ducklake.table.lake_table import LakeTable
-from pyspark_ducklake.table.write import PendingFile
 
 
 class LakeHandle(Protocol):

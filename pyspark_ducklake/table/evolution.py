@@ -7,12 +7,12 @@ from typing import Any
 
 from pyspark_ducklake.catalog import column_rows as column_rows_sql
 from pyspark_ducklake.catalog import reader
+from pyspark_ducklake.catalog.commit_rows import column_rows, create_inlined_table
 from pyspark_ducklake.catalog.db import Connection
 from pyspark_ducklake.catalog.entries import TableEntry
 from pyspark_ducklake.catalog.reserved import inlining_reserved
 from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.catalog.types import Column, TableSchema, can_promote, find_folded
-from pyspark_ducklake.catalog.writer import column_rows, create_inlined_table
 from pyspark_ducklake.exceptions import InvalidIdentifierError, NoSuchColumnError, SchemaMismatchError
 
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from pyspark_ducklake.catalog import commit_rows as W
 from pyspark_ducklake.catalog import reader
-from pyspark_ducklake.catalog import writer as W
 from pyspark_ducklake.catalog.entries import TableEntry
 from pyspark_ducklake.catalog.file_stats import stats_function
 from pyspark_ducklake.catalog.inlined_tables import (
@@ -31,8 +31,13 @@ from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.catalog.types import TableSchema, arrow_field
 from pyspark_ducklake.exceptions import StalePlanError
 from pyspark_ducklake.io.parquet import write_table
+from pyspark_ducklake.table.data_files import (
+    DELETE_FILE_PATH_ID,
+    DELETE_POS_ID,
+    new_data_file_name,
+    new_delete_file_name,
+)
 from pyspark_ducklake.table.scan import ROW_ID_FIELD_ID, SNAPSHOT_ID_FIELD_ID
-from pyspark_ducklake.table.write import DELETE_FILE_PATH_ID, DELETE_POS_ID, new_data_file_name, new_delete_file_name
 
 INTERNAL_ROW_ID = "_ducklake_internal_row_id"
 INTERNAL_SNAPSHOT_ID = "_ducklake_internal_snapshot_id"

@@ -19,8 +19,8 @@ import pyarrow as pa
 
 from pyspark_ducklake._faults import AFTER_CATALOG_COMMIT, AFTER_FILES_WRITTEN, DURING_FLUSH, crash_point
 from pyspark_ducklake.catalog import app_progress
+from pyspark_ducklake.catalog import commit_rows as W
 from pyspark_ducklake.catalog import reader as R
-from pyspark_ducklake.catalog import writer as W
 from pyspark_ducklake.catalog.db import Connection
 from pyspark_ducklake.catalog.entries import TableEntry
 from pyspark_ducklake.catalog.inlined_codec import table_inline_obstacle
@@ -40,12 +40,12 @@ from pyspark_ducklake.exceptions import (
 )
 from pyspark_ducklake.table import evolution
 from pyspark_ducklake.table.commit import LakeHandle, add_pending_files, commit
+from pyspark_ducklake.table.data_files import PendingFile, conform_to_table, write_data_files, write_rolling
 from pyspark_ducklake.table.flush import flush_inlined
 from pyspark_ducklake.table.identifiers import parse_identifier
 from pyspark_ducklake.table.job_files import JobToken, remove_job_files
 from pyspark_ducklake.table.partition_values import PartitionKey, resolve_keys
 from pyspark_ducklake.table.target import create_target, new_partition_keys, plan_new_table
-from pyspark_ducklake.table.write import PendingFile, conform_to_table, write_data_files, write_rolling
 
 log = logging.getLogger("pyspark_ducklake.sink")
 

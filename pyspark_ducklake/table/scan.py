@@ -28,9 +28,9 @@ from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.io.parquet import field_id, read_columns, read_table
 from pyspark_ducklake.table import filters as filters_module
 from pyspark_ducklake.table.conform import conform_table, default_array
+from pyspark_ducklake.table.data_files import DELETE_POS_ID
 from pyspark_ducklake.table.filters import FILTER_OPERATORS
 from pyspark_ducklake.table.pruning import prune_files
-from pyspark_ducklake.table.write import DELETE_POS_ID
 
 ROW_ID_FIELD_ID = 2147483540
 SNAPSHOT_ID_FIELD_ID = 2147483539

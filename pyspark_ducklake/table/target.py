@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pyspark_ducklake.catalog import commit_rows as W
 from pyspark_ducklake.catalog import reader as R
-from pyspark_ducklake.catalog import writer as W
 from pyspark_ducklake.catalog.db import Connection
 from pyspark_ducklake.catalog.entries import TableEntry
 from pyspark_ducklake.catalog.partitioning import (

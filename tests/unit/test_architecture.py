@@ -22,7 +22,7 @@ class Block(importlib.abc.MetaPathFinder):
         return None
 sys.meta_path.insert(0, Block())
 import pyspark_ducklake, pyspark_ducklake.lake
-import pyspark_ducklake.catalog.catalog, pyspark_ducklake.catalog.writer, pyspark_ducklake.catalog.reader
+import pyspark_ducklake.catalog.catalog, pyspark_ducklake.catalog.commit_rows, pyspark_ducklake.catalog.reader
 import pyspark_ducklake.catalog.transaction, pyspark_ducklake.io.parquet, pyspark_ducklake.io.fileio
 assert not any(m == "pyspark" or m.startswith("pyspark.") for m in sys.modules)
 print("ok")

@@ -15,8 +15,8 @@ import pyspark_ducklake as pdl
 from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.table.commit import table_folder
+from pyspark_ducklake.table.data_files import write_data_files
 from pyspark_ducklake.table.job_files import JobToken, remove_job_files
-from pyspark_ducklake.table.write import write_data_files
 from tests.support.duck import open_duckdb
 
 NAME = re.compile(r"^ducklake-[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}\.parquet$")

@@ -32,12 +32,12 @@ from pyspark_ducklake.spark.job_tasks import LATE_TASK_GRACE_S
 from pyspark_ducklake.spark.lake_config import LakeConfig
 from pyspark_ducklake.spark.type_mapping import columns_from_spark
 from pyspark_ducklake.table.commit import add_pending_files, commit, delete_everything, table_folder
+from pyspark_ducklake.table.data_files import PendingFile, conform_to_table, write_rolling
 from pyspark_ducklake.table.identifiers import parse_identifier
 from pyspark_ducklake.table.job_files import JobToken, remove_job_files, remove_job_files_late
 from pyspark_ducklake.table.lake_table import LakeTable
 from pyspark_ducklake.table.partition_values import PartitionKey, resolve_keys
 from pyspark_ducklake.table.target import create_target, new_partition_keys, plan_new_table
-from pyspark_ducklake.table.write import PendingFile, conform_to_table, write_rolling
 
 log = logging.getLogger(__name__)
 

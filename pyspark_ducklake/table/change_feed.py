@@ -32,8 +32,8 @@ Where DuckDB 1.5.5 reports something else, it is a bug on its side, and this mod
   one snapshot when both are in the range (DuckDB maps deleted rows to snapshots by rowid).
 
 The plan (:func:`plan_changes`) reads the catalog only; each :class:`FileChangeTask` reads its own files. Only
-:func:`finish_changes` (update pairing) needs all rows together; ``table.change_split`` decides the pairing from the
-changes' keys first, so that Spark tasks can read the files apart.
+:func:`finish_changes` (update pairing) needs all rows together; ``table.change_feed_split`` decides the pairing from
+the changes' keys first, so that Spark tasks can read the files apart.
 """
 
 from __future__ import annotations
@@ -52,10 +52,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pyspark_ducklake.catalog import reader
-from pyspark_ducklake.catalog.changes import ChangeSet
 from pyspark_ducklake.catalog.db import Connection, Engine
 from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
 from pyspark_ducklake.catalog.inlined_tables import inlined_file_deletes
+from pyspark_ducklake.catalog.snapshot_changes import ChangeSet
 from pyspark_ducklake.catalog.types import TableSchema, arrow_field, empty_table
 from pyspark_ducklake.exceptions import InvalidOptionError, NoSuchSnapshotError
 from pyspark_ducklake.io.parquet import field_id, read_columns

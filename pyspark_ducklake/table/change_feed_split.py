@@ -1,7 +1,7 @@
 """The change feed cut into parts that run apart (Spark tasks), each data file read by one part only.
 
-:func:`~pyspark_ducklake.table.changes.table_changes` reads every changed row, then pairs updates and drops row
-versions recorded twice (:func:`~pyspark_ducklake.table.changes.pair_changes`). Parts that run in different
+:func:`~pyspark_ducklake.table.change_feed.table_changes` reads every changed row, then pairs updates and drops row
+versions recorded twice (:func:`~pyspark_ducklake.table.change_feed.pair_changes`). Parts that run in different
 processes cannot see each other's rows, so here those decisions come first, from the changes' keys alone
 (snapshot, rowid, insert or delete), and every part then reads its own files, applies the decisions to its rows
 and hands them on file by file.
@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from pyspark_ducklake.exceptions import DataFileError, InvalidOptionError
 from pyspark_ducklake.io.parquet import read_columns
-from pyspark_ducklake.table.changes import (
+from pyspark_ducklake.table.change_feed import (
     CHANGE_KINDS,
     INSERT,
     ROWID_AT,
@@ -58,7 +58,7 @@ _LOOKAHEAD = 2  # pieces a part reads ahead of the one it hands on
 class ChangePiece:
     """One data file's changes (``task``), or the plan's inlined ones, with the fate of some of its rows decided.
 
-    Its changes, in the order :func:`~pyspark_ducklake.table.changes.execute_change_task` gives them, are
+    Its changes, in the order :func:`~pyspark_ducklake.table.change_feed.execute_change_task` gives them, are
     ``inserts`` inserts then ``rows - inserts`` deletes; the rows at ``at`` become ``codes`` instead (an index into
     ``CHANGE_KINDS``, or :data:`_DROP`).
     """
@@ -163,7 +163,7 @@ class _Entries:
 
 def _decide(keys: list[_Keys | None]) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Per piece, the rows whose fate differs from their kind, and that fate: the same as
-    :func:`~pyspark_ducklake.table.changes.finish_changes` decides over the concatenation of all pieces' rows."""
+    :func:`~pyspark_ducklake.table.change_feed.finish_changes` decides over the concatenation of all pieces' rows."""
     offsets = np.cumsum([0] + [k.rows if k is not None else 0 for k in keys])
     listed = _Entries()
     runs: list[tuple[int, int, int, int]] = []  # (snapshot, first rowid, rows, where the run starts)
@@ -275,7 +275,7 @@ def split_plan(
     plan: ChangePlan, *, target_rows: int, storage_options: dict[str, Any] | None = None
 ) -> list[ChangePart]:
     """The plan's feed as parts of about ``target_rows`` changes each (none for an empty feed), balanced by the work
-    of their pieces; together their rows are :func:`~pyspark_ducklake.table.changes.table_changes`' feed.
+    of their pieces; together their rows are :func:`~pyspark_ducklake.table.change_feed.table_changes`' feed.
 
     Raises:
         InvalidOptionError: ``target_rows`` < 1.
@@ -315,7 +315,7 @@ def _cost(piece: ChangePiece) -> float:
 def execute_piece(
     piece: ChangePiece, plan: ChangePlan, *, storage_options: dict[str, Any] | None = None
 ) -> pa.Table | None:
-    """The piece's rows of the feed, in :func:`~pyspark_ducklake.table.changes.feed_schema` of the plan.
+    """The piece's rows of the feed, in :func:`~pyspark_ducklake.table.change_feed.feed_schema` of the plan.
 
     Raises:
         DataFileError: a file cannot be read, or holds other rows than it did when the part was planned.

@@ -11,7 +11,7 @@ feed read the same as before. The sources' rows are removed from the catalog and
 deletion (``ducklake_files_scheduled_for_deletion``), all in one ``merge_adjacent:<table_id>`` snapshot.
 
 Planning reads the catalog; :func:`rewrite_group` needs only its group (frozen, picklable), so Spark executors can
-rewrite groups in parallel (:mod:`pyspark_ducklake.batch.maintenance`); :func:`apply_merge` commits them.
+rewrite groups in parallel (:mod:`pyspark_ducklake.batch.compaction_job`); :func:`apply_merge` commits them.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import numpy as np
 import pyarrow as pa
 
 from pyspark_ducklake import options
+from pyspark_ducklake.catalog import commit_rows as W
 from pyspark_ducklake.catalog import reader
-from pyspark_ducklake.catalog import writer as W
 from pyspark_ducklake.catalog.db import Connection
 from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
 from pyspark_ducklake.catalog.file_stats import stats_function
@@ -36,8 +36,9 @@ from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.catalog.types import TableSchema
 from pyspark_ducklake.exceptions import InvalidOptionError, StalePlanError
 from pyspark_ducklake.io.parquet import WrittenFile, write_table
+from pyspark_ducklake.table.data_files import new_data_file_name
 from pyspark_ducklake.table.flush import INTERNAL_ROW_ID, INTERNAL_SNAPSHOT_ID, internal_field
-from pyspark_ducklake.table.maintenance import MaintenanceReport
+from pyspark_ducklake.table.maintenance.orphans import MaintenanceReport
 from pyspark_ducklake.table.scan import (
     ROW_ID_FIELD_ID,
     ROWID,
@@ -47,7 +48,6 @@ from pyspark_ducklake.table.scan import (
     execute_file_task,
     internal_column,
 )
-from pyspark_ducklake.table.write import new_data_file_name
 
 log = logging.getLogger("pyspark_ducklake.maintenance")
 
