@@ -6,7 +6,7 @@ committed since the writer's base for the table-level conflicts left (drops, sch
 Collisions are retried with exponential backoff and jitter, as the reference's ``RunCommitLoop`` does.
 
 Row-level conflicts are checked where the change is applied: every catalog update that ends or moves planned rows
-must hit exactly the rows planned (``writer.py`` raises :class:`StalePlanError` otherwise). A change that can be
+must hit exactly the rows planned (``commit_rows.py`` raises :class:`StalePlanError` otherwise). A change that can be
 planned again (a predicate delete) passes ``replan``: the attempt is then retried with a plan made against the newest
 snapshot, as if the operation had started after the other writer's commit.
 """
