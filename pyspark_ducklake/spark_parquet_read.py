@@ -49,11 +49,11 @@ from pyspark_ducklake.catalog.types import Column, TableSchema, can_promote, duc
 from pyspark_ducklake.exceptions import InvalidOptionError, UnsupportedTypeError
 from pyspark_ducklake.io.fileio import filesystem
 from pyspark_ducklake.io.parquet import check_not_encrypted, field_id
-from pyspark_ducklake.lake import parse_identifier
 from pyspark_ducklake.options import FEED, Entry, check_options, options_for, parse_int
 from pyspark_ducklake.spark.lake_config import LakeConfig, spark_conf
 from pyspark_ducklake.spark.type_mapping import arrow_schema_for_spark, spark_schema, spark_type, to_spark_batch
 from pyspark_ducklake.table.conform import default_array
+from pyspark_ducklake.table.identifiers import parse_identifier
 from pyspark_ducklake.table.scan import (
     SNAPSHOT_ID_FIELD_ID,
     FileTask,

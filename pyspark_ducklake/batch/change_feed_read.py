@@ -9,7 +9,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from pyspark_ducklake.exceptions import InvalidOptionError
-from pyspark_ducklake.lake import Lake, parse_identifier
+from pyspark_ducklake.lake import Lake
 from pyspark_ducklake.options import option_value, parse_int, parse_timestamp
 from pyspark_ducklake.spark.change_feed import (
     FeedOptions,
@@ -19,6 +19,7 @@ from pyspark_ducklake.spark.change_feed import (
     resolve_start,
 )
 from pyspark_ducklake.spark.lake_config import LakeConfig
+from pyspark_ducklake.table.identifiers import parse_identifier
 
 
 def _bounds(lake: Lake, options: dict[str, str], pinned: tuple[int | None, int] | None = None) -> tuple[int, int]:

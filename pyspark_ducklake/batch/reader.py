@@ -14,10 +14,10 @@ from pyspark.sql.types import StructType
 from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog.types import TableSchema
 from pyspark_ducklake.exceptions import InvalidOptionError, SchemaMismatchError
-from pyspark_ducklake.lake import parse_identifier
 from pyspark_ducklake.options import option_value
 from pyspark_ducklake.spark.lake_config import LakeConfig
 from pyspark_ducklake.spark.type_mapping import arrow_schema_for_spark, spark_schema, to_spark_batch
+from pyspark_ducklake.table.identifiers import parse_identifier
 from pyspark_ducklake.table.scan import FileTask, execute_file_task, plan_scan, table_columns
 
 SNAPSHOT_OPTIONS = ("snapshot", "versionAsOf")

@@ -33,11 +33,12 @@ from pyspark_ducklake.exceptions import (
     NoSuchTableError,
     SchemaChangedError,
 )
-from pyspark_ducklake.lake import Lake, parse_identifier
+from pyspark_ducklake.lake import Lake
 from pyspark_ducklake.spark.change_feed import FeedOptions, change_partitions, read_partition, resolve_start
 from pyspark_ducklake.spark.lake_config import LakeConfig
 from pyspark_ducklake.streaming.offsets import SnapshotOffset
 from pyspark_ducklake.table.change_feed import changed_snapshots, count_changes
+from pyspark_ducklake.table.identifiers import parse_identifier
 
 log = logging.getLogger("pyspark_ducklake.source")
 
