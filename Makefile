@@ -44,13 +44,14 @@ test-property: install ## Run tests/property: hypothesis against DuckDB, fixed e
 	@$(call run_pytest,tests/property)
 
 fuzz: install ## the property tests (tests/property, pruning) with random, 50x more examples (profile fuzz, over an hour); failures replay first next time
-	@export HYPOTHESIS_PROFILE=fuzz; $(call run_pytest,--timeout=0 tests/property tests/unit/test_pruning.py tests/conformance/test_pruning_duckdb.py)
+	@export HYPOTHESIS_PROFILE=fuzz; $(call run_pytest,--timeout=0 tests/property tests/unit/table/test_pruning.py tests/conformance/test_pruning_duckdb.py)
 
-lint: install ## ruff check, ruff format --check and mypy (runs all three, fails if any fails)
+lint: install ## ruff check, ruff format --check, mypy and lint-imports (runs all four, fails if any fails)
 	@rc=0; \
 	$(PYTHON) -m ruff check . || rc=1; \
 	$(PYTHON) -m ruff format --check . || rc=1; \
 	$(PYTHON) -m mypy pyspark_ducklake || rc=1; \
+	.venv/bin/lint-imports --no-cache || rc=1; \
 	exit $$rc
 
 format: install ## Apply ruff's fixes and formatting

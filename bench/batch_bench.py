@@ -204,7 +204,7 @@ def write_native(df: Any, catalog: Catalog, options: dict[str, str], table: str 
 
 def native_frame(spark: Any, catalog: Catalog, table: str = TABLE) -> Any:
     """``pdl.read_table``: Spark reads the Parquet files; it must not fall back to the data source."""
-    from pyspark_ducklake.batch.native import plan_read
+    from pyspark_ducklake.spark_parquet_read import plan_read
 
     read = plan_read(spark, table, catalog=catalog.url, data_path=catalog.data_path)
     if not read.native:

@@ -433,9 +433,9 @@ def profile_small_batch(worker: Worker, c: dict[str, Any]) -> dict[str, Any]:
     """
     from sqlalchemy import event
 
-    from pyspark_ducklake.batch.spark_types import columns_from_spark
-    from pyspark_ducklake.streaming.microbatch import write_task
+    from pyspark_ducklake.spark.type_mapping import columns_from_spark
     from pyspark_ducklake.streaming.sink import collect_if_small, run_tasks
+    from pyspark_ducklake.table.microbatch import write_task
 
     target = c["target"]
     frames = worker.frames("small")

@@ -29,9 +29,9 @@ def ducklake_sink(table: str, **options: object) -> object:
 
 def read_table(spark: object, table: str, **options: object) -> object:
     """``table`` as a DataFrame read by Spark's own Parquet reader, the fast read path (falls back to the
-    ``ducklake`` data source where that cannot be exact); see :func:`pyspark_ducklake.batch.native.read_table`."""
-    from pyspark_ducklake.batch.native import read_table as _read_table
+    ``ducklake`` data source where that cannot be exact); see :func:`pyspark_ducklake.spark_parquet_read.read_table`."""
     from pyspark_ducklake.options import check_keywords
+    from pyspark_ducklake.spark_parquet_read import read_table as _read_table
 
     check_keywords(options, ("snapshot", "timestamp", "catalog", "data_path", "options"), "read_table()")
     return _read_table(spark, table, **options)  # type: ignore[arg-type]
@@ -39,9 +39,9 @@ def read_table(spark: object, table: str, **options: object) -> object:
 
 def write_table(df: object, table: str, **options: object) -> object:
     """Write ``df`` to ``table`` with Spark's own Parquet writer, the fast write path (falls back to the ``ducklake``
-    data source where that cannot be exact); see :func:`pyspark_ducklake.batch.native_write.write_table`."""
-    from pyspark_ducklake.batch.native_write import write_table as _write_table
+    data source where that cannot be exact); see :func:`pyspark_ducklake.spark_parquet_write.write_table`."""
     from pyspark_ducklake.options import check_keywords
+    from pyspark_ducklake.spark_parquet_write import write_table as _write_table
 
     check_keywords(options, ("mode", "partition_by", "catalog", "data_path", "options"), "write_table()")
     return _write_table(df, table, **options)  # type: ignore[arg-type]
@@ -49,7 +49,7 @@ def write_table(df: object, table: str, **options: object) -> object:
 
 def register(spark: object) -> object:
     """Register the ``ducklake`` Spark data source (``spark.read.format("ducklake")``) with ``spark``."""
-    from pyspark_ducklake.batch.source import register as _register
+    from pyspark_ducklake.datasource import register as _register
 
     return _register(spark)
 

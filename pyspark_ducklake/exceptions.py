@@ -118,3 +118,19 @@ class FileDecryptionError(EncryptedLakeError, DataFileError):
 
 class NotInstalledError(DuckLakeError, ImportError):
     """An optional dependency is missing."""
+
+
+class SchemaChangedError(DuckLakeError):
+    """The table's columns changed incompatibly under a running change-feed stream."""
+
+
+class DataLossError(DuckLakeError):
+    """Snapshots the stream still needs were expired or cleaned up."""
+
+
+class ThriftDecodeError(ValueError):
+    """The bytes are not a well-formed compact-protocol value (a ValueError, as before it moved here)."""
+
+
+class SkipCommit(Exception):
+    """Raised by an apply function to end the attempt without committing (e.g. an idempotent replay)."""

@@ -5,35 +5,30 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pyspark_ducklake.catalog import commit_rows as W
 from pyspark_ducklake.catalog import reader
-from pyspark_ducklake.catalog import writer as W
 from pyspark_ducklake.catalog.catalog import CatalogInfo, open_catalog
-from pyspark_ducklake.catalog.entries import SnapshotInfo, TableEntry
+from pyspark_ducklake.catalog.entries import SnapshotInfo
 from pyspark_ducklake.catalog.inlined_codec import table_inline_obstacle
 from pyspark_ducklake.catalog.location import CatalogLocation, parse_location
 from pyspark_ducklake.catalog.partitioning import (
-    PartitionSpec,
     parse_partition_keys,
     partition_spec,
     set_partition_spec,
 )
-from pyspark_ducklake.catalog.paths import checked_table_dir
 from pyspark_ducklake.catalog.reserved import check_column_names, inlining_reserved
 from pyspark_ducklake.catalog.transaction import (
     CommitContext,
-    CommitResult,
     Plan,
     RetryConfig,
     SkipCommit,
     extra_info_text,
-    run_commit,
 )
 from pyspark_ducklake.catalog.types import (
     Column,
@@ -44,8 +39,6 @@ from pyspark_ducklake.catalog.types import (
 )
 from pyspark_ducklake.exceptions import (
     CommitConflictError,
-    CommitStateUnknownError,
-    DuckLakeError,
     InvalidIdentifierError,
     InvalidOptionError,
     NoSuchColumnError,
@@ -54,134 +47,28 @@ from pyspark_ducklake.exceptions import (
 from pyspark_ducklake.io.fileio import delete_files
 from pyspark_ducklake.options import DATA_INLINING_ROW_LIMIT, Entry, check_keywords, check_options, parse_int
 from pyspark_ducklake.table import evolution
-from pyspark_ducklake.table.partition_values import PartitionKey, resolve_keys
-from pyspark_ducklake.table.scan import execute_plan, plan_scan, virtual_names
-from pyspark_ducklake.table.write import (
+from pyspark_ducklake.table.commit import add_pending_files, commit, current_schema, delete_everything, table_folder
+from pyspark_ducklake.table.data_files import (
     PendingFile,
     conform_to_table,
     to_arrow_table,
     write_data_files,
 )
+from pyspark_ducklake.table.identifiers import format_identifier, parse_identifier
+from pyspark_ducklake.table.lake_table import LakeTable
+from pyspark_ducklake.table.scan import execute_plan, plan_scan, virtual_names
+from pyspark_ducklake.table.target import create_target
 
 if TYPE_CHECKING:
-    from pyspark_ducklake.table.compaction import CompactionReport, MergedFile, MergeGroup
-    from pyspark_ducklake.table.expire import CleanupReport, ExpireReport
-    from pyspark_ducklake.table.maintenance import OrphanReport
+    from pyspark_ducklake.table.maintenance.compaction import CompactionReport, MergedFile, MergeGroup
+    from pyspark_ducklake.table.maintenance.expire import CleanupReport, ExpireReport
+    from pyspark_ducklake.table.maintenance.orphans import OrphanReport
 
 log = logging.getLogger(__name__)
 
 DATA_INLINING_ROW_LIMIT_DEFAULT = 10  # ducklake_default_data_inlining_row_limit
 
 Filter = list[tuple[str, str, Any]]
-
-
-def parse_identifier(identifier: str | Sequence[str]) -> tuple[str, str]:
-    """``"main.t"``, ``("main", "t")`` or DuckDB's quoted spelling ``'"we.ird"."t"'`` to (schema, table); a bare
-    name is in ``main``.
-
-    A part wholly in double quotes is a quoted identifier (``""`` inside stands for ``"``), so names holding dots or
-    quotes can be written in one string, as in DuckDB's SQL; other parts are taken as they are.
-
-    Raises:
-        InvalidIdentifierError: empty names or more than two parts.
-    """
-    if isinstance(identifier, str):
-        quoted = _split_quoted(identifier) if '"' in identifier else None
-        if quoted is not None:
-            parts = quoted if len(quoted) != 1 else ["main", quoted[0]]
-        else:
-            parts = identifier.split(".") if "." in identifier else ["main", identifier]
-            if any(p.startswith('"') for p in parts):
-                parts = []  # meant as quoted, but not well formed: refuse rather than guess
-    else:
-        parts = list(identifier)
-    if len(parts) != 2 or not all(isinstance(p, str) and p for p in parts):
-        raise InvalidIdentifierError(
-            f"table identifier {identifier!r} must be 'schema.table' (or a (schema, table) tuple for names with dots, "
-            """or DuckDB's quoted spelling '"we.ird"."t"')"""
-        )
-    return parts[0], parts[1]
-
-
-def _split_quoted(text: str) -> list[str] | None:
-    """``'"a.b"."c""d"'`` to ``['a.b', 'c"d']`` (parts separated by dots, each bare or wholly double-quoted); None
-    when ``text`` is not in that form (a quote inside a bare part)."""
-    parts: list[str] = []
-    i, n = 0, len(text)
-    while True:
-        if i < n and text[i] == '"':
-            j, buf = i + 1, []
-            while True:
-                if j >= n:
-                    return None
-                if text[j] == '"':
-                    if j + 1 < n and text[j + 1] == '"':
-                        buf.append('"')
-                        j += 2
-                        continue
-                    break
-                buf.append(text[j])
-                j += 1
-            parts.append("".join(buf))
-            i = j + 1
-        else:
-            j = text.find(".", i)
-            j = n if j < 0 else j
-            bare = text[i:j]
-            if '"' in bare:
-                return None
-            parts.append(bare)
-            i = j
-        if i == n:
-            return parts
-        if text[i] != ".":
-            return None
-        i += 1
-
-
-def format_identifier(schema: str, table: str) -> str:
-    """``schema.table``, with a part in DuckDB's double quotes when it holds a dot or a quote, so that
-    :func:`parse_identifier` reads it back to the same names."""
-
-    def part(name: str) -> str:
-        return '"' + name.replace('"', '""') + '"' if ("." in name or '"' in name or not name) else name
-
-    return f"{part(schema)}.{part(table)}"
-
-
-@dataclass(frozen=True)
-class LakeTable:
-    """A table as of one snapshot."""
-
-    entry: TableEntry
-    table_schema: TableSchema
-    snapshot_id: int
-    partition: PartitionSpec | None = None
-
-    @property
-    def name(self) -> str:
-        """``schema.table`` as :func:`format_identifier` spells it (quoted when a name holds a dot or quote)."""
-        return format_identifier(self.entry.schema.schema_name, self.entry.table_name)
-
-    @property
-    def table_id(self) -> int:
-        return self.entry.table_id
-
-    @property
-    def schema(self) -> pa.Schema:
-        return self.table_schema.arrow_schema()
-
-    @property
-    def partition_keys(self) -> tuple[PartitionKey, ...]:
-        return resolve_keys(self.partition, self.table_schema)
-
-    @property
-    def partition_by(self) -> list[str]:
-        """The partition keys as ``col`` / ``year(col)`` strings."""
-        return [
-            k.column.name if k.transform == "identity" else f"{k.transform}({k.column.name})"
-            for k in self.partition_keys
-        ]
 
 
 class Lake:
@@ -277,40 +164,6 @@ class Lake:
             snap = reader.latest_snapshot(conn).snapshot_id
             return [(t.schema.schema_name, t.table_name) for t in reader.tables(conn, snap, schema)]
 
-    def _commit(
-        self,
-        apply: Any,
-        *,
-        base: int | None,
-        files: list[str] | None = None,
-        extra_info: dict[str, Any] | str | None = None,
-        message: str | None = None,
-        replan: Callable[[], Plan | None] | None = None,
-    ) -> CommitResult:
-        def finalize(ctx: CommitContext) -> None:
-            W.write_table_stats(ctx)
-
-        try:
-            return run_commit(
-                self.engine,
-                apply,
-                base_snapshot_id=base,
-                data_path=self.data_path,
-                retry=self.retry,
-                author=self.author,
-                commit_message=message,
-                commit_extra_info=extra_info,
-                finalize=finalize,
-                storage_options=self.storage_options,
-                replan=replan,
-            )
-        except CommitStateUnknownError:
-            raise  # the snapshot may have landed: its files must stay
-        except DuckLakeError:
-            if files:
-                delete_files(files, self.storage_options)
-            raise
-
     def create_schema(self, name: str, *, exist_ok: bool = False) -> None:
         """Create a schema.
 
@@ -321,7 +174,7 @@ class Lake:
             raise InvalidIdentifierError("schema name is empty")
         if exist_ok and name in self.schemas():
             return
-        self._commit(lambda ctx: W.create_schema(ctx, name), base=None)
+        commit(self, lambda ctx: W.create_schema(ctx, name), base=None)
 
     def create_table(
         self,
@@ -353,12 +206,9 @@ class Lake:
             return self.table(identifier)
 
         def apply(ctx: CommitContext) -> None:
-            sch = reader.schema_by_name(ctx.conn, schema_name, ctx.base.snapshot_id)
-            entry = W.create_table(ctx, sch, table_name, columns)
-            if keys:
-                set_partition_spec(ctx, entry.table_id, keys)
+            create_target(ctx, schema_name, table_name, TableSchema(columns), keys, at=ctx.base.snapshot_id)
 
-        self._commit(apply, base=None)
+        commit(self, apply, base=None)
         return self.table(identifier)
 
     def set_partitioning(self, identifier: str | Sequence[str], partition_by: Sequence[str] | str) -> None:
@@ -373,7 +223,7 @@ class Lake:
             set_partition_spec(ctx, table.table_id, keys)
             evolution.finish_alter(ctx, table.entry)
 
-        self._commit(apply, base=table.snapshot_id)
+        commit(self, apply, base=table.snapshot_id)
 
     def table(self, identifier: str | Sequence[str], *, snapshot: int | None = None) -> LakeTable:
         """The table at the latest (or given) snapshot.
@@ -417,10 +267,11 @@ class Lake:
         if arrow.num_rows == 0:
             return table.snapshot_id
         if self._inlines(table, arrow):
-            result = self._commit(self._inline_apply(table, arrow), base=table.snapshot_id, extra_info=extra)
+            result = commit(self, self._inline_apply(table, arrow), base=table.snapshot_id, extra_info=extra)
         else:
             files = self._write_files(table, arrow)
-            result = self._commit(
+            result = commit(
+                self,
                 self._file_apply(table, files),
                 base=table.snapshot_id,
                 files=[f.written.path for f in files],
@@ -438,18 +289,10 @@ class Lake:
             log.info("table %s: %d rows written to Parquet, not inlined: %s", table.name, arrow.num_rows, why)
         return why is None
 
-    def _table_dir(self, table: LakeTable) -> str:
-        """The table's folder, for writing into it.
-
-        Raises:
-            DataFileError: the catalog places it outside the data path.
-        """
-        return checked_table_dir(reader.table_path(table.entry, self.data_path), self.data_path, table.name)
-
     def _write_files(self, table: LakeTable, arrow: pa.Table) -> list[PendingFile]:
         return write_data_files(
             arrow,
-            self._table_dir(table),
+            table_folder(table, self.data_path),
             table.table_schema,
             table.partition_keys,
             storage_options=self.storage_options,
@@ -459,7 +302,7 @@ class Lake:
     @staticmethod
     def _inline_apply(table: LakeTable, arrow: pa.Table) -> Any:
         def apply(ctx: CommitContext) -> None:
-            schema = _current_schema(ctx, table)
+            schema = current_schema(ctx, table)
             W.inlined_insert(ctx, table.entry, schema, arrow)
 
         return apply
@@ -467,7 +310,7 @@ class Lake:
     @staticmethod
     def _file_apply(table: LakeTable, files: list[PendingFile]) -> Any:
         def apply(ctx: CommitContext) -> None:
-            schema = _current_schema(ctx, table)
+            schema = current_schema(ctx, table)
             add_pending_files(ctx, table.entry, schema, table.partition, files)
 
         return apply
@@ -505,7 +348,7 @@ class Lake:
         def insert(ctx: CommitContext, _current: LakeTable) -> None:
             if arrow.num_rows:
                 if inline:
-                    W.inlined_insert(ctx, table.entry, _current_schema(ctx, table), arrow)
+                    W.inlined_insert(ctx, table.entry, current_schema(ctx, table), arrow)
                 else:
                     self._file_apply(table, files)(ctx)
 
@@ -517,12 +360,12 @@ class Lake:
             )
 
         def apply(ctx: CommitContext) -> None:
-            _delete_everything(ctx, table, self.data_path)
+            delete_everything(ctx, table, self.data_path)
             insert(ctx, table)
             if ctx.changes.is_empty():
                 raise SkipCommit()  # an empty table overwritten with no rows
 
-        result = self._commit(apply, base=table.snapshot_id, files=paths)
+        result = commit(self, apply, base=table.snapshot_id, files=paths)
         return result.snapshot_id if result.snapshot_id is not None else self.current_snapshot_id()
 
     def delete(self, identifier: str | Sequence[str], filter: Filter | pc.Expression) -> int:
@@ -574,7 +417,7 @@ class Lake:
             deletes = plan_deletes(scan, predicate, self.storage_options, filters)
             if deletes.rows == 0 and insert is None:
                 return None
-            table_dir = self._table_dir(current)
+            table_dir = table_folder(current, self.data_path)
 
             def apply(ctx: CommitContext) -> None:
                 stage_deletes(ctx, deletes, table_dir)
@@ -597,7 +440,7 @@ class Lake:
             raise
         if first is None:
             return table.snapshot_id
-        result = self._commit(first.apply, base=first.base_snapshot_id, replan=replan, files=files)
+        result = commit(self, first.apply, base=first.base_snapshot_id, replan=replan, files=files)
         return result.snapshot_id if result.snapshot_id is not None else planned[0]
 
     def flush_inlined_data(self, identifier: str | Sequence[str] | None = None) -> int | None:
@@ -617,7 +460,7 @@ class Lake:
             if ctx.changes.is_empty():
                 raise SkipCommit()
 
-        result = self._commit(apply, base=max((t.snapshot_id for t in targets), default=None))
+        result = commit(self, apply, base=max((t.snapshot_id for t in targets), default=None))
         return result.snapshot_id
 
     def table_changes(
@@ -628,7 +471,7 @@ class Lake:
         ``delete``, ``update_preimage``, ``update_postimage``), ``_snapshot_id``, ``_rowid``, ``_commit_timestamp``;
         a change column whose name the table has (in any case) gets ``_1``, ``_2``... appended, as DuckDB does.
         """
-        from pyspark_ducklake.table.changes import table_changes
+        from pyspark_ducklake.table.change_feed import table_changes
 
         schema_name, table_name = parse_identifier(identifier)
         stop = self.current_snapshot_id() if end is None else end
@@ -643,7 +486,7 @@ class Lake:
         Raises:
             InvalidOptionError: the age is negative or not a duration.
         """
-        from pyspark_ducklake.table.maintenance import find_orphans
+        from pyspark_ducklake.table.maintenance.orphans import find_orphans
 
         return list(
             find_orphans(
@@ -657,13 +500,14 @@ class Lake:
         """Delete :meth:`orphan_files` (or only list them with ``dry_run``), as ``ducklake_delete_orphaned_files``.
 
         Returns:
-            An :class:`~pyspark_ducklake.table.maintenance.OrphanReport`; iterating it gives the files deleted (or
-            that would be), ``.bytes`` their size, ``.skipped_recent`` the unreferenced files younger than the age.
+            An :class:`~pyspark_ducklake.table.maintenance.orphans.OrphanReport`; iterating it gives the files
+            deleted (or that would be), ``.bytes`` their size, ``.skipped_recent`` the unreferenced files younger than
+            the age.
 
         Raises:
             InvalidOptionError: the age is negative or not a duration.
         """
-        from pyspark_ducklake.table.maintenance import delete_orphans
+        from pyspark_ducklake.table.maintenance.orphans import delete_orphans
 
         return delete_orphans(
             self.engine, self.data_path, older_than=older_than, dry_run=dry_run, storage_options=self.storage_options
@@ -692,12 +536,13 @@ class Lake:
             min_file_size, max_file_size: only merge files of at least / less than this size.
             max_compacted_files: stop after considering this many files (DuckDB's ``max_compacted_files``).
             dry_run: only report what would be merged.
-            rewrite: runs :func:`~pyspark_ducklake.table.compaction.rewrite_group` over the groups (e.g. as a Spark
-                job, :func:`pyspark_ducklake.batch.maintenance.merge_adjacent_files`); default: in this process.
+            rewrite: runs :func:`~pyspark_ducklake.table.maintenance.compaction.rewrite_group` over the groups
+                (e.g. as a Spark job, :func:`pyspark_ducklake.batch.compaction_job.merge_adjacent_files`); default: in
+                this process.
 
         Returns:
-            A :class:`~pyspark_ducklake.table.compaction.CompactionReport` (``files_processed``, ``files_created``,
-            bytes before and after, the new ``snapshot_id``).
+            A :class:`~pyspark_ducklake.table.maintenance.compaction.CompactionReport` (``files_processed``,
+            ``files_created``, bytes before and after, the new ``snapshot_id``).
 
         Raises:
             StalePlanError: another writer deleted from, compacted or removed the files of every group meanwhile
@@ -705,7 +550,7 @@ class Lake:
                 files were removed. Run it again.
             CommitConflictError: the table was dropped meanwhile.
         """
-        from pyspark_ducklake.table import compaction as C
+        from pyspark_ducklake.table.maintenance import compaction as C
 
         def size(value: int | str | None, name: str) -> int | None:
             return None if value is None else C.parse_size(value, name=name)
@@ -743,8 +588,11 @@ class Lake:
         tables = {e.table_id: e for e in entries}
         pairs = list(zip(groups, merged, strict=True))
         skipped: list[int] = []  # groups whose files another writer changed meanwhile: left for the next run
-        result = self._commit(
-            lambda ctx: C.apply_merge(ctx, tables, pairs, skipped), base=base, files=[m.written.path for m in merged]
+        result = commit(
+            self,
+            lambda ctx: C.apply_merge(ctx, tables, pairs, skipped),
+            base=base,
+            files=[m.written.path for m in merged],
         )
         if skipped:
             delete_files([pairs[i][1].written.path for i in skipped], self.storage_options)
@@ -770,13 +618,13 @@ class Lake:
         written. Without either argument the catalog's ``expire_older_than`` option applies (else nothing happens).
 
         Returns:
-            An :class:`~pyspark_ducklake.table.expire.ExpireReport` (``snapshots``, ``files_scheduled``,
+            An :class:`~pyspark_ducklake.table.maintenance.expire.ExpireReport` (``snapshots``, ``files_scheduled``,
             ``bytes_scheduled``).
 
         Raises:
             InvalidOptionError: both criteria, or ``versions`` naming the current snapshot.
         """
-        from pyspark_ducklake.table.expire import expire_snapshots
+        from pyspark_ducklake.table.maintenance.expire import expire_snapshots
 
         return expire_snapshots(self.engine, self.data_path, older_than=older_than, versions=versions, dry_run=dry_run)
 
@@ -792,9 +640,9 @@ class Lake:
         ``ducklake_cleanup_old_files``; default age: the catalog's ``delete_older_than`` option, else two days.
 
         Returns:
-            A :class:`~pyspark_ducklake.table.expire.CleanupReport` (``files``, ``bytes``).
+            A :class:`~pyspark_ducklake.table.maintenance.expire.CleanupReport` (``files``, ``bytes``).
         """
-        from pyspark_ducklake.table.expire import cleanup_old_files
+        from pyspark_ducklake.table.maintenance.expire import cleanup_old_files
 
         return cleanup_old_files(
             self.engine,
@@ -832,7 +680,8 @@ class Lake:
             check_column_names([path[0]], self.data_inlining_row_limit(table.table_id))
         column = column_from_arrow_field(pa.field(path[-1], dtype), [1])
         validate_columns((column,), f"{table.name}.{'.'.join(path)}")
-        self._commit(
+        commit(
+            self,
             lambda ctx: evolution.add_column(ctx, table.entry, column, default, parent_path=path[:-1]),
             base=table.snapshot_id,
         )
@@ -845,11 +694,11 @@ class Lake:
         """
         table = self.table(identifier)
         check_column_names([new], self.data_inlining_row_limit(table.table_id))
-        self._commit(lambda ctx: evolution.rename_column(ctx, table.entry, old, new), base=table.snapshot_id)
+        commit(self, lambda ctx: evolution.rename_column(ctx, table.entry, old, new), base=table.snapshot_id)
 
     def drop_column(self, identifier: str | Sequence[str], name: str) -> None:
         table = self.table(identifier)
-        self._commit(lambda ctx: evolution.drop_column(ctx, table.entry, name), base=table.snapshot_id)
+        commit(self, lambda ctx: evolution.drop_column(ctx, table.entry, name), base=table.snapshot_id)
 
     def set_column_type(self, identifier: str | Sequence[str], name: str, dtype: pa.DataType) -> None:
         """Promote a column's type losslessly (e.g. int32 → int64)."""
@@ -857,7 +706,7 @@ class Lake:
 
         table = self.table(identifier)
         new_type = ducklake_type(dtype, where=name)
-        self._commit(lambda ctx: evolution.set_column_type(ctx, table.entry, name, new_type), base=table.snapshot_id)
+        commit(self, lambda ctx: evolution.set_column_type(ctx, table.entry, name, new_type), base=table.snapshot_id)
 
     # --- reads -----------------------------------------------------------------------------------------------
     def resolve_snapshot(self, snapshot: int | None = None, timestamp: dt.datetime | str | None = None) -> int:
@@ -920,48 +769,6 @@ def _filter_columns(filter: Any) -> list[str]:
         elif isinstance(item, list):
             out.extend(_filter_columns(item))
     return out
-
-
-def add_pending_files(
-    ctx: CommitContext,
-    entry: TableEntry,
-    schema: TableSchema,
-    partition: PartitionSpec | None,
-    files: list[PendingFile],
-) -> None:
-    """Register written files, checking the partition spec they were written for is still the table's."""
-    if any(f.partition_values for f in files) or partition is not None:
-        current = partition_spec(ctx.conn, entry.table_id, ctx.snapshot_id, schema)
-        if (current.partition_id if current else None) != (partition.partition_id if partition else None):
-            raise CommitConflictError(
-                f"table {entry.schema.schema_name}.{entry.table_name} was re-partitioned by another writer; retry"
-            )
-    for f in files:
-        W.add_data_file(
-            ctx,
-            entry,
-            schema,
-            f.written,
-            relative_path=f.relative_path,
-            partition_id=partition.partition_id if partition else None,
-            partition_values=f.partition_values,
-        )
-
-
-def _current_schema(ctx: CommitContext, table: LakeTable) -> TableSchema:
-    schema = reader.table_schema(ctx.conn, table.table_id, ctx.base.snapshot_id)
-    if schema != table.table_schema:
-        from pyspark_ducklake.exceptions import CommitConflictError as Conflict
-
-        raise Conflict(f"table {table.name} was altered by another writer; re-read it and retry")
-    return schema
-
-
-def _delete_everything(ctx: CommitContext, table: LakeTable, data_path: str) -> None:
-    """End every live data file and inlined row of the table, as of the newest snapshot (read in this attempt)."""
-    for f in reader.data_files(ctx.conn, table.entry, ctx.base.snapshot_id, data_path):
-        W.end_data_file(ctx, table.entry, f.data_file_id)
-    W.end_all_inlined_rows(ctx, table.table_id)
 
 
 def _conjunction(filter: Filter | pc.Expression) -> Filter | None:

@@ -763,7 +763,7 @@ def canonical_conf(conf: Mapping[str, str]) -> dict[str, str]:
 # --- reading values in consumer code ----------------------------------------------------------------------------------
 
 
-def _get(options: Mapping[str, Any], key: str) -> Any:
+def option_value(options: Mapping[str, Any], key: str) -> Any:
     """The value given for option ``key`` under any of its spellings (case-insensitive; Spark lowercases keys)."""
     if key in options:
         return options[key]
@@ -781,27 +781,27 @@ def _lower(option: Option) -> set[str]:
 def option_as_int(
     options: Mapping[str, Any], key: str, default: int | None, *, minimum: int | None = None
 ) -> int | None:
-    raw = _get(options, key)
+    raw = option_value(options, key)
     return default if raw is None else parse_int(raw, key, minimum=minimum)
 
 
 def option_as_float(options: Mapping[str, Any], key: str, default: float, *, minimum: float | None = None) -> float:
-    raw = _get(options, key)
+    raw = option_value(options, key)
     return default if raw is None else parse_float(raw, key, minimum=minimum)
 
 
 def option_as_seconds(options: Mapping[str, Any], key: str, default: float) -> float:
-    raw = _get(options, key)
+    raw = option_value(options, key)
     return default if raw is None else parse_seconds(raw, key)
 
 
 def option_as_size(options: Mapping[str, Any], key: str, default: int) -> int:
-    raw = _get(options, key)
+    raw = option_value(options, key)
     return default if raw is None else parse_size(raw, key)
 
 
 def option_as_bool(options: Mapping[str, Any], key: str, default: bool) -> bool:
-    raw = _get(options, key)
+    raw = option_value(options, key)
     return default if raw is None else parse_bool(raw, key)
 
 

@@ -11,13 +11,13 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from pyspark_ducklake.batch.spark_types import arrow_schema_for_spark, spark_schema, to_spark_batch
 from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog.types import TableSchema
 from pyspark_ducklake.exceptions import InvalidOptionError, SchemaMismatchError
-from pyspark_ducklake.lake import parse_identifier
-from pyspark_ducklake.lake_config import LakeConfig
-from pyspark_ducklake.options import _get
+from pyspark_ducklake.options import option_value
+from pyspark_ducklake.spark.lake_config import LakeConfig
+from pyspark_ducklake.spark.type_mapping import arrow_schema_for_spark, spark_schema, to_spark_batch
+from pyspark_ducklake.table.identifiers import parse_identifier
 from pyspark_ducklake.table.scan import FileTask, execute_file_task, plan_scan, table_columns
 
 SNAPSHOT_OPTIONS = ("snapshot", "versionAsOf")
@@ -27,7 +27,7 @@ BATCH_ROWS = 65_536
 
 def _first(options: dict[str, str], keys: tuple[str, ...]) -> tuple[str, str] | None:
     for k in keys:
-        v = _get(options, k)
+        v = option_value(options, k)
         if v is not None:
             return k, v
     return None

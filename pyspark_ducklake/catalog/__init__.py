@@ -1,1 +1,2 @@
-"""The DuckLake format and its commit protocol. Never imports pyspark."""
+"""The DuckLake format and its commit protocol: the only package that runs SQL or imports sqlalchemy. Never imports
+pyspark."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from pyspark_ducklake.catalog.changes import ChangeSet
+from pyspark_ducklake.catalog.snapshot_changes import ChangeSet
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The catalog side of snapshot expiry and file cleanup (``DuckLakeMetadataManager::DeleteSnapshots`` and the
-``ducklake_files_scheduled_for_deletion`` bookkeeping); :mod:`pyspark_ducklake.table.expire` decides what to expire
-and deletes the files.
+``ducklake_files_scheduled_for_deletion`` bookkeeping); :mod:`pyspark_ducklake.table.maintenance.expire` decides
+what to expire and deletes the files.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import BigInteger, Connection, MetaData, Table, and_, func, inspect, or_, select
@@ -493,3 +494,78 @@ def all_referenced_paths(conn: Connection, data_path: str, *, include_scheduled:
         for r in conn.execute(select(f.c.path, f.c.path_is_relative)):
             out.add(resolve(data_path, r.path, r.path_is_relative))
     return out
+
+
+# --- what the change feed and compaction read ------------------------------------------------------------------
+
+
+def snapshot_changes_between(conn: Connection, start: int, end: int) -> list[tuple[int, bool, str | None]]:
+    """Every snapshot in ``[start, end]``: its id, whether ``ducklake_snapshot_changes`` has a row for it, and that
+    row's ``changes_made``."""
+    s, c = T.ducklake_snapshot, T.ducklake_snapshot_changes
+    rows = conn.execute(
+        select(s.c.snapshot_id, c.c.snapshot_id.label("changes_id"), c.c.changes_made)
+        .select_from(s.outerjoin(c, s.c.snapshot_id == c.c.snapshot_id))
+        .where(s.c.snapshot_id >= start, s.c.snapshot_id <= end)
+    )
+    return [(int(r.snapshot_id), r.changes_id is not None, r.changes_made) for r in rows]
+
+
+def commit_times(conn: Connection, start: int, end: int) -> dict[int, dt.datetime]:
+    """The commit time of each snapshot in ``[start, end]`` that has one."""
+    s = T.ducklake_snapshot
+    rows = conn.execute(
+        select(s.c.snapshot_id, s.c.snapshot_time).where(and_(s.c.snapshot_id >= start, s.c.snapshot_id <= end))
+    )
+    return {int(r.snapshot_id): r.snapshot_time for r in rows if r.snapshot_time is not None}
+
+
+def delete_file_rows_until(conn: Connection, table_id: int, end: int) -> Sequence[Any]:
+    """The table's ``ducklake_delete_file`` rows begun by ``end`` (ended ones too), oldest first."""
+    x = T.ducklake_delete_file
+    return conn.execute(
+        select(x).where(x.c.table_id == table_id, x.c.begin_snapshot <= end).order_by(x.c.begin_snapshot)
+    ).all()
+
+
+def data_file_rows_until(conn: Connection, table_id: int, end: int) -> Sequence[Any]:
+    """The table's ``ducklake_data_file`` rows begun by ``end`` (ended ones too), by data file id."""
+    d = T.ducklake_data_file
+    return conn.execute(
+        select(d).where(d.c.table_id == table_id, d.c.begin_snapshot <= end).order_by(d.c.data_file_id)
+    ).all()
+
+
+def files_with_delete_files(conn: Connection, table_id: int) -> set[int]:
+    """Data files of the table that ever had a delete file."""
+    x = T.ducklake_delete_file
+    return {int(r[0]) for r in conn.execute(select(x.c.data_file_id).where(x.c.table_id == table_id).distinct())}
+
+
+def schema_version_starts(conn: Connection, table_id: int) -> list[tuple[int, int]]:
+    """``(begin_snapshot, schema_version)`` of each of the table's schema versions, oldest first."""
+    v = T.ducklake_schema_versions
+    rows = conn.execute(
+        select(v.c.begin_snapshot, v.c.schema_version).where(v.c.table_id == table_id).order_by(v.c.begin_snapshot)
+    )
+    return [(int(r.begin_snapshot), int(r.schema_version)) for r in rows]
+
+
+def file_partition_values(conn: Connection, table_id: int) -> dict[int, tuple[str | None, ...]]:
+    """Each data file's partition values, in partition key order."""
+    p = T.ducklake_file_partition_value
+    out: dict[int, list[str | None]] = {}
+    query = select(p).where(p.c.table_id == table_id).order_by(p.c.data_file_id, p.c.partition_key_index)
+    for r in conn.execute(query):
+        out.setdefault(int(r.data_file_id), []).append(r.partition_value)
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def count_live_files(conn: Connection, data_file_ids: list[int]) -> int:
+    """How many of these data files are not ended."""
+    d = T.ducklake_data_file
+    return int(
+        conn.execute(
+            select(func.count()).where(d.c.data_file_id.in_(data_file_ids), d.c.end_snapshot.is_(None))
+        ).scalar_one()
+    )

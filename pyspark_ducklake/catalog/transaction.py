@@ -6,7 +6,7 @@ committed since the writer's base for the table-level conflicts left (drops, sch
 Collisions are retried with exponential backoff and jitter, as the reference's ``RunCommitLoop`` does.
 
 Row-level conflicts are checked where the change is applied: every catalog update that ends or moves planned rows
-must hit exactly the rows planned (``writer.py`` raises :class:`StalePlanError` otherwise). A change that can be
+must hit exactly the rows planned (``commit_rows.py`` raises :class:`StalePlanError` otherwise). A change that can be
 planned again (a predicate delete) passes ``replan``: the attempt is then retried with a plan made against the newest
 snapshot, as if the operation had started after the other writer's commit.
 """
@@ -29,8 +29,8 @@ from sqlalchemy.exc import DBAPIError
 from pyspark_ducklake._faults import commit_starting
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import tables as T
-from pyspark_ducklake.catalog.changes import ChangeSet
 from pyspark_ducklake.catalog.entries import Snapshot
+from pyspark_ducklake.catalog.snapshot_changes import ChangeSet
 from pyspark_ducklake.exceptions import (
     CatalogUnreachableError,
     CommitConflictError,
@@ -38,6 +38,7 @@ from pyspark_ducklake.exceptions import (
     CommitStateUnknownError,
     DuckLakeError,
     InvalidOptionError,
+    SkipCommit,
     StalePlanError,
 )
 
@@ -66,10 +67,6 @@ class RetryConfig:
 
     def wait_seconds(self, attempt: int) -> float:
         return self.retry_wait_ms / 1000.0 * random.uniform(0.5, 1.0) * self.retry_backoff**attempt
-
-
-class SkipCommit(Exception):
-    """Raised by an apply function to end the attempt without committing (e.g. an idempotent replay)."""
 
 
 def now_utc() -> dt.datetime:

@@ -20,6 +20,8 @@ import struct as _struct
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyspark_ducklake.exceptions import ThriftDecodeError
+
 STOP = 0
 BOOL_TRUE = 1
 BOOL_FALSE = 2
@@ -35,10 +37,6 @@ MAP = 11
 STRUCT = 12
 
 _INT_TYPES = (I16, I32, I64)
-
-
-class ThriftDecodeError(ValueError):
-    """The bytes are not a well-formed compact-protocol value."""
 
 
 @dataclass

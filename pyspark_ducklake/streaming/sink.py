@@ -12,13 +12,14 @@ from typing import Any, cast
 
 import pyarrow as pa
 
-from pyspark_ducklake.batch.job_tasks import tasks_stopped_on_failure
-from pyspark_ducklake.batch.spark_types import columns_from_spark
 from pyspark_ducklake.catalog.transaction import outcome_unknown, run_through_outages, wait_for_catalog
 from pyspark_ducklake.exceptions import InvalidOptionError
-from pyspark_ducklake.lake_config import LakeConfig, retry_config, spark_conf
 from pyspark_ducklake.options import Entry, check_keywords, check_options
-from pyspark_ducklake.streaming.microbatch import (
+from pyspark_ducklake.spark.job_tasks import tasks_stopped_on_failure
+from pyspark_ducklake.spark.lake_config import LakeConfig, retry_config, spark_conf
+from pyspark_ducklake.spark.type_mapping import columns_from_spark
+from pyspark_ducklake.table.job_files import JobToken
+from pyspark_ducklake.table.microbatch import (
     FLUSH_BYTES_DEFAULT,
     FLUSH_INTERVAL_DEFAULT,
     FLUSH_ROWS_DEFAULT,
@@ -31,7 +32,6 @@ from pyspark_ducklake.streaming.microbatch import (
     TaskOutput,
     write_task,
 )
-from pyspark_ducklake.table.job_files import JobToken
 
 log = logging.getLogger("pyspark_ducklake.sink")
 

@@ -1,10 +1,10 @@
 """Deleting rows by predicate: the plan (which positions of which data files, which inlined rows) and its staging.
 
 A plan is made against one snapshot by reading the rows that match. Staging it in a commit checks that every planned
-row is still where the plan found it (``catalog/writer.py`` raises :class:`StalePlanError` when a flush, a compaction,
-an overwrite or an update moved it); the commit protocol then plans the delete again against the newest snapshot.
-Rows another writer deleted meanwhile are simply left out, and a concurrent append touches neither the planned files
-nor the planned inlined rows: neither needs a new plan.
+row is still where the plan found it (``catalog/commit_rows.py`` raises :class:`StalePlanError` when a flush, a
+compaction, an overwrite or an update moved it); the commit protocol then plans the delete again against the newest
+snapshot. Rows another writer deleted meanwhile are simply left out, and a concurrent append touches neither the
+planned files nor the planned inlined rows: neither needs a new plan.
 """
 
 from __future__ import annotations
@@ -16,14 +16,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pyspark_ducklake.catalog import commit_rows as W
 from pyspark_ducklake.catalog import reader
-from pyspark_ducklake.catalog import writer as W
 from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
 from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.io.deletion_vector import PUFFIN, delete_file_format, write_deletion_vector
 from pyspark_ducklake.io.encryption import encode_key, new_key
 from pyspark_ducklake.options import parse_bool
+from pyspark_ducklake.table.data_files import new_delete_file_name, write_delete_file
 from pyspark_ducklake.table.scan import (
     FILE_POSITION,
     ROWID,
@@ -34,7 +35,6 @@ from pyspark_ducklake.table.scan import (
     read_delete_entries,
     visible,
 )
-from pyspark_ducklake.table.write import new_delete_file_name, write_delete_file
 
 
 @dataclass(frozen=True)

@@ -5,15 +5,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, select, update
-
+from pyspark_ducklake.catalog import column_rows as column_rows_sql
 from pyspark_ducklake.catalog import reader
-from pyspark_ducklake.catalog import tables as T
+from pyspark_ducklake.catalog.commit_rows import column_rows, create_inlined_table
+from pyspark_ducklake.catalog.db import Connection
 from pyspark_ducklake.catalog.entries import TableEntry
 from pyspark_ducklake.catalog.reserved import inlining_reserved
 from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.catalog.types import Column, TableSchema, can_promote, find_folded
-from pyspark_ducklake.catalog.writer import column_rows, create_inlined_table
 from pyspark_ducklake.exceptions import InvalidIdentifierError, NoSuchColumnError, SchemaMismatchError
 
 
@@ -23,9 +22,7 @@ def max_column_id(ctx: CommitContext, table_id: int) -> int:
 
 def max_column_id_conn(conn: Connection, table_id: int) -> int:
     """The largest column id the table ever used (dropped columns included: ids are never reused)."""
-    c = T.ducklake_column
-    row = conn.execute(select(func.max(c.c.column_id)).where(c.c.table_id == table_id)).first()
-    return int(row[0]) if row and row[0] is not None else 0
+    return column_rows_sql.max_column_id(conn, table_id)
 
 
 def add_column_with_ids(ctx: CommitContext, table: TableEntry, column: Column, parent: int | None = None) -> None:
@@ -42,7 +39,7 @@ def add_column_with_ids(ctx: CommitContext, table: TableEntry, column: Column, p
             f"table {table.schema.schema_name}.{table.table_name} was altered while new column {column.name!r} was "
             "being written; retry the batch"
         )
-    ctx.conn.execute(insert(T.ducklake_column), column_rows(table.table_id, ctx.snapshot_id, (column,), parent))
+    column_rows_sql.insert_column_rows(ctx.conn, column_rows(table.table_id, ctx.snapshot_id, (column,), parent))
     finish_alter(ctx, table)
 
 
@@ -106,11 +103,7 @@ def finish_alter(ctx: CommitContext, table: TableEntry) -> None:
     recorded: set[int] = ctx.scratch("schema_versions_recorded", set)
     if table.table_id not in recorded:  # once per table and snapshot, however many alterations it holds
         recorded.add(table.table_id)
-        ctx.conn.execute(
-            insert(T.ducklake_schema_versions).values(
-                begin_snapshot=ctx.snapshot_id, schema_version=sv, table_id=table.table_id
-            )
-        )
+        column_rows_sql.record_schema_version(ctx.conn, table.table_id, ctx.snapshot_id, sv)
     schema = reader.table_schema(ctx.conn, table.table_id, ctx.snapshot_id)
     if not inlining_reserved(schema.names()):  # such a table never takes inlined rows
         create_inlined_table(ctx, table.table_id, sv, schema)
@@ -118,13 +111,7 @@ def finish_alter(ctx: CommitContext, table: TableEntry) -> None:
 
 
 def _end_column(ctx: CommitContext, table_id: int, column: Column) -> None:
-    c = T.ducklake_column
-    ids = [x.column_id for x in column.walk()]
-    ctx.conn.execute(
-        update(c)
-        .where(c.c.table_id == table_id, c.c.column_id.in_(ids), c.c.end_snapshot.is_(None))
-        .values(end_snapshot=ctx.snapshot_id)
-    )
+    column_rows_sql.end_columns(ctx.conn, table_id, [x.column_id for x in column.walk()], ctx.snapshot_id)
 
 
 def _find(schema: TableSchema, name: str, table: TableEntry) -> Column:
@@ -176,7 +163,7 @@ def add_column(
         text = str(default)
         renumbered = replace(renumbered, initial_default=text, default_value=text)
     rows = column_rows(table.table_id, ctx.snapshot_id, (renumbered,), parent.column_id if parent else None)
-    ctx.conn.execute(insert(T.ducklake_column), rows)
+    column_rows_sql.insert_column_rows(ctx.conn, rows)
     finish_alter(ctx, table)
 
 
@@ -217,23 +204,7 @@ def rename_column(ctx: CommitContext, table: TableEntry, old: str, new: str) -> 
 
 def _replace_column_row(ctx: CommitContext, table: TableEntry, column: Column, **changes: Any) -> None:
     """End the column's live row and start a copy with ``changes`` (same column id), as an ALTER does."""
-    c = T.ducklake_column
-    row = ctx.conn.execute(
-        select(c).where(c.c.table_id == table.table_id, c.c.column_id == column.column_id, c.c.end_snapshot.is_(None))
-    ).one()
-    _end_single(ctx, table.table_id, column.column_id)
-    values = dict(row._mapping)
-    values.update(begin_snapshot=ctx.snapshot_id, end_snapshot=None, **changes)
-    ctx.conn.execute(insert(c).values(**values))
-
-
-def _end_single(ctx: CommitContext, table_id: int, column_id: int) -> None:
-    c = T.ducklake_column
-    ctx.conn.execute(
-        update(c)
-        .where(c.c.table_id == table_id, c.c.column_id == column_id, c.c.end_snapshot.is_(None))
-        .values(end_snapshot=ctx.snapshot_id)
-    )
+    column_rows_sql.reversion_column(ctx.conn, table.table_id, column.column_id, ctx.snapshot_id, **changes)
 
 
 def drop_column(ctx: CommitContext, table: TableEntry, name: str) -> None:

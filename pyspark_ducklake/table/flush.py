@@ -13,23 +13,31 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from sqlalchemy import BigInteger, MetaData, Table, delete, select
-from sqlalchemy import Column as SAColumn
-from sqlalchemy.schema import DropTable
 
+from pyspark_ducklake.catalog import commit_rows as W
 from pyspark_ducklake.catalog import reader
-from pyspark_ducklake.catalog import tables as T
-from pyspark_ducklake.catalog import writer as W
 from pyspark_ducklake.catalog.entries import TableEntry
 from pyspark_ducklake.catalog.file_stats import stats_function
-from pyspark_ducklake.catalog.inlined_codec import decode_values, inlined_select_expression
+from pyspark_ducklake.catalog.inlined_tables import (
+    columns_at_schema_version,
+    decoded_values,
+    drop_inlined_table,
+    empty_inlined_table,
+    inlined_rows,
+    stored_columns,
+)
 from pyspark_ducklake.catalog.paths import checked_table_dir
 from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.catalog.types import TableSchema, arrow_field
 from pyspark_ducklake.exceptions import StalePlanError
 from pyspark_ducklake.io.parquet import write_table
-from pyspark_ducklake.table.scan import ROW_ID_FIELD_ID, SNAPSHOT_ID_FIELD_ID, _inlined_columns_at
-from pyspark_ducklake.table.write import DELETE_FILE_PATH_ID, DELETE_POS_ID, new_data_file_name, new_delete_file_name
+from pyspark_ducklake.table.data_files import (
+    DELETE_FILE_PATH_ID,
+    DELETE_POS_ID,
+    new_data_file_name,
+    new_delete_file_name,
+)
+from pyspark_ducklake.table.scan import ROW_ID_FIELD_ID, SNAPSHOT_ID_FIELD_ID
 
 INTERNAL_ROW_ID = "_ducklake_internal_row_id"
 INTERNAL_SNAPSHOT_ID = "_ducklake_internal_snapshot_id"
@@ -41,7 +49,7 @@ class FlushResult:
     rows: int
 
 
-def _internal_field(name: str, field_id: int) -> pa.Field:
+def internal_field(name: str, field_id: int) -> pa.Field:
     return pa.field(name, pa.int64(), metadata={b"PARQUET:field_id": str(field_id).encode()})
 
 
@@ -54,37 +62,20 @@ def flush_inlined(ctx: CommitContext, table: TableEntry) -> FlushResult:
     for position, (name, sv) in enumerate(registered):
         if not reader.has_table(ctx.conn, name):
             continue
-        schema = _inlined_columns_at(ctx.conn, table.table_id, sv, current)
-        present = {c["name"] for c in reader.inspect_columns(ctx.conn, name)}
-        schema = TableSchema(tuple(c for c in schema.columns if c.name in present))
-        t = Table(
-            name,
-            MetaData(),
-            SAColumn("row_id", BigInteger),
-            SAColumn("begin_snapshot", BigInteger),
-            SAColumn("end_snapshot", BigInteger),
-            *[SAColumn(c.name, key=f"c{c.column_id}") for c in schema.columns],
-        )
-        values = [
-            inlined_select_expression(c, ctx.backend, t.c[f"c{c.column_id}"]).label(f"c{c.column_id}")
-            for c in schema.columns
-        ]
-        rows = ctx.conn.execute(
-            select(t.c.row_id, t.c.begin_snapshot, t.c.end_snapshot, *values).order_by(t.c.row_id, t.c.begin_snapshot)
-        ).all()
+        schema = columns_at_schema_version(ctx.conn, table.table_id, sv, current)
+        schema = TableSchema(tuple(stored_columns(ctx.conn, name, schema.columns)))
+        rows = inlined_rows(ctx.conn, name, schema.columns)
         is_latest = position == len(registered) - 1
         if rows:
             name_ = f"{table.schema.schema_name}.{table.table_name}"
             _write_flush_files(ctx, table, schema, checked_table_dir(table_dir, ctx.data_path, name_), rows)
             files += 1
             rows_flushed += len(rows)
-            moved = ctx.conn.execute(delete(t)).rowcount
+            moved = empty_inlined_table(ctx.conn, name, schema.columns)
             if moved is not None and moved >= 0 and moved != len(rows):
                 raise StalePlanError(f"inlined table {name} changed while it was flushed; flush again")
         if not is_latest:
-            ctx.conn.execute(DropTable(t, if_exists=True))
-            i = T.ducklake_inlined_data_tables
-            ctx.conn.execute(delete(i).where(i.c.table_id == table.table_id, i.c.table_name == name))
+            drop_inlined_table(ctx.conn, table.table_id, name, schema.columns)
     if files:
         ctx.changes.inline_flush.add(table.table_id)
     return FlushResult(files, rows_flushed)
@@ -93,13 +84,13 @@ def flush_inlined(ctx: CommitContext, table: TableEntry) -> FlushResult:
 def _write_flush_files(
     ctx: CommitContext, table: TableEntry, schema: TableSchema, table_dir: str, rows: Sequence[Any]
 ) -> None:
-    arrays = [decode_values(c, [r._mapping[f"c{c.column_id}"] for r in rows], ctx.backend) for c in schema.columns]
+    arrays = [decoded_values(rows, c, ctx.backend) for c in schema.columns]
     row_ids = pa.array([r.row_id for r in rows], pa.int64())
     begins = pa.array([r.begin_snapshot for r in rows], pa.int64())
     fields = [arrow_field(c) for c in schema.columns]
     fields += [
-        _internal_field(INTERNAL_ROW_ID, ROW_ID_FIELD_ID),
-        _internal_field(INTERNAL_SNAPSHOT_ID, SNAPSHOT_ID_FIELD_ID),
+        internal_field(INTERNAL_ROW_ID, ROW_ID_FIELD_ID),
+        internal_field(INTERNAL_SNAPSHOT_ID, SNAPSHOT_ID_FIELD_ID),
     ]
     data = pa.Table.from_arrays([*arrays, row_ids, begins], schema=pa.schema(fields))
     name = new_data_file_name()
@@ -127,7 +118,7 @@ def _write_flush_files(
         [
             pa.field("file_path", pa.string(), metadata={b"PARQUET:field_id": str(DELETE_FILE_PATH_ID).encode()}),
             pa.field("pos", pa.int64(), metadata={b"PARQUET:field_id": str(DELETE_POS_ID).encode()}),
-            _internal_field(INTERNAL_SNAPSHOT_ID, SNAPSHOT_ID_FIELD_ID),
+            internal_field(INTERNAL_SNAPSHOT_ID, SNAPSHOT_ID_FIELD_ID),
         ]
     )
     deletes = pa.Table.from_arrays(

@@ -21,9 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine
-
 from pyspark_ducklake.catalog import reader
+from pyspark_ducklake.catalog.db import Engine
 from pyspark_ducklake.catalog.paths import is_inside, normalize
 from pyspark_ducklake.io.fileio import delete_files, list_files
 

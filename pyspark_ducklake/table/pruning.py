@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from sqlalchemy import Connection
 
 from pyspark_ducklake.catalog import reader
+from pyspark_ducklake.catalog.db import Connection
 from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
 from pyspark_ducklake.catalog.stats_values import parse_duckdb_text, round_float32
 from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_type

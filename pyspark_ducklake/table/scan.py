@@ -12,22 +12,26 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from sqlalchemy import BigInteger, Connection, MetaData, Table, and_, or_, select
-from sqlalchemy import Column as SAColumn
 
 from pyspark_ducklake.catalog import reader
-from pyspark_ducklake.catalog import tables as T
+from pyspark_ducklake.catalog.db import Connection
 from pyspark_ducklake.catalog.entries import DataFileEntry, DeleteFileEntry, TableEntry
-from pyspark_ducklake.catalog.inlined_codec import decode_values, inlined_select_expression
+from pyspark_ducklake.catalog.inlined_tables import (
+    columns_at_schema_version,
+    decoded_values,
+    inlined_file_deletes,
+    inlined_rows,
+    stored_columns,
+)
 from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_field, empty_table
 from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.io.deletion_vector import PARQUET, PUFFIN, read_deletion_vector
 from pyspark_ducklake.io.parquet import field_id, read_columns, read_table
 from pyspark_ducklake.table import filters as filters_module
 from pyspark_ducklake.table.conform import conform_table, default_array
+from pyspark_ducklake.table.data_files import DELETE_POS_ID
 from pyspark_ducklake.table.filters import FILTER_OPERATORS
 from pyspark_ducklake.table.pruning import prune_files
-from pyspark_ducklake.table.write import DELETE_POS_ID
 
 ROW_ID_FIELD_ID = 2147483540
 SNAPSHOT_ID_FIELD_ID = 2147483539
@@ -88,21 +92,7 @@ def plan_scan(
 
 
 def read_inlined_file_deletes(conn: Connection, table_id: int, snapshot_id: int) -> dict[int, set[int]]:
-    name = T.inlined_delete_table_name(table_id)
-    if not reader.has_table(conn, name):
-        return {}
-    t = T.inlined_delete_table(table_id)
-    out: dict[int, set[int]] = {}
-    for r in conn.execute(select(t).where(t.c.begin_snapshot <= snapshot_id)):
-        out.setdefault(int(r.file_id), set()).add(int(r.row_id))
-    return out
-
-
-def _inlined_columns_at(conn: Connection, table_id: int, schema_version: int, current: TableSchema) -> TableSchema:
-    snap = reader.table_schema_version_snapshot(conn, table_id, schema_version)
-    if snap is None:
-        return current
-    return reader.table_schema(conn, table_id, snap)
+    return {fid: {pos for pos, _ in dels} for fid, dels in inlined_file_deletes(conn, table_id, snapshot_id).items()}
 
 
 def read_inlined_rows(
@@ -110,27 +100,13 @@ def read_inlined_rows(
 ) -> pa.Table:
     """Live inlined rows at the snapshot, in the table's schema, with ``rowid`` and ``snapshot_id``."""
     parts = []
+    backend = conn.dialect.name
     for name, sv in reader.inlined_tables(conn, table_id):
         if not reader.has_table(conn, name):
             continue
-        old = _inlined_columns_at(conn, table_id, sv, schema)
-        present = {c["name"] for c in reader.inspect_columns(conn, name)}
-        cols = [c for c in old.columns if c.name in present]
-        t = Table(
-            name,
-            MetaData(),
-            SAColumn("row_id", BigInteger),
-            SAColumn("begin_snapshot", BigInteger),
-            SAColumn("end_snapshot", BigInteger),
-            *[SAColumn(c.name, key=f"c{c.column_id}") for c in cols],
-        )
-        cond = t.c.begin_snapshot <= snapshot_id
-        if not include_ended:
-            cond = and_(cond, or_(t.c.end_snapshot.is_(None), t.c.end_snapshot > snapshot_id))
-        backend = conn.dialect.name
-        values = [inlined_select_expression(c, backend, t.c[f"c{c.column_id}"]).label(f"c{c.column_id}") for c in cols]
-        query = select(t.c.row_id, t.c.begin_snapshot, t.c.end_snapshot, *values)
-        rows = conn.execute(query.where(cond).order_by(t.c.row_id)).all()
+        old = columns_at_schema_version(conn, table_id, sv, schema)
+        cols = stored_columns(conn, name, old.columns)
+        rows = inlined_rows(conn, name, cols, snapshot_id=snapshot_id, include_ended=include_ended)
         if not rows:
             continue
         n = len(rows)
@@ -141,7 +117,7 @@ def read_inlined_rows(
             if src is None:
                 arrays.append(default_array(column, n))
                 continue
-            decoded = decode_values(src, [r._mapping[f"c{src.column_id}"] for r in rows], backend)
+            decoded = decoded_values(rows, src, backend)
             arrays.append(_retype(decoded, src, column))
         arrays.append(pa.array([r.row_id for r in rows], pa.int64()))
         arrays.append(pa.array([r.begin_snapshot for r in rows], pa.int64()))

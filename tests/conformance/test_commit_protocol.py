@@ -80,14 +80,16 @@ def test_logical_conflict_fails_cleanly_and_removes_its_files(catalog: Any) -> N
     snap_before = lake.current_snapshot_id()
     # A delete file planned at the stale snapshot, staged without a way to plan again, must not commit: it would
     # leave the data file with two live delete files.
-    from pyspark_ducklake.catalog import writer as W
-    from pyspark_ducklake.table.write import write_delete_file
+    from pyspark_ducklake.catalog import commit_rows as W
+    from pyspark_ducklake.table.commit import commit, table_folder
+    from pyspark_ducklake.table.data_files import write_delete_file
 
     (file_entry,) = [t.file for t in _plan(lake, stale).files]
-    name, written = write_delete_file(file_entry.path, [0, 1], lake._table_dir(stale))
+    name, written = write_delete_file(file_entry.path, [0, 1], table_folder(stale, lake.data_path))
     assert written.path in parquet_files(catalog.data_path)
     with pytest.raises(CommitConflictError, match="another writer deleted rows of data file"):
-        lake._commit(
+        commit(
+            lake,
             lambda ctx: W.add_delete_file(
                 ctx, stale.entry, file_entry.data_file_id, written, relative_path=name, previous_delete_file_id=None
             ),

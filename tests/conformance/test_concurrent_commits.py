@@ -21,7 +21,7 @@ import pyspark_ducklake as pdl
 from pyspark_ducklake._faults import before_next_commit
 from pyspark_ducklake.catalog.types import TableSchema, columns_from_arrow
 from pyspark_ducklake.exceptions import CommitConflictError, StalePlanError
-from pyspark_ducklake.streaming.microbatch import MicroBatchCommitter, SinkSettings, write_task
+from pyspark_ducklake.table.microbatch import MicroBatchCommitter, SinkSettings, write_task
 from tests.support.duck import open_duckdb
 
 SCHEMA = pa.schema([("id", pa.int64()), ("who", pa.string())])

@@ -18,9 +18,9 @@ import pytest
 import pyspark_ducklake as pdl
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.exceptions import DataFileError
-from pyspark_ducklake.table import changes
-from pyspark_ducklake.table.change_split import ChangePart, _cost, execute_part, split_plan
-from pyspark_ducklake.table.changes import plan_changes, table_changes
+from pyspark_ducklake.table import change_feed as changes
+from pyspark_ducklake.table.change_feed import plan_changes, table_changes
+from pyspark_ducklake.table.change_feed_split import ChangePart, _cost, execute_part, split_plan
 from tests.support.catalogs import sqlite_location
 from tests.support.compare import canonical
 from tests.support.duck import open_duckdb

@@ -25,8 +25,8 @@ from sqlalchemy import create_engine, text
 
 import pyspark_ducklake as pdl
 from pyspark_ducklake.exceptions import CommitConflictError, InvalidOptionError, NoSuchSnapshotError, NoSuchTableError
-from pyspark_ducklake.table.changes import CHANGE_COLUMNS
-from pyspark_ducklake.table.compaction import rewrite_group
+from pyspark_ducklake.table.change_feed import CHANGE_COLUMNS
+from pyspark_ducklake.table.maintenance.compaction import rewrite_group
 from tests.support.compare import canonical, canonical_rows
 from tests.support.data import BROAD_SCHEMA, broad_rows
 from tests.support.duck import attach_sql, connect_duckdb
@@ -187,7 +187,7 @@ def test_our_maintenance_reads_identically_in_duckdb(duck: Any, catalog: Any) ->
         assert our_feed(lake, "m", 1, later[-1]) == duck_feed(con, "m", 1, later[-1])
         times = dict(con.execute("SELECT snapshot_id, snapshot_time FROM lake.snapshots()").fetchall())
     # We write after DuckDB's maintenance too. (A delete file on a merged file is left out here: DuckDB's change
-    # feed reports such deletes at the rows' insert snapshot, see table/changes.py.)
+    # feed reports such deletes at the rows' insert snapshot, see table/change_feed.py.)
     lake.append("main.m", pa.table({"id": [900, 901], "extra": [9, 9]}))
     lake.delete("main.m", [("id", "=", 900)])
 

@@ -16,7 +16,7 @@ from sqlalchemy import event, text
 
 from pyspark_ducklake.catalog.types import TableSchema, columns_from_arrow
 from pyspark_ducklake.lake import Lake
-from pyspark_ducklake.streaming.microbatch import BatchMetrics, MicroBatchCommitter, SinkSettings, write_task
+from pyspark_ducklake.table.microbatch import BatchMetrics, MicroBatchCommitter, SinkSettings, write_task
 
 SCHEMA = pa.schema([("id", pa.int64()), ("kind", pa.string()), ("amount", pa.float64())])
 

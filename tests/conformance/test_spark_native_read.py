@@ -20,8 +20,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import pyspark_ducklake as pdl
-from pyspark_ducklake.batch import native as native_module
-from pyspark_ducklake.batch.native import NativeRead, plan_read
+from pyspark_ducklake import spark_parquet_read as native_module
+from pyspark_ducklake.spark_parquet_read import NativeRead, plan_read
 from tests.support.compare import canonical_rows
 from tests.support.duck import open_duckdb
 

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from sqlalchemy import create_engine, text
 
 import pyspark_ducklake as pdl
-from pyspark_ducklake.batch.native_write import write_table
+from pyspark_ducklake.spark_parquet_write import write_table
 from tests.support.compare import canonical_rows
 from tests.support.duck import open_duckdb
 

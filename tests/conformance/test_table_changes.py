@@ -1,11 +1,11 @@
-"""The change feed (``pyspark_ducklake.table.changes``) against DuckDB's ``ducklake_table_changes``.
+"""The change feed (``pyspark_ducklake.table.change_feed``) against DuckDB's ``ducklake_table_changes``.
 
 Randomized, seeded histories of one table written by DuckDB and by this library in turn: inlined and Parquet
 inserts, deletes of inlined and Parquet rows (inlined deletes and delete files), UPDATEs, flushes, merges and
 ADD COLUMN from both sides, appends, deletes and overwrites from ours.
 
 * ``test_feed_equals_duckdb``: the feed equals DuckDB's row for row on random ranges. The generator keeps out of
-  the situations where DuckDB 1.5.5 itself reports wrong rows (see the module doc of ``table/changes.py``): a
+  the situations where DuckDB 1.5.5 itself reports wrong rows (see the module doc of ``table/change_feed.py``): a
   plain delete file on a flushed or merged file, a second delete-file row for one data file, an overwrite of a
   file with inlined deletes, an inlined row updated (two versions of it flushed into one file), and
   ``ducklake_rewrite_data_files``.
@@ -36,8 +36,7 @@ from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.exceptions import InvalidOptionError, NoSuchSnapshotError, NoSuchTableError
 from pyspark_ducklake.io.parquet import read_schema
-from pyspark_ducklake.table.change_split import execute_part, split_plan
-from pyspark_ducklake.table.changes import (
+from pyspark_ducklake.table.change_feed import (
     CHANGE_COLUMNS,
     changed_snapshots,
     count_changes,
@@ -45,6 +44,7 @@ from pyspark_ducklake.table.changes import (
     plan_changes,
     table_changes,
 )
+from pyspark_ducklake.table.change_feed_split import execute_part, split_plan
 from pyspark_ducklake.table.scan import execute_file_task, plan_scan
 from tests.support.compare import canonical
 from tests.support.duck import attach_sql, connect_duckdb

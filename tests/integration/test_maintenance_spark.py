@@ -9,9 +9,11 @@ import pytest
 from pyspark.sql import SparkSession
 
 import pyspark_ducklake as pdl
-from pyspark_ducklake.batch.maintenance import merge_adjacent_files
-from pyspark_ducklake.lake_config import LakeConfig
-from pyspark_ducklake.streaming.source import DataLossError, DuckLakeChangeFeedReader, feed_schema
+from pyspark_ducklake.batch.compaction_job import merge_adjacent_files
+from pyspark_ducklake.exceptions import DataLossError
+from pyspark_ducklake.spark.change_feed import feed_schema
+from pyspark_ducklake.spark.lake_config import LakeConfig
+from pyspark_ducklake.streaming.change_feed_stream import DuckLakeChangeFeedReader
 from tests.support.compare import canonical_rows
 
 SCHEMA = pa.schema([("id", pa.int64()), ("k", pa.string())])

@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 import pyspark_ducklake as pdl
 from pyspark_ducklake.__main__ import main
 from pyspark_ducklake.exceptions import DuckLakeError
-from pyspark_ducklake.lake_config import LakeConfig
+from pyspark_ducklake.spark.lake_config import LakeConfig
 from tests.support.catalogs import PgServer, create_database, drop_database
 
 pytestmark = pytest.mark.timeout(300)

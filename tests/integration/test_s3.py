@@ -30,7 +30,7 @@ import pyspark_ducklake as pdl
 from pyspark_ducklake.duckdb_attach import open_in_duckdb
 from pyspark_ducklake.exceptions import DataFileError
 from pyspark_ducklake.io.storage import describe_error
-from pyspark_ducklake.lake_config import LakeConfig
+from pyspark_ducklake.spark.lake_config import LakeConfig
 from tests.support.compare import canonical, canonical_rows
 from tests.support.s3 import CutProxy, S3Server, start_s3_server, stop_s3_server
 

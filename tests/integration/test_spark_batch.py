@@ -14,7 +14,7 @@ from pyspark.sql.datasource import DataSourceReader
 
 import pyspark_ducklake as pdl
 from pyspark_ducklake.batch.reader import DuckLakeBatchReader
-from pyspark_ducklake.lake_config import LakeConfig
+from pyspark_ducklake.spark.lake_config import LakeConfig
 from tests.support.compare import canonical_rows
 from tests.support.duck import open_duckdb
 

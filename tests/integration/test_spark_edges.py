@@ -12,8 +12,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 import pyspark_ducklake as pdl
-from pyspark_ducklake.batch.native import column_named, plan_read
 from pyspark_ducklake.exceptions import TableAlreadyExistsError
+from pyspark_ducklake.spark_parquet_read import column_named, plan_read
 from pyspark_ducklake.streaming.sink import ducklake_sink
 from tests.support.bad_inputs import expect_bad_input
 from tests.support.duck import open_duckdb

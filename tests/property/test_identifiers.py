@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import pyspark_ducklake as pdl
 from pyspark_ducklake.exceptions import InlinedDataError
-from pyspark_ducklake.lake import format_identifier
+from pyspark_ducklake.table.identifiers import format_identifier
 from tests.support.catalogs import CatalogLocation
 from tests.support.compare import canonical_rows
 from tests.support.duck import open_duckdb

@@ -1,7 +1,7 @@
 """Random tables and filters that stress file pruning: NaN, ±0.0, ±inf, NULL-only files, long strings (DuckDB
 truncates their statistics), high code points, decimals against floats, dates against datetimes, time zones.
 
-Used by the pruned-versus-unpruned comparisons in tests/unit/test_pruning.py (our files) and
+Used by the pruned-versus-unpruned comparisons in tests/unit/table/test_pruning.py (our files) and
 tests/conformance/test_pruning_duckdb.py (DuckDB's files, and DuckDB's own filter over our statistics).
 """
 

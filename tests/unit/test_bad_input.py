@@ -30,7 +30,7 @@ from pyspark_ducklake.exceptions import (
     SchemaMismatchError,
     UnsupportedTypeError,
 )
-from pyspark_ducklake.lake_config import LakeConfig
+from pyspark_ducklake.spark.lake_config import LakeConfig
 from tests.support.bad_inputs import (
     CASES,
     accepted_input,

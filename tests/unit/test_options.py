@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pyspark_ducklake.exceptions import InvalidOptionError, LakeNotConfiguredError
-from pyspark_ducklake.lake_config import LakeConfig
+from pyspark_ducklake.spark.lake_config import LakeConfig
 
 
 def conf(values: dict[str, str]):

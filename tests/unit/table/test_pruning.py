@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import pyspark_ducklake as pdl
 from pyspark_ducklake.exceptions import InvalidOptionError
-from pyspark_ducklake.lake import parse_identifier
+from pyspark_ducklake.table.identifiers import parse_identifier
 from pyspark_ducklake.table.scan import plan_scan
 from tests.support.bad_inputs import expect_bad_input
 from tests.support.hostile import examples

@@ -1,8 +1,8 @@
 """Table maintenance that needs both the catalog and storage: finding and removing orphan files.
 
-Every maintenance operation (here, in :mod:`~pyspark_ducklake.table.compaction` and
-:mod:`~pyspark_ducklake.table.expire`) returns a :class:`MaintenanceReport` of what it did, or in a dry run would do,
-and logs its summary on the ``pyspark_ducklake.maintenance`` logger.
+Every maintenance operation (here, in :mod:`~pyspark_ducklake.table.maintenance.compaction` and
+:mod:`~pyspark_ducklake.table.maintenance.expire`) returns a :class:`MaintenanceReport` of what it did, or in a dry
+run would do, and logs its summary on the ``pyspark_ducklake.maintenance`` logger.
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from sqlalchemy import Engine
-
 from pyspark_ducklake.catalog import reader
+from pyspark_ducklake.catalog.db import Engine
 from pyspark_ducklake.catalog.paths import is_inside, normalize
 from pyspark_ducklake.exceptions import DataFileError
 from pyspark_ducklake.io.fileio import abort_upload, delete_files, file_size, incomplete_uploads, list_files

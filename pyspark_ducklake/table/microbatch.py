@@ -16,21 +16,19 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
-from sqlalchemy import Connection
 
 from pyspark_ducklake._faults import AFTER_CATALOG_COMMIT, AFTER_FILES_WRITTEN, DURING_FLUSH, crash_point
 from pyspark_ducklake.catalog import app_progress
+from pyspark_ducklake.catalog import commit_rows as W
 from pyspark_ducklake.catalog import reader as R
-from pyspark_ducklake.catalog import writer as W
+from pyspark_ducklake.catalog.db import Connection
 from pyspark_ducklake.catalog.entries import TableEntry
 from pyspark_ducklake.catalog.inlined_codec import table_inline_obstacle
 from pyspark_ducklake.catalog.partitioning import (
     PartitionSpec,
-    parse_partition_keys,
     partition_spec,
-    set_partition_spec,
 )
-from pyspark_ducklake.catalog.paths import checked_table_dir, path_component
+from pyspark_ducklake.catalog.paths import checked_table_dir
 from pyspark_ducklake.catalog.reserved import check_column_names, inlining_reserved
 from pyspark_ducklake.catalog.transaction import CommitContext, RetryConfig, SkipCommit
 from pyspark_ducklake.catalog.types import Column, TableSchema, find_folded, validate_columns
@@ -40,12 +38,14 @@ from pyspark_ducklake.exceptions import (
     NotATableError,
     SchemaMismatchError,
 )
-from pyspark_ducklake.lake import Lake, add_pending_files, parse_identifier
 from pyspark_ducklake.table import evolution
+from pyspark_ducklake.table.commit import LakeHandle, add_pending_files, commit
+from pyspark_ducklake.table.data_files import PendingFile, conform_to_table, write_data_files, write_rolling
 from pyspark_ducklake.table.flush import flush_inlined
+from pyspark_ducklake.table.identifiers import parse_identifier
 from pyspark_ducklake.table.job_files import JobToken, remove_job_files
 from pyspark_ducklake.table.partition_values import PartitionKey, resolve_keys
-from pyspark_ducklake.table.write import PendingFile, conform_to_table, write_data_files, write_rolling
+from pyspark_ducklake.table.target import create_target, new_partition_keys, plan_new_table
 
 log = logging.getLogger("pyspark_ducklake.sink")
 
@@ -170,7 +170,7 @@ class MicroBatchCommitter:
     as soon as another snapshot appears, everything is read afresh.
     """
 
-    def __init__(self, lake: Lake, identifier: str, settings: SinkSettings) -> None:
+    def __init__(self, lake: LakeHandle, identifier: str, settings: SinkSettings) -> None:
         self.lake = lake
         self.schema_name, self.table_name = parse_identifier(identifier)
         self.settings = settings
@@ -261,27 +261,18 @@ class MicroBatchCommitter:
                     raise NoSuchTableError(
                         f"table {self.qualified_name} does not exist and create_table=False; create it first"
                     ) from None
-                schema_entry = R.schema_by_name(conn, self.schema_name, snapshot)
-                # What DuckDB refuses, before any task writes a file: see W.create_table.
-                check_column_names(incoming.names(), self.settings.data_inlining_row_limit)
-                validate_columns(incoming.columns, f"table {self.qualified_name}")
-                W.check_table_name_free(conn, schema_entry, self.table_name, snapshot)
-                table_dir = checked_table_dir(
-                    R.resolve(
-                        R.resolve(lake.data_path, schema_entry.path, schema_entry.path_is_relative),
-                        path_component(self.table_name),
-                        True,
-                    ),
+                new = plan_new_table(
+                    conn,
                     lake.data_path,
-                    self.qualified_name,
+                    self.schema_name,
+                    self.table_name,
+                    incoming,
+                    inlining_limit=self.settings.data_inlining_row_limit,
+                    snapshot=snapshot,
+                    partition_by=list(self.settings.partition_by),
                 )
-                keys = (
-                    parse_partition_keys(list(self.settings.partition_by), incoming)
-                    if self.settings.partition_by
-                    else []
-                )
-                tplan = _TablePlan(snapshot, None, incoming, (), None, tuple(keys))
-                return self._batch_plan(table_dir, incoming, tplan.keys_for(incoming)), tplan
+                tplan = _TablePlan(snapshot, None, incoming, (), None, new.partition_keys)
+                return self._batch_plan(new.table_dir, incoming, tplan.keys_for(incoming)), tplan
             current = R.table_schema(conn, entry.table_id, snapshot)
             spec = partition_spec(conn, entry.table_id, snapshot, current)
             max_id = evolution.max_column_id_conn(conn, entry.table_id)
@@ -413,7 +404,8 @@ class MicroBatchCommitter:
         crash_point(AFTER_FILES_WRITTEN, batch_id)
         commit_started = time.monotonic()
         self._known = None  # only a successful commit is known
-        result = self.lake._commit(
+        result = commit(
+            self.lake,
             apply,
             base=None,
             files=[f.written.path for f in files],
@@ -469,13 +461,9 @@ class MicroBatchCommitter:
                 raise CommitConflictError(
                     f"table {self.qualified_name} was dropped while the batch was written"
                 ) from None
-            schema = R.schema_by_name(ctx.conn, self.schema_name, ctx.snapshot_id)
-            entry = W.create_table(ctx, schema, self.table_name, tplan.schema.columns)
-            spec = None
-            if tplan.new_partition_keys:
-                set_partition_spec(ctx, entry.table_id, list(tplan.new_partition_keys))
-                spec = partition_spec(ctx.conn, entry.table_id, ctx.snapshot_id, tplan.schema)
-            return entry, spec
+            return create_target(
+                ctx, self.schema_name, self.table_name, tplan.schema, tplan.new_partition_keys, at=ctx.snapshot_id
+            )
         if tplan.entry is None or entry.table_id != tplan.entry.table_id:
             raise CommitConflictError(f"table {self.qualified_name} was created by another writer meanwhile; retry")
         for parent, column in tplan.added:
@@ -523,16 +511,4 @@ class _TablePlan:
     new_partition_keys: tuple[tuple[int, str], ...]
 
     def keys_for(self, schema: TableSchema) -> tuple[PartitionKey, ...]:
-        if not self.new_partition_keys:
-            return ()
-        from pyspark_ducklake.catalog.partitioning import PartitionField, key_names
-
-        names = key_names(list(self.new_partition_keys), schema)
-        spec = PartitionSpec(
-            -1,
-            tuple(
-                PartitionField(i, cid, t, n)
-                for i, ((cid, t), n) in enumerate(zip(self.new_partition_keys, names, strict=False))
-            ),
-        )
-        return resolve_keys(spec, schema)
+        return new_partition_keys(self.new_partition_keys, schema)

@@ -1,7 +1,7 @@
 """The change feed cut into parts that run apart (Spark tasks), each data file read by one part only.
 
-:func:`~pyspark_ducklake.table.changes.table_changes` reads every changed row, then pairs updates and drops row
-versions recorded twice (:func:`~pyspark_ducklake.table.changes.pair_changes`). Parts that run in different
+:func:`~pyspark_ducklake.table.change_feed.table_changes` reads every changed row, then pairs updates and drops row
+versions recorded twice (:func:`~pyspark_ducklake.table.change_feed.pair_changes`). Parts that run in different
 processes cannot see each other's rows, so here those decisions come first, from the changes' keys alone
 (snapshot, rowid, insert or delete), and every part then reads its own files, applies the decisions to its rows
 and hands them on file by file.
@@ -28,21 +28,21 @@ import pyarrow.compute as pc
 
 from pyspark_ducklake.exceptions import DataFileError, InvalidOptionError
 from pyspark_ducklake.io.parquet import read_columns
-from pyspark_ducklake.table.changes import (
-    _KINDS,
+from pyspark_ducklake.table.change_feed import (
+    CHANGE_KINDS,
     INSERT,
     ROWID_AT,
     SNAPSHOT_AT,
     TYPE_AT,
     ChangePlan,
     FileChangeTask,
-    _commit_times_of,
-    _file_changes,
-    _in_threads,
     change_column_at,
+    commit_times_of,
     deleted_positions,
     execute_change_task,
     feed_schema,
+    file_changes,
+    in_threads,
     inlined_changes,
     internal_columns,
     pair_changes,
@@ -50,7 +50,7 @@ from pyspark_ducklake.table.changes import (
 )
 
 _DROP = -1  # a code: the row is a second copy of a change another row already reports
-_INSERT, _DELETE = 0, 1  # codes: indices into _KINDS
+_INSERT, _DELETE = 0, 1  # codes: indices into CHANGE_KINDS
 _LOOKAHEAD = 2  # pieces a part reads ahead of the one it hands on
 
 
@@ -58,9 +58,9 @@ _LOOKAHEAD = 2  # pieces a part reads ahead of the one it hands on
 class ChangePiece:
     """One data file's changes (``task``), or the plan's inlined ones, with the fate of some of its rows decided.
 
-    Its changes, in the order :func:`~pyspark_ducklake.table.changes.execute_change_task` gives them, are
+    Its changes, in the order :func:`~pyspark_ducklake.table.change_feed.execute_change_task` gives them, are
     ``inserts`` inserts then ``rows - inserts`` deletes; the rows at ``at`` become ``codes`` instead (an index into
-    ``_KINDS``, or :data:`_DROP`).
+    ``CHANGE_KINDS``, or :data:`_DROP`).
     """
 
     task: FileChangeTask | None
@@ -111,7 +111,7 @@ def _file_keys(task: FileChangeTask, storage_options: dict[str, Any] | None) -> 
     f = task.file
     internal = read_columns(f.path, internal_columns, storage_options=storage_options, encryption_key=f.encryption_key)
     if internal.num_columns:
-        rows = _file_changes(task, versions(f, internal), positions, snapshots, 0)
+        rows = file_changes(task, versions(f, internal), positions, snapshots, 0)
         if rows is None:
             return _Keys(0, 0, np.empty(0, np.int64), np.empty(0, np.int64), read_rows=f.record_count)
         inserts = int(pc.sum(pc.equal(change_column_at(rows, TYPE_AT), INSERT)).as_py() or 0)
@@ -163,7 +163,7 @@ class _Entries:
 
 def _decide(keys: list[_Keys | None]) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Per piece, the rows whose fate differs from their kind, and that fate: the same as
-    :func:`~pyspark_ducklake.table.changes.finish_changes` decides over the concatenation of all pieces' rows."""
+    :func:`~pyspark_ducklake.table.change_feed.finish_changes` decides over the concatenation of all pieces' rows."""
     offsets = np.cumsum([0] + [k.rows if k is not None else 0 for k in keys])
     listed = _Entries()
     runs: list[tuple[int, int, int, int]] = []  # (snapshot, first rowid, rows, where the run starts)
@@ -275,7 +275,7 @@ def split_plan(
     plan: ChangePlan, *, target_rows: int, storage_options: dict[str, Any] | None = None
 ) -> list[ChangePart]:
     """The plan's feed as parts of about ``target_rows`` changes each (none for an empty feed), balanced by the work
-    of their pieces; together their rows are :func:`~pyspark_ducklake.table.changes.table_changes`' feed.
+    of their pieces; together their rows are :func:`~pyspark_ducklake.table.change_feed.table_changes`' feed.
 
     Raises:
         InvalidOptionError: ``target_rows`` < 1.
@@ -283,7 +283,7 @@ def split_plan(
     """
     if target_rows < 1:
         raise InvalidOptionError(f"target_rows must be >= 1, got {target_rows}")
-    keys = _in_threads([functools.partial(_file_keys, t, storage_options) for t in plan.files])
+    keys = in_threads([functools.partial(_file_keys, t, storage_options) for t in plan.files])
     keys.append(_inlined_keys(plan))
     at, codes = _decide(keys)
     tasks: list[FileChangeTask | None] = [*plan.files, None]
@@ -315,7 +315,7 @@ def _cost(piece: ChangePiece) -> float:
 def execute_piece(
     piece: ChangePiece, plan: ChangePlan, *, storage_options: dict[str, Any] | None = None
 ) -> pa.Table | None:
-    """The piece's rows of the feed, in :func:`~pyspark_ducklake.table.changes.feed_schema` of the plan.
+    """The piece's rows of the feed, in :func:`~pyspark_ducklake.table.change_feed.feed_schema` of the plan.
 
     Raises:
         DataFileError: a file cannot be read, or holds other rows than it did when the part was planned.
@@ -343,9 +343,9 @@ def execute_piece(
         if not keep.all():
             rows, fates = rows.filter(pa.array(keep)), fates[keep]
             arrays = [rows.column(i) for i in range(rows.num_columns)]
-        arrays[rows.num_columns + TYPE_AT] = pa.chunked_array([_KINDS.take(pa.array(fates))])
+        arrays[rows.num_columns + TYPE_AT] = pa.chunked_array([CHANGE_KINDS.take(pa.array(fates))])
     snaps = change_column_at(rows, SNAPSHOT_AT).to_numpy()
-    arrays.append(pa.chunked_array([_commit_times_of(snaps, plan.commit_times)]))
+    arrays.append(pa.chunked_array([commit_times_of(snaps, plan.commit_times)]))
     target = feed_schema(plan.schema)
     out = pa.Table.from_arrays(arrays, names=target.names)
     return out if out.schema == target else out.cast(target)

@@ -11,22 +11,14 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from pyspark_ducklake.batch.spark_types import columns_from_spark
 from pyspark_ducklake.catalog import reader as R
-from pyspark_ducklake.catalog import writer as W
 from pyspark_ducklake.catalog.entries import TableEntry
 from pyspark_ducklake.catalog.partitioning import (
-    PartitionField,
     PartitionSpec,
-    key_names,
     parse_partition_keys,
-    partition_spec,
-    set_partition_spec,
 )
-from pyspark_ducklake.catalog.paths import checked_table_dir, path_component
-from pyspark_ducklake.catalog.reserved import check_column_names
 from pyspark_ducklake.catalog.transaction import CommitContext, SkipCommit
-from pyspark_ducklake.catalog.types import TableSchema, validate_columns
+from pyspark_ducklake.catalog.types import TableSchema
 from pyspark_ducklake.exceptions import (
     CommitConflictError,
     CommitStateUnknownError,
@@ -35,12 +27,17 @@ from pyspark_ducklake.exceptions import (
     NotATableError,
 )
 from pyspark_ducklake.io.fileio import delete_files
-from pyspark_ducklake.lake import LakeTable, _delete_everything, add_pending_files, parse_identifier
-from pyspark_ducklake.lake_config import LakeConfig
-from pyspark_ducklake.options import _get, option_as_int
+from pyspark_ducklake.options import option_as_int, option_value
+from pyspark_ducklake.spark.job_tasks import LATE_TASK_GRACE_S
+from pyspark_ducklake.spark.lake_config import LakeConfig
+from pyspark_ducklake.spark.type_mapping import columns_from_spark
+from pyspark_ducklake.table.commit import add_pending_files, commit, delete_everything, table_folder
+from pyspark_ducklake.table.data_files import PendingFile, conform_to_table, write_rolling
+from pyspark_ducklake.table.identifiers import parse_identifier
 from pyspark_ducklake.table.job_files import JobToken, remove_job_files, remove_job_files_late
+from pyspark_ducklake.table.lake_table import LakeTable
 from pyspark_ducklake.table.partition_values import PartitionKey, resolve_keys
-from pyspark_ducklake.table.write import PendingFile, conform_to_table, write_rolling
+from pyspark_ducklake.table.target import create_target, new_partition_keys, plan_new_table
 
 log = logging.getLogger(__name__)
 
@@ -78,17 +75,7 @@ class WritePlan:
     def partition_keys(self) -> tuple[PartitionKey, ...]:
         if self.partition is not None:
             return resolve_keys(self.partition, self.table_schema)
-        if self.new_partition_keys:
-            names = key_names(list(self.new_partition_keys), self.table_schema)
-            spec = PartitionSpec(
-                -1,
-                tuple(
-                    PartitionField(i, cid, t, n)
-                    for i, ((cid, t), n) in enumerate(zip(self.new_partition_keys, names, strict=False))
-                ),
-            )
-            return resolve_keys(spec, self.table_schema)
-        return ()
+        return new_partition_keys(self.new_partition_keys, self.table_schema)
 
 
 def plan_write(config: LakeConfig, identifier: str, options: dict[str, str], spark_schema: StructType) -> WritePlan:
@@ -103,7 +90,7 @@ def plan_write(config: LakeConfig, identifier: str, options: dict[str, str], spa
         option_as_int(options, TARGET_FILE_ROWS, TARGET_FILE_ROWS_DEFAULT, minimum=1) or TARGET_FILE_ROWS_DEFAULT
     )
     new_schema = columns_from_spark(spark_schema)
-    partition_option = _get(options, PARTITION_BY)
+    partition_option = option_value(options, PARTITION_BY)
     lake = config.connect()
     try:
         snapshot = lake.current_snapshot_id()
@@ -113,30 +100,27 @@ def plan_write(config: LakeConfig, identifier: str, options: dict[str, str], spa
             raise  # a view: never created over
         except NoSuchTableError:
             with lake.engine.connect() as conn:
-                schema = R.schema_by_name(conn, schema_name, snapshot)
-                # What DuckDB refuses, before any task writes a file: see W.create_table.
-                check_column_names(new_schema.names(), lake.data_inlining_row_limit())
-                validate_columns(new_schema.columns, f"table {schema_name}.{table_name}")
-                W.check_table_name_free(conn, schema, table_name, snapshot)
-            table_dir = checked_table_dir(
-                R.resolve(
-                    R.resolve(lake.data_path, schema.path, schema.path_is_relative), path_component(table_name), True
-                ),
-                lake.data_path,
-                f"{schema_name}.{table_name}",
-            )
-            keys = tuple(parse_partition_keys(partition_option, new_schema)) if partition_option else ()
+                new = plan_new_table(
+                    conn,
+                    lake.data_path,
+                    schema_name,
+                    table_name,
+                    new_schema,
+                    inlining_limit=lake.data_inlining_row_limit(),
+                    snapshot=snapshot,
+                    partition_by=partition_option,
+                )
             return WritePlan(
                 config,
                 schema_name,
                 table_name,
-                table_dir,
+                new.table_dir,
                 new_schema,
                 snapshot,
                 False,
                 target_rows,
                 None,
-                keys,
+                new.partition_keys,
                 encrypted=lake.info.encrypted,
             )
         # Validate the incoming columns against the table now, so a mismatch fails before any task runs.
@@ -153,7 +137,7 @@ def plan_write(config: LakeConfig, identifier: str, options: dict[str, str], spa
             config,
             schema_name,
             table_name,
-            lake._table_dir(table),
+            table_folder(table, lake.data_path),
             table.table_schema,
             snapshot,
             True,
@@ -195,15 +179,15 @@ def commit_files(
             entry, partition = _target_entry(ctx, plan)
             schema = R.table_schema(ctx.conn, entry.table_id, ctx.snapshot_id)
             if overwrite and plan.table_exists:
-                _delete_everything(ctx, LakeTable(entry, schema, ctx.base.snapshot_id), lake.data_path)
+                delete_everything(ctx, LakeTable(entry, schema, ctx.base.snapshot_id), lake.data_path)
             add_pending_files(ctx, entry, schema, partition, files)
             if ctx.changes.is_empty():
                 raise SkipCommit()  # an empty table overwritten with no rows
 
         if not files and not overwrite and plan.table_exists:
             return None
-        result = lake._commit(
-            apply, base=plan.base_snapshot, files=[f.written.path for f in files], extra_info=extra_info
+        result = commit(
+            lake, apply, base=plan.base_snapshot, files=[f.written.path for f in files], extra_info=extra_info
         )
         return result.snapshot_id
     finally:
@@ -215,14 +199,9 @@ def _target_entry(ctx: CommitContext, plan: WritePlan) -> tuple[TableEntry, Part
     try:
         entry = R.table_by_name(ctx.conn, plan.schema_name, plan.table_name, ctx.base.snapshot_id)
     except NoSuchTableError:
-        schema = R.schema_by_name(ctx.conn, plan.schema_name, ctx.base.snapshot_id)
-        entry = W.create_table(ctx, schema, plan.table_name, plan.table_schema.columns)
-        if not plan.new_partition_keys:
-            return entry, None
-        partition_id = set_partition_spec(ctx, entry.table_id, list(plan.new_partition_keys))
-        return entry, partition_spec(
-            ctx.conn, entry.table_id, ctx.snapshot_id, plan.table_schema
-        ) if partition_id else None
+        return create_target(
+            ctx, plan.schema_name, plan.table_name, plan.table_schema, plan.new_partition_keys, at=ctx.base.snapshot_id
+        )
     if not plan.table_exists:
         raise CommitConflictError(f"table {plan.schema_name}.{plan.table_name} was created by another writer; retry")
     return entry, plan.partition
@@ -265,11 +244,6 @@ class DuckLakeBatchWriter(DataSourceArrowWriter):
         # Every task succeeded and the commit failed: it may have published them, so only unreferenced ones go.
         paths = [f.written.path for m in messages if isinstance(m, FilesWritten) for f in m.files]
         remove_unreferenced(self.plan, paths)
-
-
-# Spark kills the Python worker of a cancelled task within about 4 s (a 2 s check, then
-# spark.python.task.killTimeout, 2 s by default); an abort that cannot see the tasks looks again for this long.
-LATE_TASK_GRACE_S = 6.0
 
 
 def remove_failed_job_files(plan: WritePlan, *, grace_s: float = 0.0) -> None:

@@ -45,16 +45,16 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pyspark_ducklake.batch.reader import SNAPSHOT_OPTIONS, TIMESTAMP_OPTIONS, resolve_read_snapshot
-from pyspark_ducklake.batch.spark_types import arrow_schema_for_spark, spark_schema, spark_type, to_spark_batch
 from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog.types import Column, TableSchema, can_promote, ducklake_type
 from pyspark_ducklake.exceptions import InvalidOptionError, UnsupportedTypeError
 from pyspark_ducklake.io.fileio import filesystem
 from pyspark_ducklake.io.parquet import field_id
-from pyspark_ducklake.lake import parse_identifier
-from pyspark_ducklake.lake_config import LakeConfig
 from pyspark_ducklake.options import FEED, Entry, check_options, options_for, parse_int
+from pyspark_ducklake.spark.lake_config import LakeConfig, spark_conf
+from pyspark_ducklake.spark.type_mapping import arrow_schema_for_spark, spark_schema, spark_type, to_spark_batch
 from pyspark_ducklake.table.conform import default_array
+from pyspark_ducklake.table.identifiers import parse_identifier
 from pyspark_ducklake.table.scan import (
     SNAPSHOT_ID_FIELD_ID,
     FileTask,
@@ -177,7 +177,7 @@ def plan_read(
 ) -> NativeRead:
     """Plan :func:`read_table` on the driver without building the DataFrame (``.reason`` says why not native)."""
     opts = _read_options(snapshot, timestamp, catalog, data_path, options)
-    config = LakeConfig.resolve(opts, _spark_conf(spark).get)
+    config = LakeConfig.resolve(opts, spark_conf(spark).get)
     lake = config.connect()
     try:
         snap = resolve_read_snapshot(lake, opts)
@@ -242,15 +242,8 @@ def _read_options(
     return opts
 
 
-def _spark_conf(spark: SparkSession) -> dict[str, str]:
-    """The session's ``spark.ducklake.*`` conf (a misspelt key is an ``InvalidOptionError``)."""
-    from pyspark_ducklake.lake_config import spark_conf
-
-    return spark_conf(spark)
-
-
 def _data_source_frame(spark: SparkSession, identifier: str, options: dict[str, str], snapshot: int) -> DataFrame:
-    from pyspark_ducklake.batch.source import FORMAT_NAME, register
+    from pyspark_ducklake.datasource import FORMAT_NAME, register
 
     register(spark)
     reader = spark.read.format(FORMAT_NAME)
@@ -508,7 +501,7 @@ def _group_frame(spark: SparkSession, group: FileGroup, read: NativeRead, target
     columns = []
     for r, f in zip(group.layout, target.fields, strict=True):
         if r.read_type is None:
-            columns.append(_default_literal(r.column, f.dataType).alias(f.name))
+            columns.append(default_literal(r.column, f.dataType).alias(f.name))
         elif r.cast:
             columns.append(column_named(f.name).cast(f.dataType).alias(f.name))
         else:
@@ -521,7 +514,7 @@ def column_named(name: str) -> SparkColumn:
     return F.col("`" + name.replace("`", "``") + "`")
 
 
-def _default_literal(column: Column, dtype: T.DataType, *, current: bool = False) -> SparkColumn:
+def default_literal(column: Column, dtype: T.DataType, *, current: bool = False) -> SparkColumn:
     """The column's initial default (``current``: its default for new rows) as a Spark literal of ``dtype``."""
     has = _has_default(column, current=current)
     value = _default_table([column], current=current).column(0)[0].as_py() if has else None

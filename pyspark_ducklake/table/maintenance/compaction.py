@@ -11,7 +11,7 @@ feed read the same as before. The sources' rows are removed from the catalog and
 deletion (``ducklake_files_scheduled_for_deletion``), all in one ``merge_adjacent:<table_id>`` snapshot.
 
 Planning reads the catalog; :func:`rewrite_group` needs only its group (frozen, picklable), so Spark executors can
-rewrite groups in parallel (:mod:`pyspark_ducklake.batch.maintenance`); :func:`apply_merge` commits them.
+rewrite groups in parallel (:mod:`pyspark_ducklake.batch.compaction_job`); :func:`apply_merge` commits them.
 """
 
 from __future__ import annotations
@@ -23,21 +23,22 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
-from sqlalchemy import Connection, func, select
 
 from pyspark_ducklake import options
+from pyspark_ducklake.catalog import commit_rows as W
 from pyspark_ducklake.catalog import reader
-from pyspark_ducklake.catalog import tables as T
-from pyspark_ducklake.catalog import writer as W
+from pyspark_ducklake.catalog.db import Connection
 from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
 from pyspark_ducklake.catalog.file_stats import stats_function
+from pyspark_ducklake.catalog.inlined_tables import files_with_inlined_deletes
 from pyspark_ducklake.catalog.paths import is_inside
 from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.catalog.types import TableSchema
 from pyspark_ducklake.exceptions import InvalidOptionError, StalePlanError
 from pyspark_ducklake.io.parquet import WrittenFile, write_table
-from pyspark_ducklake.table.flush import INTERNAL_ROW_ID, INTERNAL_SNAPSHOT_ID, _internal_field
-from pyspark_ducklake.table.maintenance import MaintenanceReport
+from pyspark_ducklake.table.data_files import new_data_file_name
+from pyspark_ducklake.table.flush import INTERNAL_ROW_ID, INTERNAL_SNAPSHOT_ID, internal_field
+from pyspark_ducklake.table.maintenance.orphans import MaintenanceReport
 from pyspark_ducklake.table.scan import (
     ROW_ID_FIELD_ID,
     ROWID,
@@ -47,7 +48,6 @@ from pyspark_ducklake.table.scan import (
     execute_file_task,
     internal_column,
 )
-from pyspark_ducklake.table.write import new_data_file_name
 
 log = logging.getLogger("pyspark_ducklake.maintenance")
 
@@ -281,22 +281,11 @@ def _group(
 
 def _files_with_deletes(conn: Connection, table_id: int, snapshot_id: int) -> set[int]:
     """Data files that ever had a delete file, or have inlined file deletes (merging skips them)."""
-    x = T.ducklake_delete_file
-    out = {int(r[0]) for r in conn.execute(select(x.c.data_file_id).where(x.c.table_id == table_id).distinct())}
-    name = T.inlined_delete_table_name(table_id)
-    if reader.has_table(conn, name):
-        t = T.inlined_delete_table(table_id)
-        query = select(t.c.file_id).where(t.c.begin_snapshot <= snapshot_id).distinct()
-        out |= {int(r[0]) for r in conn.execute(query)}
-    return out
+    return reader.files_with_delete_files(conn, table_id) | files_with_inlined_deletes(conn, table_id, snapshot_id)
 
 
 def _schema_version_ranges(conn: Connection, table_id: int) -> list[tuple[int, int]]:
-    v = T.ducklake_schema_versions
-    rows = conn.execute(
-        select(v.c.begin_snapshot, v.c.schema_version).where(v.c.table_id == table_id).order_by(v.c.begin_snapshot)
-    )
-    return [(int(r.begin_snapshot), int(r.schema_version)) for r in rows]
+    return reader.schema_version_starts(conn, table_id)
 
 
 def _version_at(ranges: list[tuple[int, int]], snapshot_id: int) -> int | None:
@@ -309,12 +298,7 @@ def _version_at(ranges: list[tuple[int, int]], snapshot_id: int) -> int | None:
 
 
 def _partition_values(conn: Connection, table_id: int) -> dict[int, tuple[str | None, ...]]:
-    p = T.ducklake_file_partition_value
-    out: dict[int, list[str | None]] = {}
-    query = select(p).where(p.c.table_id == table_id).order_by(p.c.data_file_id, p.c.partition_key_index)
-    for r in conn.execute(query):
-        out.setdefault(int(r.data_file_id), []).append(r.partition_value)
-    return {k: tuple(v) for k, v in out.items()}
+    return reader.file_partition_values(conn, table_id)
 
 
 def rewrite_group(group: MergeGroup, storage_options: dict[str, Any] | None = None) -> MergedFile:
@@ -333,9 +317,9 @@ def rewrite_group(group: MergeGroup, storage_options: dict[str, Any] | None = No
     fields = [data.schema.field(i) for i in range(len(group.schema.columns))]
     if not contiguous:
         columns.append(row_ids)
-        fields.append(_internal_field(INTERNAL_ROW_ID, ROW_ID_FIELD_ID))
+        fields.append(internal_field(INTERNAL_ROW_ID, ROW_ID_FIELD_ID))
     columns.append(internal_column(data, group.schema, SNAPSHOT_ID).combine_chunks().cast(pa.int64()))
-    fields.append(_internal_field(INTERNAL_SNAPSHOT_ID, SNAPSHOT_ID_FIELD_ID))
+    fields.append(internal_field(INTERNAL_SNAPSHOT_ID, SNAPSHOT_ID_FIELD_ID))
     name = new_data_file_name()
     written = write_table(
         pa.Table.from_arrays(columns, schema=pa.schema(fields)),
@@ -391,10 +375,7 @@ def apply_merge(
 
 def _check_unchanged(ctx: CommitContext, group: MergeGroup) -> None:
     ids = [f.data_file_id for f in group.sources]
-    d = T.ducklake_data_file
-    live = ctx.conn.execute(
-        select(func.count()).where(d.c.data_file_id.in_(ids), d.c.end_snapshot.is_(None))
-    ).scalar_one()
+    live = reader.count_live_files(ctx.conn, ids)
     changed = live != len(ids) or bool(set(ids) & _files_with_deletes(ctx.conn, group.table_id, ctx.snapshot_id))
     if changed:
         raise StalePlanError(

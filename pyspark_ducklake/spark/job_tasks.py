@@ -19,6 +19,10 @@ log = logging.getLogger("pyspark_ducklake.cleanup")
 
 TASKS_STOP_TIMEOUT_S = 120.0
 
+# Spark kills the Python worker of a cancelled task within about 4 s (a 2 s check, then
+# spark.python.task.killTimeout, 2 s by default); an abort that cannot see the tasks looks again for this long.
+LATE_TASK_GRACE_S = 6.0
+
 
 @contextlib.contextmanager
 def tasks_stopped_on_failure(spark: Any, *, timeout_s: float = TASKS_STOP_TIMEOUT_S) -> Iterator[None]:

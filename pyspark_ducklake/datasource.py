@@ -1,4 +1,6 @@
-"""``spark.read.format("ducklake")`` and ``df.write.format("ducklake")``: the Spark batch data source."""
+"""The ``ducklake`` Spark data source: one class for every mode (``spark.read``, ``df.write``, ``readStream``,
+``writeStream``), handing each to its wing: batch/ for reads, writes and change-feed reads, streaming/ for streams.
+It sits above both wings; the fast paths (spark_parquet_read/write) sit above it and fall back to it."""
 
 from __future__ import annotations
 
@@ -8,9 +10,9 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWrite
 from pyspark.sql.types import StructType
 
 from pyspark_ducklake.exceptions import InvalidOptionError
-from pyspark_ducklake.lake_config import LakeConfig
-from pyspark_ducklake.lake_config import spark_conf as session_conf
 from pyspark_ducklake.options import Entry, check_options
+from pyspark_ducklake.spark.lake_config import LakeConfig
+from pyspark_ducklake.spark.lake_config import spark_conf as session_conf
 
 FORMAT_NAME = "ducklake"
 
@@ -23,9 +25,9 @@ class DuckLakeDataSource(DataSource):
 
     Rows cross between Python workers and the JVM as Arrow here, which is several times slower than Spark's own
     Parquet reader and writer: :func:`pyspark_ducklake.read_table` and :func:`pyspark_ducklake.write_table` give the
-    same results through those (:mod:`pyspark_ducklake.batch.native`). A Python data source cannot use them itself:
-    PySpark 4.3's ``DataSourceReader``/``DataSourceArrowWriter`` only move rows or Arrow batches, with no way to hand
-    Spark a JVM plan.
+    same results through those (:mod:`pyspark_ducklake.spark_parquet_read`, ``spark_parquet_write``). A Python data
+    source cannot use them itself: PySpark 4.3's ``DataSourceReader``/``DataSourceArrowWriter`` only move rows or
+    Arrow batches, with no way to hand Spark a JVM plan.
     """
 
     # Spark conf captured by register(spark): Python data sources run in workers without a SparkSession.
@@ -67,14 +69,16 @@ class DuckLakeDataSource(DataSource):
         Raises:
             InvalidOptionError: options of the table read and of the change feed mixed (one would be ignored).
         """
-        from pyspark_ducklake.options import _get, option_as_bool
+        from pyspark_ducklake.options import option_as_bool, option_value
 
         options = dict(self.options)
         starts = ("startingSnapshot", "startingTimestamp")
-        feed = option_as_bool(options, "readChangeFeed", False) or any(_get(options, k) is not None for k in starts)
+        feed = option_as_bool(options, "readChangeFeed", False) or any(
+            option_value(options, k) is not None for k in starts
+        )
         wrong = ("snapshot", "timestamp") if feed else ("endingSnapshot", "endingTimestamp")
         for key in wrong:
-            if _get(options, key) is not None:
+            if option_value(options, key) is not None:
                 raise InvalidOptionError(
                     f"option {key} does not apply to a change-feed read (startingSnapshot/endingSnapshot pick its "
                     "range)"
@@ -88,7 +92,7 @@ class DuckLakeDataSource(DataSource):
 
         self._check(Entry.READ, Entry.STREAM_READ)  # Spark asks for the schema of reads only
         if self._change_feed():
-            from pyspark_ducklake.batch.change_feed import change_feed_schema
+            from pyspark_ducklake.batch.change_feed_read import change_feed_schema
 
             schema, self._feed_range = change_feed_schema(self.config, self.identifier, dict(self.options))
             return schema
@@ -103,21 +107,21 @@ class DuckLakeDataSource(DataSource):
 
         self._check(Entry.READ)
         if self._change_feed():
-            from pyspark_ducklake.batch.change_feed import ChangeFeedBatchReader
+            from pyspark_ducklake.batch.change_feed_read import ChangeFeedBatchReader
 
             options = dict(self.options)
             return ChangeFeedBatchReader(self.config, self.identifier, options, schema, pinned=self._feed_range)
         return DuckLakeBatchReader(self.config, self.identifier, dict(self.options), schema, snapshot=self._snapshot)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        from pyspark_ducklake.batch.writer import DuckLakeBatchWriter
+        from pyspark_ducklake.batch.write_job import DuckLakeBatchWriter
 
         self._check(Entry.WRITE)
         return DuckLakeBatchWriter.create(self.config, self.identifier, dict(self.options), schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
         from pyspark_ducklake.exceptions import InvalidOptionError
-        from pyspark_ducklake.streaming.writer import DuckLakeStreamWriter
+        from pyspark_ducklake.streaming.write_stream import DuckLakeStreamWriter
 
         self._check(Entry.STREAM_WRITE)
         if overwrite:
@@ -126,7 +130,7 @@ class DuckLakeDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> Any:
         from pyspark_ducklake.exceptions import InvalidOptionError
-        from pyspark_ducklake.streaming.source import DuckLakeChangeFeedReader
+        from pyspark_ducklake.streaming.change_feed_stream import DuckLakeChangeFeedReader
 
         self._check(Entry.STREAM_READ)
         if not self._change_feed():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pyspark_ducklake.catalog.changes import ChangeSet
+from pyspark_ducklake.catalog.snapshot_changes import ChangeSet
 
 
 @pytest.mark.parametrize(

@@ -32,8 +32,8 @@ Where DuckDB 1.5.5 reports something else, it is a bug on its side, and this mod
   one snapshot when both are in the range (DuckDB maps deleted rows to snapshots by rowid).
 
 The plan (:func:`plan_changes`) reads the catalog only; each :class:`FileChangeTask` reads its own files. Only
-:func:`finish_changes` (update pairing) needs all rows together; ``table.change_split`` decides the pairing from the
-changes' keys first, so that Spark tasks can read the files apart.
+:func:`finish_changes` (update pairing) needs all rows together; ``table.change_feed_split`` decides the pairing from
+the changes' keys first, so that Spark tasks can read the files apart.
 """
 
 from __future__ import annotations
@@ -50,12 +50,12 @@ from typing import Any, TypeVar
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from sqlalchemy import Connection, Engine, and_, select
 
 from pyspark_ducklake.catalog import reader
-from pyspark_ducklake.catalog import tables as T
-from pyspark_ducklake.catalog.changes import ChangeSet
+from pyspark_ducklake.catalog.db import Connection, Engine
 from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
+from pyspark_ducklake.catalog.inlined_tables import inlined_file_deletes
+from pyspark_ducklake.catalog.snapshot_changes import ChangeSet
 from pyspark_ducklake.catalog.types import TableSchema, arrow_field, empty_table
 from pyspark_ducklake.exceptions import InvalidOptionError, NoSuchSnapshotError
 from pyspark_ducklake.io.deletion_vector import PARQUET, delete_file_format
@@ -127,13 +127,8 @@ def classify(changes_made: str | None, table_id: int, *, known: bool = True) -> 
 
 def _snapshot_changes(conn: Connection, table_id: int, start: int, end: int) -> dict[int, SnapshotChanges]:
     """Every snapshot in ``[start, end]`` with what it did to the table."""
-    s, c = T.ducklake_snapshot, T.ducklake_snapshot_changes
-    rows = conn.execute(
-        select(s.c.snapshot_id, c.c.snapshot_id.label("changes_id"), c.c.changes_made)
-        .select_from(s.outerjoin(c, s.c.snapshot_id == c.c.snapshot_id))
-        .where(s.c.snapshot_id >= start, s.c.snapshot_id <= end)
-    )
-    return {int(r.snapshot_id): classify(r.changes_made, table_id, known=r.changes_id is not None) for r in rows}
+    rows = reader.snapshot_changes_between(conn, start, end)
+    return {snapshot_id: classify(made, table_id, known=known) for snapshot_id, known, made in rows}
 
 
 def _snapshot_id(conn: Connection, ref: SnapshotRef, *, lower: bool, what: str) -> int:
@@ -247,12 +242,9 @@ def plan_changes(conn: Connection, table: TableEntry, start: int, end: int, data
     plan.commit_times = _commit_times(conn, start, end)
     base = reader.table_path(table, data_path)
     encrypted = reader.lake_encrypted(conn)
-    d, x = T.ducklake_data_file, T.ducklake_delete_file
     delete_files: dict[int, list[DeleteFileRef]] = {}
     deletes_may_be_in_range: set[int] = set()
-    for r in conn.execute(
-        select(x).where(x.c.table_id == table.table_id, x.c.begin_snapshot <= end).order_by(x.c.begin_snapshot)
-    ):
+    for r in reader.delete_file_rows_until(conn, table.table_id, end):
         path = reader.delete_file_path(base, r, data_path)
         ref = DeleteFileRef(
             path, int(r.begin_snapshot), delete_file_format(r.format, r.path), reader.file_key(r, encrypted, path)
@@ -261,11 +253,9 @@ def plan_changes(conn: Connection, table: TableEntry, start: int, end: int, data
         # An ended delete file was replaced before its end: it holds no deletion at or after that end.
         if r.end_snapshot is None or int(r.end_snapshot) > start:
             deletes_may_be_in_range.add(int(r.data_file_id))
-    inlined_deletes = _inlined_file_deletes(conn, table.table_id, end)
+    inlined_deletes = inlined_file_deletes(conn, table.table_id, end)
     rewrites = tuple(sorted(s for s, c in changes.items() if c.maintenance and not c.inserted))
-    for r in conn.execute(
-        select(d).where(d.c.table_id == table.table_id, d.c.begin_snapshot <= end).order_by(d.c.data_file_id)
-    ):
+    for r in reader.data_file_rows_until(conn, table.table_id, end):
         task = _file_task(
             r, base, start, end, changes, delete_files, deletes_may_be_in_range, inlined_deletes, rewrites, encrypted
         )
@@ -327,17 +317,6 @@ def _file_task(
     )
 
 
-def _inlined_file_deletes(conn: Connection, table_id: int, end: int) -> dict[int, list[tuple[int, int]]]:
-    """``{data_file_id: [(position, snapshot)]}`` from ``ducklake_inlined_delete_<tid>``, up to ``end``."""
-    if not reader.has_table(conn, T.inlined_delete_table_name(table_id)):
-        return {}
-    t = T.inlined_delete_table(table_id)
-    out: dict[int, list[tuple[int, int]]] = {}
-    for r in conn.execute(select(t).where(t.c.begin_snapshot <= end)):
-        out.setdefault(int(r.file_id), []).append((int(r.row_id), int(r.begin_snapshot)))
-    return out
-
-
 def _inlined_versions(conn: Connection, table_id: int, schema: TableSchema, start: int, end: int) -> pa.Table | None:
     rows = read_inlined_rows(conn, table_id, schema, end, include_ended=True)
     if rows.num_rows == 0 or rows.num_columns != len(schema.columns) + 3:
@@ -351,11 +330,7 @@ def _inlined_versions(conn: Connection, table_id: int, schema: TableSchema, star
 
 
 def _commit_times(conn: Connection, start: int, end: int) -> dict[int, dt.datetime]:
-    s = T.ducklake_snapshot
-    rows = conn.execute(
-        select(s.c.snapshot_id, s.c.snapshot_time).where(and_(s.c.snapshot_id >= start, s.c.snapshot_id <= end))
-    )
-    return {int(r.snapshot_id): r.snapshot_time for r in rows if r.snapshot_time is not None}
+    return reader.commit_times(conn, start, end)
 
 
 # --- executing a file task ---------------------------------------------------------------------------------------
@@ -419,7 +394,7 @@ def execute_change_task(
     data = execute_file_task(
         FileTask(task.file, _ALL_ROWS), schema, storage_options=storage_options, with_positions=True
     )
-    return _file_changes(task, data, positions, snapshots, len(schema.columns))
+    return file_changes(task, data, positions, snapshots, len(schema.columns))
 
 
 def count_task_changes(task: FileChangeTask, *, storage_options: dict[str, Any] | None = None) -> pa.Table | None:
@@ -428,7 +403,7 @@ def count_task_changes(task: FileChangeTask, *, storage_options: dict[str, Any] 
     if not task.inserts and len(positions) == 0:
         return None
     data = _read_versions(task.file, storage_options)
-    return _file_changes(task, data, positions, snapshots, 0)
+    return file_changes(task, data, positions, snapshots, 0)
 
 
 def _read_versions(f: DataFileEntry, storage_options: dict[str, Any] | None) -> pa.Table:
@@ -459,7 +434,7 @@ def internal_columns(schema: pa.Schema) -> list[str]:
     return [f.name for f in schema if field_id(f) in (ROW_ID_FIELD_ID, SNAPSHOT_ID_FIELD_ID)]
 
 
-def _file_changes(
+def file_changes(
     task: FileChangeTask, data: pa.Table, positions: np.ndarray, snapshots: np.ndarray, columns: int
 ) -> pa.Table | None:
     """``data``'s inserts and deletes; its first ``columns`` columns are the table's, the internal ones follow."""
@@ -577,8 +552,8 @@ def finish_changes(
         out = rows if keep.all() else rows.filter(pa.array(keep))
         codes, out_snaps = in_place[keep], snaps[keep]
     arrays = [out.column(i) for i in range(out.num_columns)]
-    arrays[out.num_columns + TYPE_AT] = _KINDS.take(pa.array(codes))
-    arrays.append(_commit_times_of(out_snaps, plan.commit_times))
+    arrays[out.num_columns + TYPE_AT] = CHANGE_KINDS.take(pa.array(codes))
+    arrays.append(commit_times_of(out_snaps, plan.commit_times))
     return pa.Table.from_arrays(arrays, schema=target)
 
 
@@ -596,7 +571,7 @@ def _conform(rows: pa.Table, target: pa.Schema) -> pa.Table:
 
 def pair_changes(snaps: np.ndarray, rowids: np.ndarray, is_insert: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(order, codes)``: the rows to keep, sorted by snapshot, rowid and delete-before-insert, and each one's
-    index into :data:`_KINDS`. A row version recorded twice (a rewritten file still in the catalog, say) is one
+    index into :data:`CHANGE_KINDS`. A row version recorded twice (a rewritten file still in the catalog, say) is one
     change: the first of them in the input is kept. A delete and an insert of one rowid in one snapshot are an
     update's pre and post image."""
     key = _packed_key(snaps, rowids, is_insert)
@@ -672,10 +647,10 @@ def _reorder(rows: pa.Table, order: np.ndarray) -> pa.Table:
     return pa.concat_tables(pieces)
 
 
-_KINDS = pa.array([INSERT, DELETE, UPDATE_PREIMAGE, UPDATE_POSTIMAGE], pa.string())
+CHANGE_KINDS = pa.array([INSERT, DELETE, UPDATE_PREIMAGE, UPDATE_POSTIMAGE], pa.string())
 
 
-def _commit_times_of(snaps: np.ndarray, commit_times: dict[int, dt.datetime]) -> pa.Array:
+def commit_times_of(snaps: np.ndarray, commit_times: dict[int, dt.datetime]) -> pa.Array:
     """Each snapshot's commit time (null where the catalog has none), looked up without a Python loop."""
     known = sorted(commit_times)
     ids = np.array(known, dtype=np.int64)
@@ -724,14 +699,14 @@ def table_changes(
         DataFileError: a data or delete file cannot be read.
     """
     plan = _plan(engine, data_path, schema_name, table_name, start_snapshot, end_snapshot)
-    parts = _in_threads(
+    parts = in_threads(
         [functools.partial(execute_change_task, t, plan.schema, storage_options=storage_options) for t in plan.files]
     )
     parts.append(inlined_changes(plan))
     return finish_changes(parts, plan, ordered=ordered)
 
 
-def _in_threads(calls: list[functools.partial[_T]]) -> list[_T]:
+def in_threads(calls: list[functools.partial[_T]]) -> list[_T]:
     """Run the file tasks a few at a time: Parquet decoding releases the GIL, so files overlap their waits."""
     workers = min(len(calls), os.cpu_count() or 1, _MAX_THREADS)
     if workers <= 1:

@@ -9,16 +9,17 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from pyspark_ducklake.exceptions import InvalidOptionError
-from pyspark_ducklake.lake import Lake, parse_identifier
-from pyspark_ducklake.lake_config import LakeConfig
-from pyspark_ducklake.options import _get, parse_int, parse_timestamp
-from pyspark_ducklake.streaming.source import (
+from pyspark_ducklake.lake import Lake
+from pyspark_ducklake.options import option_value, parse_int, parse_timestamp
+from pyspark_ducklake.spark.change_feed import (
     FeedOptions,
     change_partitions,
     feed_schema,
     read_partition,
     resolve_start,
 )
+from pyspark_ducklake.spark.lake_config import LakeConfig
+from pyspark_ducklake.table.identifiers import parse_identifier
 
 
 def _bounds(lake: Lake, options: dict[str, str], pinned: tuple[int | None, int] | None = None) -> tuple[int, int]:
@@ -36,8 +37,8 @@ def _bounds(lake: Lake, options: dict[str, str], pinned: tuple[int | None, int] 
 
 def _end(lake: Lake, options: dict[str, str]) -> int:
     """The range's last snapshot: ``endingSnapshot``, the newest at or before ``endingTimestamp``, or the latest."""
-    raw_end = _get(options, "endingSnapshot")
-    raw_time = _get(options, "endingTimestamp")
+    raw_end = option_value(options, "endingSnapshot")
+    raw_time = option_value(options, "endingTimestamp")
     if raw_end is not None and raw_time is not None:
         raise InvalidOptionError("options endingSnapshot and endingTimestamp both pick the end; give only one")
     if raw_time is not None:
@@ -59,7 +60,7 @@ def change_feed_schema(
         start: int | None = None
         if feed.starting is not None or feed.starting_timestamp is not None:
             start = resolve_start(lake, feed)
-        if _get(options, "endingSnapshot") is not None or _get(options, "endingTimestamp") is not None:
+        if option_value(options, "endingSnapshot") is not None or option_value(options, "endingTimestamp") is not None:
             _bounds(lake, options, (start, end))  # a range that cannot be read fails at load()
         return feed_schema(lake.table(identifier, snapshot=end).table_schema), (start, end)
     finally:

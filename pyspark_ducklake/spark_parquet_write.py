@@ -39,10 +39,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from pyspark_ducklake.batch.job_tasks import tasks_stopped_on_failure
-from pyspark_ducklake.batch.native import GLOB_CHARACTERS, _default_literal, column_named, spark_path
-from pyspark_ducklake.batch.spark_types import spark_type
-from pyspark_ducklake.batch.writer import (
+from pyspark_ducklake.batch.write_job import (
     PARTITION_BY,
     TARGET_FILE_ROWS,
     WritePlan,
@@ -57,7 +54,11 @@ from pyspark_ducklake.exceptions import DataFileError, InvalidOptionError, Table
 from pyspark_ducklake.io import thrift_compact as tc
 from pyspark_ducklake.io.parquet import LeafStats, WrittenFile, leaf_arrays
 from pyspark_ducklake.options import Entry, check_options, option_as_int
-from pyspark_ducklake.table.write import PendingFile
+from pyspark_ducklake.spark.job_tasks import tasks_stopped_on_failure
+from pyspark_ducklake.spark.lake_config import LakeConfig, spark_conf
+from pyspark_ducklake.spark.type_mapping import spark_type
+from pyspark_ducklake.spark_parquet_read import GLOB_CHARACTERS, column_named, default_literal, spark_path
+from pyspark_ducklake.table.data_files import PendingFile
 
 log = logging.getLogger("pyspark_ducklake.native")
 
@@ -127,11 +128,8 @@ def write_table(
         opts["dataPath"] = data_path
     if partition_by is not None:
         opts[PARTITION_BY] = partition_by
-    from pyspark_ducklake.batch.native import _spark_conf
-    from pyspark_ducklake.lake_config import LakeConfig
-
     check_options(opts, Entry.WRITE)
-    config = LakeConfig.resolve(opts, _spark_conf(spark).get)
+    config = LakeConfig.resolve(opts, spark_conf(spark).get)
     plan = plan_write(config, table, opts, df.schema)
     if mode in CREATE_MODES:  # Spark's SaveMode semantics, which the data source cannot offer (Spark refuses them)
         if plan.table_exists and mode == "ignore":
@@ -176,7 +174,7 @@ def write_table(
 
 
 def _data_source_write(df: DataFrame, table: str, mode: str, options: dict[str, str]) -> None:
-    from pyspark_ducklake.batch.source import FORMAT_NAME, register
+    from pyspark_ducklake.datasource import FORMAT_NAME, register
 
     register(df.sparkSession)
     writer = df.write.format(FORMAT_NAME).mode(mode)
@@ -233,7 +231,7 @@ def _conform(df: DataFrame, plan: WritePlan) -> DataFrame:
         target = spark_type(column)
         f = incoming.get(column.name)
         if f is None:
-            columns.append(_default_literal(column, target, current=True).alias(column.name))
+            columns.append(default_literal(column, target, current=True).alias(column.name))
         elif _same_type(f.dataType, target):
             columns.append(column_named(column.name))
         elif _promotion(f.dataType, column):
@@ -260,7 +258,7 @@ def _same_type(a: T.DataType, b: T.DataType) -> bool:
 
 def _promotion(source: T.DataType, column: Column) -> bool:
     """Whether casting ``source`` to the column is one of DuckLake's lossless promotions."""
-    from pyspark_ducklake.batch.spark_types import columns_from_spark
+    from pyspark_ducklake.spark.type_mapping import columns_from_spark
 
     if column.is_nested or isinstance(source, T.StructType | T.ArrayType | T.MapType):
         return False

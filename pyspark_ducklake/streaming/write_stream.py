@@ -17,26 +17,27 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
-from sqlalchemy.exc import DBAPIError
 
-from pyspark_ducklake.batch.spark_types import columns_from_spark
-from pyspark_ducklake.batch.writer import LATE_TASK_GRACE_S
+from pyspark_ducklake.catalog.db import DBAPIError
 from pyspark_ducklake.catalog.transaction import is_connection_error, retry_while_unreachable, run_through_outages
 from pyspark_ducklake.exceptions import CatalogUnreachableError, InvalidOptionError, SchemaMismatchError
 from pyspark_ducklake.io.fileio import delete_files, filesystem
 from pyspark_ducklake.lake import Lake
-from pyspark_ducklake.lake_config import LakeConfig
 from pyspark_ducklake.options import (
     Entry,
-    _get,
     check_options,
     option_as_bool,
     option_as_int,
     option_as_seconds,
     option_as_size,
+    option_value,
     parse_keys,
 )
-from pyspark_ducklake.streaming.microbatch import (
+from pyspark_ducklake.spark.job_tasks import LATE_TASK_GRACE_S
+from pyspark_ducklake.spark.lake_config import LakeConfig
+from pyspark_ducklake.spark.type_mapping import columns_from_spark
+from pyspark_ducklake.table.job_files import JobToken, remove_job_files, remove_job_files_late
+from pyspark_ducklake.table.microbatch import (
     FLUSH_BYTES_DEFAULT,
     FLUSH_INTERVAL_DEFAULT,
     FLUSH_ROWS_DEFAULT,
@@ -48,7 +49,6 @@ from pyspark_ducklake.streaming.microbatch import (
     TaskOutput,
     write_task,
 )
-from pyspark_ducklake.table.job_files import JobToken, remove_job_files, remove_job_files_late
 
 log = logging.getLogger("pyspark_ducklake.sink")
 
@@ -70,7 +70,7 @@ def sink_settings(options: dict[str, str], retry: object) -> SinkSettings:
         flush_interval=option_as_seconds(options, "flush_interval", FLUSH_INTERVAL_DEFAULT),
         create_table=option_as_bool(options, "create_table", True),
         merge_schema=option_as_bool(options, "merge_schema", False),
-        partition_by=parse_keys(_get(options, "partition_by") or "", "partition_by"),
+        partition_by=parse_keys(option_value(options, "partition_by") or "", "partition_by"),
         target_file_rows=option_as_int(options, "target_file_rows", TARGET_FILE_ROWS_DEFAULT, minimum=1)
         or TARGET_FILE_ROWS_DEFAULT,
         retry=retry,  # type: ignore[arg-type]
@@ -111,10 +111,10 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, config: LakeConfig, identifier: str, options: dict[str, str], schema: StructType) -> None:
         self.config = config
         # Spark gives every copy of the writer (the tasks', each batch's commit or abort) the checkpoint location
-        self.checkpoint = _get(options, "checkpointLocation")
+        self.checkpoint = option_value(options, "checkpointLocation")
         self.identifier = identifier
         self.settings = sink_settings(options, config.retry)
-        self.app_id = _get(options, "app_id")
+        self.app_id = option_value(options, "app_id")
         self.incoming = columns_from_spark(schema)
         lake = self._open()  # Spark makes a writer for every micro-batch: it waits out an outage too
         try:

@@ -14,8 +14,9 @@ from sqlalchemy import update
 import pyspark_ducklake as pdl
 from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog import tables as T
+from pyspark_ducklake.table.commit import table_folder
+from pyspark_ducklake.table.data_files import write_data_files
 from pyspark_ducklake.table.job_files import JobToken, remove_job_files
-from pyspark_ducklake.table.write import write_data_files
 from tests.support.duck import open_duckdb
 
 NAME = re.compile(r"^ducklake-[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}\.parquet$")
@@ -44,7 +45,7 @@ def test_removing_a_failed_jobs_files_keeps_committed_and_other_jobs_files(sqlit
     schema = pa.schema([("k", pa.string()), ("v", pa.int64())])
     lake.create_table("main.t", schema, partition_by=["k"])
     table = lake.table("main.t")
-    table_dir = lake._table_dir(table)
+    table_dir = table_folder(table, lake.data_path)
     data = pa.table({"k": ["a", "b"], "v": [1, 2]}, schema=schema)
     failed, other = JobToken.new(), JobToken.new()
     # the failed job's files: one partition folder each, never committed

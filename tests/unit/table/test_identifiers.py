@@ -13,7 +13,7 @@ import pytest
 import pyspark_ducklake as pdl
 from pyspark_ducklake.__main__ import main
 from pyspark_ducklake.exceptions import InvalidIdentifierError
-from pyspark_ducklake.lake import format_identifier, parse_identifier
+from pyspark_ducklake.table.identifiers import format_identifier, parse_identifier
 
 NAMES = [("we.ird", 't."x"'), ("s p'a", "a.b.c"), ("main", "plain"), ('q"', "e n d.")]
 

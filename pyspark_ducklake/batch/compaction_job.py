@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pyspark_ducklake.lake_config import LakeConfig, spark_conf
 from pyspark_ducklake.options import CATALOG, DATA_PATH
-from pyspark_ducklake.table.compaction import MergedFile, MergeGroup, rewrite_group
+from pyspark_ducklake.spark.lake_config import LakeConfig, spark_conf
+from pyspark_ducklake.table.maintenance.compaction import MergedFile, MergeGroup, rewrite_group
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from pyspark_ducklake.table.compaction import CompactionReport
+    from pyspark_ducklake.table.maintenance.compaction import CompactionReport
 
 
 def spark_rewrite(
@@ -52,7 +52,7 @@ def merge_adjacent_files(
         **options: as :meth:`pyspark_ducklake.Lake.merge_adjacent_files` (``target_file_size``, ``dry_run``...).
 
     Returns:
-        The :class:`~pyspark_ducklake.table.compaction.CompactionReport`.
+        The :class:`~pyspark_ducklake.table.maintenance.compaction.CompactionReport`.
     """
     given = {k: v for k, v in ((CATALOG, catalog), (DATA_PATH, data_path)) if v}
     config = LakeConfig.resolve(given, spark_conf(spark).get)

@@ -29,11 +29,11 @@ from pyspark_ducklake.options import (
     SPARK_CONF_DATA_PATH,
     SPARK_CONF_KEYS,
     SPARK_CONF_PREFIX,
-    _get,
     canonical_conf,
     option_as_float,
     option_as_int,
     option_as_seconds,
+    option_value,
     parse_bool,
 )
 
@@ -105,7 +105,7 @@ class LakeConfig:
         options = options or {}
         env = os.environ if environ is None else environ
         conf = spark_conf or (lambda _key: None)
-        catalog, source = _get(options, CATALOG), "option 'catalog'"
+        catalog, source = option_value(options, CATALOG), "option 'catalog'"
         if not catalog:
             catalog, source = conf(SPARK_CONF_CATALOG), f"Spark conf {SPARK_CONF_CATALOG}"
         if not catalog:
@@ -116,7 +116,8 @@ class LakeConfig:
                 f"conf {SPARK_CONF_CATALOG}, or the environment variable {ENV_CATALOG} "
                 "(SQLAlchemy URL or DuckDB spelling such as 'ducklake:sqlite:lake.sqlite')"
             )
-        data_path = _get(options, DATA_PATH) or conf(SPARK_CONF_DATA_PATH) or env.get(ENV_DATA_PATH)
+        data_path = option_value(options, DATA_PATH) or conf(SPARK_CONF_DATA_PATH) or env.get(ENV_DATA_PATH)
+        encrypted = option_value(options, ENCRYPTED)
         return cls(
             catalog=str(catalog),
             data_path=data_path,
@@ -124,7 +125,7 @@ class LakeConfig:
             retry=retry_config(options),
             catalog_source=source,
             s3=_s3_settings(options, conf),
-            encrypted=None if _get(options, ENCRYPTED) is None else parse_bool(_get(options, ENCRYPTED), ENCRYPTED),
+            encrypted=None if encrypted is None else parse_bool(encrypted, ENCRYPTED),
         )
 
     def connect(self, **kwargs: Any) -> Lake:

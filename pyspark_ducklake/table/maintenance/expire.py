@@ -19,16 +19,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from sqlalchemy import Connection, Engine
-from sqlalchemy.exc import DBAPIError
-
 from pyspark_ducklake.catalog import expiry, reader
+from pyspark_ducklake.catalog.db import Connection, DBAPIError, Engine
 from pyspark_ducklake.catalog.paths import is_inside, normalize
 from pyspark_ducklake.catalog.transaction import now_utc
 from pyspark_ducklake.exceptions import CommitFailedError, DataFileError, InvalidOptionError
 from pyspark_ducklake.io.fileio import delete_files, file_size
 from pyspark_ducklake.options import parse_duration, parse_int
-from pyspark_ducklake.table.maintenance import MaintenanceReport, log
+from pyspark_ducklake.table.maintenance.orphans import MaintenanceReport, log
 
 DEFAULT_DELETE_OLDER_THAN = "2 days"  # the reference's default for ducklake_cleanup_old_files
 When = dt.datetime | dt.date | dt.timedelta | str

@@ -1,4 +1,4 @@
-"""The decisions of ``table.change_split`` (which rows pair up as updates, which are second copies) equal what
+"""The decisions of ``table.change_feed_split`` (which rows pair up as updates, which are second copies) equal what
 ``finish_changes`` decides over all rows at once, on random keys: runs of implicit rowids that overlap each other
 or not, listed keys that fall inside runs, duplicates within and across pieces, keys too wide to pack."""
 
@@ -9,8 +9,8 @@ import random
 import numpy as np
 import pytest
 
-from pyspark_ducklake.table.change_split import _DELETE, _DROP, _INSERT, _decide, _Keys
-from pyspark_ducklake.table.changes import pair_changes
+from pyspark_ducklake.table.change_feed import pair_changes
+from pyspark_ducklake.table.change_feed_split import _DELETE, _DROP, _INSERT, _decide, _Keys
 
 
 def _materialize(keys: list[_Keys | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

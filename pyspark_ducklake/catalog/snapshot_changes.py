@@ -116,7 +116,7 @@ class ChangeSet:
         """Why committing ``self`` after ``other`` (committed concurrently) would be wrong, or None.
 
         Only table-level rules are left here: a drop or a schema change of the table. Appends, deletes, flushes and
-        compactions of one table are checked row by row and file by file where they are applied (``writer.py``): a
+        compactions of one table are checked row by row and file by file where they are applied (``commit_rows.py``): a
         change whose planned rows were moved or ended is planned again or fails, one that touches other rows and
         files commits. So, unlike the reference's matrix, an append never conflicts with a delete, a flush or a
         compaction, and a delete never with an append.

@@ -1,0 +1,109 @@
+"""The catalog's inlined tables, as SQL: the rows of ``ducklake_inlined_data_<table_id>_<schema_version>`` (values
+still encoded; :mod:`~pyspark_ducklake.catalog.inlined_codec` decodes them), moving them out when flushed, and the
+deletions of ``ducklake_inlined_delete_<table_id>``. Their names are spelled in :mod:`~pyspark_ducklake.catalog.tables`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+from sqlalchemy import BigInteger, Connection, MetaData, Table, and_, delete, or_, select
+from sqlalchemy import Column as SAColumn
+from sqlalchemy.schema import DropTable
+
+from pyspark_ducklake.catalog import reader
+from pyspark_ducklake.catalog import tables as T
+from pyspark_ducklake.catalog.inlined_codec import decode_values, inlined_select_expression
+from pyspark_ducklake.catalog.types import Column, TableSchema
+
+
+def columns_at_schema_version(
+    conn: Connection, table_id: int, schema_version: int, current: TableSchema
+) -> TableSchema:
+    """The table's columns when ``schema_version`` began (those of an inlined table of that version); ``current``
+    when the catalog has no record of it."""
+    snap = reader.table_schema_version_snapshot(conn, table_id, schema_version)
+    if snap is None:
+        return current
+    return reader.table_schema(conn, table_id, snap)
+
+
+def stored_columns(conn: Connection, name: str, columns: Sequence[Column]) -> list[Column]:
+    """Those of ``columns`` the inlined table ``name`` has (it may predate a column's addition)."""
+    present = {c["name"] for c in reader.inspect_columns(conn, name)}
+    return [c for c in columns if c.name in present]
+
+
+def _table(name: str, columns: Sequence[Column]) -> Table:
+    return Table(
+        name,
+        MetaData(),
+        SAColumn("row_id", BigInteger),
+        SAColumn("begin_snapshot", BigInteger),
+        SAColumn("end_snapshot", BigInteger),
+        *[SAColumn(c.name, key=f"c{c.column_id}") for c in columns],
+    )
+
+
+def inlined_rows(
+    conn: Connection,
+    name: str,
+    columns: Sequence[Column],
+    *,
+    snapshot_id: int | None = None,
+    include_ended: bool = False,
+) -> Sequence[Any]:
+    """Rows of the inlined table ``name`` (``row_id``, ``begin_snapshot``, ``end_snapshot`` and each column's
+    encoded value under ``c<column_id>``): those begun by ``snapshot_id`` and, unless ``include_ended``, not ended
+    by it, in row id order; with no snapshot, every row, in (row id, begin snapshot) order."""
+    t = _table(name, columns)
+    backend = conn.dialect.name
+    values = [inlined_select_expression(c, backend, t.c[f"c{c.column_id}"]).label(f"c{c.column_id}") for c in columns]
+    query = select(t.c.row_id, t.c.begin_snapshot, t.c.end_snapshot, *values)
+    if snapshot_id is None:
+        return conn.execute(query.order_by(t.c.row_id, t.c.begin_snapshot)).all()
+    cond = t.c.begin_snapshot <= snapshot_id
+    if not include_ended:
+        cond = and_(cond, or_(t.c.end_snapshot.is_(None), t.c.end_snapshot > snapshot_id))
+    return conn.execute(query.where(cond).order_by(t.c.row_id)).all()
+
+
+def decoded_values(rows: Sequence[Any], column: Column, backend: str) -> pa.Array:
+    """One column of :func:`inlined_rows` decoded to Arrow."""
+    return decode_values(column, [r._mapping[f"c{column.column_id}"] for r in rows], backend)
+
+
+def empty_inlined_table(conn: Connection, name: str, columns: Sequence[Column]) -> int | None:
+    """Delete every row of the inlined table; the driver's count of deleted rows (None or < 0: unknown)."""
+    rowcount: int | None = conn.execute(delete(_table(name, columns))).rowcount
+    return rowcount
+
+
+def drop_inlined_table(conn: Connection, table_id: int, name: str, columns: Sequence[Column]) -> None:
+    """Drop an inlined table of an older schema version and unregister it."""
+    conn.execute(DropTable(_table(name, columns), if_exists=True))
+    i = T.ducklake_inlined_data_tables
+    conn.execute(delete(i).where(i.c.table_id == table_id, i.c.table_name == name))
+
+
+def inlined_file_deletes(conn: Connection, table_id: int, snapshot_id: int) -> dict[int, list[tuple[int, int]]]:
+    """``{data_file_id: [(position, begin_snapshot)]}`` from ``ducklake_inlined_delete_<table_id>``: deletions of
+    rows of Parquet files begun by ``snapshot_id``."""
+    if not reader.has_table(conn, T.inlined_delete_table_name(table_id)):
+        return {}
+    t = T.inlined_delete_table(table_id)
+    out: dict[int, list[tuple[int, int]]] = {}
+    for r in conn.execute(select(t).where(t.c.begin_snapshot <= snapshot_id)):
+        out.setdefault(int(r.file_id), []).append((int(r.row_id), int(r.begin_snapshot)))
+    return out
+
+
+def files_with_inlined_deletes(conn: Connection, table_id: int, snapshot_id: int) -> set[int]:
+    """Data files with a deletion in ``ducklake_inlined_delete_<table_id>`` begun by ``snapshot_id``."""
+    if not reader.has_table(conn, T.inlined_delete_table_name(table_id)):
+        return set()
+    t = T.inlined_delete_table(table_id)
+    query = select(t.c.file_id).where(t.c.begin_snapshot <= snapshot_id).distinct()
+    return {int(r[0]) for r in conn.execute(query)}
