@@ -5,6 +5,7 @@ and NULLs: there NaN fails every comparison but ``!=``, and ``not in`` keeps NUL
 above every number and equal to itself, take -0.0 equal to 0.0, and let no NULL pass a comparison. Each term is
 built here so that pyarrow's evaluation gives DuckDB's result:
 
+- float32 columns are compared as DOUBLE (exact widening), so a value beyond float32's range stays itself;
 - float column, NaN value: ``=`` and ``>=`` select the NaN rows, ``>`` none, ``<`` and ``!=`` the other non-NULL
   rows, ``<=`` every non-NULL row;
 - float column, number value: ``>`` and ``>=`` also select the NaN rows (the other operators already agree);
@@ -94,6 +95,10 @@ def term_expression(column: str, op: str, value: Any, column_type: str | None) -
         TypeError: an ``in`` value that is not a collection.
     """
     field = pc.field(column)
+    if column_type == "float32":
+        # compared as DOUBLE, as DuckDB and Spark compare a FLOAT with a double: exact, and pyarrow would otherwise
+        # cast the value to float32 (1e300 becoming inf, which then matched an inf row)
+        field = field.cast(pa.float64())
     if op in ("in", "not in"):
         return _membership(field, op == "not in", value, column_type in FLOAT_TYPES)
     if op not in FILTER_OPERATORS:

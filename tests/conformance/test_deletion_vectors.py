@@ -154,7 +154,7 @@ def test_spark_reads_duckdb_deletion_vectors_through_both_read_paths(
 ) -> None:
     from pyspark.sql import functions as F
 
-    from pyspark_ducklake.batch.native import plan_read
+    from pyspark_ducklake.spark_parquet_read import plan_read
 
     pdl.register(spark)
     duckdb_dv_history(catalog)

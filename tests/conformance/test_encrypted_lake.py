@@ -29,7 +29,7 @@ from sqlalchemy import create_engine, text
 import pyspark_ducklake as pdl
 from pyspark_ducklake.duckdb_attach import extension_path, sql_string
 from pyspark_ducklake.exceptions import DataFileError, EncryptedLakeError
-from pyspark_ducklake.table.changes import table_changes
+from pyspark_ducklake.table.change_feed import table_changes
 from tests.conformance.test_duckdb_writes_we_read import BROAD_DDL, broad_insert, duck_snapshots
 from tests.support.bad_inputs import expect_bad_input
 from tests.support.compare import canonical, canonical_rows

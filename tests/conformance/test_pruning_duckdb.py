@@ -9,6 +9,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -126,5 +127,32 @@ def test_duckdb_misses_a_long_multibyte_string_in_its_own_files(sqlite_catalog: 
         con.execute("INSERT INTO lake.main.own VALUES ('a')")
         assert con.execute("SELECT count(*) FROM lake.main.own").fetchone() == (2,)
         assert con.execute("SELECT count(*) FROM lake.main.own WHERE s = ?", ["\u20ac" * 130]).fetchone() == (0,)
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("value", [1e300, -1e300, 3.4028235677973366e38, 0.1, 16777217.0])
+def test_float32_columns_compare_as_double_like_duckdb(sqlite_catalog: Any, value: float) -> None:
+    """A FLOAT column against a value float32 cannot hold (beyond its range, or between two float32s) selects what
+    DuckDB's WHERE selects: both compare as DOUBLE. pyarrow cast the value to float32, so ``g not in [1e300]`` dropped
+    an ``inf`` row (1e300 became inf)."""
+    con = open_duckdb(sqlite_catalog, inlining_row_limit=0)
+    try:
+        con.execute("CREATE TABLE lake.main.t (id BIGINT, g FLOAT)")
+        con.execute(
+            "INSERT INTO lake.main.t VALUES (1, 'inf'), (2, '-inf'), (3, 1.0), (4, NULL), (5, 'nan'), "
+            "(6, 3.4028235e38), (7, 0.1), (8, 16777216)"
+        )
+        lake = pdl.connect(sqlite_catalog.url)
+        try:
+            literal = f"'{value!r}'::DOUBLE"
+            for op, sql in [("=", "="), ("!=", "<>"), ("<", "<"), ("<=", "<="), (">", ">"), (">=", ">=")]:
+                got = sorted(lake.scan("main.t", filter=[("g", op, value)]).column("id").to_pylist())
+                assert got == duckdb_where_ids(con, "lake.main.t", f"g {sql} {literal}"), op
+            for op, sql in [("in", "IN"), ("not in", "NOT IN")]:
+                got = sorted(lake.scan("main.t", filter=[("g", op, [value, 1.0])]).column("id").to_pylist())
+                assert got == duckdb_where_ids(con, "lake.main.t", f"g {sql} ({literal}, 1.0::DOUBLE)"), op
+        finally:
+            lake.close()
     finally:
         con.close()

@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 import pyspark_ducklake as pdl
-from pyspark_ducklake.batch.native import plan_read
+from pyspark_ducklake.spark_parquet_read import plan_read
 from pyspark_ducklake.streaming.sink import ducklake_sink
 from tests.conformance.test_encrypted_lake import assert_every_file_encrypted, catalog_rows, duck_encrypted
 from tests.support.bad_inputs import expect_bad_input
