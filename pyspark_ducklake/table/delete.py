@@ -157,15 +157,7 @@ def write_deletes(ctx: CommitContext, entry: TableEntry, data_file: Any, fresh: 
             data_file.path, fresh, table_dir, storage_options=ctx.storage_options, encrypt=encrypt
         )
         ctx.attempt_files.append(written.path)
-        W.add_delete_file(
-            ctx,
-            entry,
-            data_file.data_file_id,
-            written,
-            relative_path=name,
-            previous_delete_file_id=None,
-            deletes_seen=seen,
-        )
+        _add_first_delete_file(ctx, entry, data_file, written, name, seen)
         return
     for pos in fresh:
         merged[pos] = ctx.snapshot_id
@@ -212,6 +204,21 @@ def deletion_vectors_on(ctx: CommitContext, entry: TableEntry) -> bool:
     return known[entry.table_id]
 
 
+def _add_first_delete_file(
+    ctx: CommitContext, entry: TableEntry, data_file: Any, written: Any, name: str, seen: int
+) -> None:
+    """Register the first delete file (Parquet or deletion vector) of a data file that had none."""
+    W.add_delete_file(
+        ctx,
+        entry,
+        data_file.data_file_id,
+        written,
+        relative_path=name,
+        previous_delete_file_id=None,
+        deletes_seen=seen,
+    )
+
+
 def _write_deletion_vector(
     ctx: CommitContext,
     entry: TableEntry,
@@ -232,15 +239,7 @@ def _write_deletion_vector(
     if reader.lake_encrypted(ctx.conn):  # DuckDB's DV rows carry a key in an encrypted lake, though DVs stay plain
         written = replace(written, encryption_key=encode_key(new_key()))
     if current is None:
-        W.add_delete_file(
-            ctx,
-            entry,
-            data_file.data_file_id,
-            written,
-            relative_path=name,
-            previous_delete_file_id=None,
-            deletes_seen=seen,
-        )
+        _add_first_delete_file(ctx, entry, data_file, written, name, seen)
         return
     previous = _Previous(int(current.delete_file_id), reader.delete_file_path(table_dir, current, ctx.data_path))
     W.replace_delete_file(
