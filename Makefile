@@ -70,7 +70,7 @@ kafka-demo: install ## Kafka -> Spark -> DuckLake exactly once (examples/kafka_t
 
 soak: install ## Long load test: 12 writer processes + 1 DuckDB writer, our and DuckDB's maintenance, 10 min per backend (DUCKLAKE_SOAK_SECONDS); then the crash soak with 40 kills
 	$(PYTHON) -m tests.support.load soak --writers 12 --duckdb-writers 1 --out .cache/reliability/soak.jsonl
-	@DUCKLAKE_SOAK_KILLS=40 $(call run_pytest,tests/integration/test_faults_crash_soak.py)
+	@export DUCKLAKE_SOAK_KILLS=40; $(call run_pytest,tests/integration/test_faults_crash_soak.py)
 
 test-kafka: install ## Run the Kafka end-to-end tests (a real broker, Spark's Kafka source)
 	@$(call run_pytest,-m kafka tests)
