@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
@@ -105,6 +105,9 @@ def checkpoint_query_id(checkpoint: str | None, storage_options: dict[str, Any] 
     return value if isinstance(value, str) and value else None
 
 
+T = TypeVar("T")
+
+
 class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
     """The streaming writer; planned on the driver when the query starts, re-checked at every commit."""
 
@@ -116,11 +119,25 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
         self.settings = sink_settings(options, config.retry)
         self.app_id = option_value(options, "app_id")
         self.incoming = columns_from_spark(schema)
-        lake = self._open()  # Spark makes a writer for every micro-batch: it waits out an outage too
+        # Spark makes a writer for every micro-batch: it waits out an outage too, one starting after the connect
+        self.plan: BatchPlan = self._while_unreachable(self._plan)
+
+    def _plan(self) -> BatchPlan:
+        lake = self._lake()
         try:
-            self.plan: BatchPlan = MicroBatchCommitter(lake, identifier, self.settings).plan(self.incoming)[0]
+            return MicroBatchCommitter(lake, self.identifier, self.settings).plan(self.incoming)[0]
         finally:
             lake.close()
+
+    def _while_unreachable(self, step: Callable[[], T]) -> T:
+        """``step()``, run again for up to ``reconnect_timeout`` seconds while the catalog refuses or drops
+        connections."""
+        try:
+            return step()
+        except (CatalogUnreachableError, DBAPIError) as e:
+            if isinstance(e, DBAPIError) and not is_connection_error(e):
+                raise
+            return retry_while_unreachable(step, self.settings.retry, e)
 
     def _lake(self) -> Lake:
         return self.config.connect(retry=self.settings.retry)
