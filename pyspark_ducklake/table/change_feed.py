@@ -71,6 +71,7 @@ from pyspark_ducklake.table.scan import (
     internal_column,
     read_delete_file,
     read_inlined_rows,
+    row_versions,
 )
 
 CHANGE_TYPE = "_change_type"
@@ -416,16 +417,7 @@ def _read_versions(f: DataFileEntry, storage_options: dict[str, Any] | None) -> 
 def versions(f: DataFileEntry, raw: pa.Table) -> pa.Table:
     """:func:`_read_versions` from the file's internal columns (``raw``: what :func:`internal_columns` picks)."""
     n = raw.num_rows if raw.num_columns else f.record_count
-    ids = {field_id(x): x.name for x in raw.schema}
-    if ROW_ID_FIELD_ID in ids:
-        row_ids = raw.column(ids[ROW_ID_FIELD_ID]).combine_chunks().cast(pa.int64())
-    else:
-        start = f.row_id_start or 0
-        row_ids = pa.array(np.arange(start, start + n, dtype=np.int64))
-    if SNAPSHOT_ID_FIELD_ID in ids:
-        snaps = raw.column(ids[SNAPSHOT_ID_FIELD_ID]).combine_chunks().cast(pa.int64())
-    else:
-        snaps = pa.array(np.full(n, f.begin_snapshot, dtype=np.int64))
+    row_ids, snaps = row_versions(f, raw, n)
     return pa.table({ROWID: row_ids, SNAPSHOT_ID: snaps, FILE_POSITION: pa.array(np.arange(n, dtype=np.int64))})
 
 

@@ -150,7 +150,7 @@ def write_deletes(ctx: CommitContext, entry: TableEntry, data_file: Any, fresh: 
         return  # another writer deleted all of them
     seen = ctx.base.snapshot_id  # every delete of the file up to the newest snapshot is accounted for
     if deletion_vectors_on(ctx, entry):
-        _write_deletion_vector(ctx, entry, data_file, current, sorted({*merged, *fresh}), table_dir, seen)
+        _write_deletion_vector(ctx, entry, data_file, current, sorted({*merged, *fresh}), table_dir, seen, encrypt)
         return
     if current is None:
         name, written = write_delete_file(
@@ -227,6 +227,7 @@ def _write_deletion_vector(
     positions: list[int],
     table_dir: str,
     seen: int,
+    encrypted: bool,
 ) -> None:
     """Delete with a deletion vector, as DuckDB 1.5.5 does with ``write_deletion_vectors`` on: the first delete of a
     file writes a DV of its positions; a later one writes one DV of every deleted position, beginning at this
@@ -236,7 +237,7 @@ def _write_deletion_vector(
     name = new_delete_file_name(PUFFIN)
     ctx.attempt_files.append(table_dir + name)
     written = write_deletion_vector(positions, table_dir + name, storage_options=ctx.storage_options)
-    if reader.lake_encrypted(ctx.conn):  # DuckDB's DV rows carry a key in an encrypted lake, though DVs stay plain
+    if encrypted:  # DuckDB's DV rows carry a key in an encrypted lake, though DVs stay plain
         written = replace(written, encryption_key=encode_key(new_key()))
     if current is None:
         _add_first_delete_file(ctx, entry, data_file, written, name, seen)

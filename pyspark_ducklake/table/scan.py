@@ -161,15 +161,7 @@ def execute_file_task(
     raw = read_table(f.path, storage_options=storage_options, encryption_key=f.encryption_key)
     n = raw.num_rows
     ids = {field_id(raw.schema.field(i)): i for i in range(raw.num_columns)}
-    if ROW_ID_FIELD_ID in ids:
-        row_ids = raw.column(ids[ROW_ID_FIELD_ID]).combine_chunks().cast(pa.int64())
-    else:
-        start = f.row_id_start or 0
-        row_ids = pa.array(np.arange(start, start + n, dtype=np.int64))
-    if SNAPSHOT_ID_FIELD_ID in ids:
-        snaps = raw.column(ids[SNAPSHOT_ID_FIELD_ID]).combine_chunks().cast(pa.int64())
-    else:
-        snaps = pa.array(np.full(n, f.begin_snapshot, dtype=np.int64))
+    row_ids, snaps = row_versions(f, raw, n)
     keep = np.ones(n, dtype=bool)
     if f.partial_max is not None and f.partial_max > task.snapshot_id and SNAPSHOT_ID_FIELD_ID in ids:
         keep &= snaps.to_numpy(zero_copy_only=False) <= task.snapshot_id
@@ -187,6 +179,22 @@ def execute_file_task(
     if not keep.all():
         data = data.filter(pa.array(keep))
     return data
+
+
+def row_versions(f: DataFileEntry, raw: pa.Table, n: int) -> tuple[pa.Array, pa.Array]:
+    """Each of the file's ``n`` rows' row id and begin snapshot: from its internal columns where ``raw`` has them
+    (flush and rewrite output), else ``row_id_start + position`` and the file's own begin snapshot."""
+    ids = {field_id(x): i for i, x in enumerate(raw.schema)}
+    if ROW_ID_FIELD_ID in ids:
+        row_ids = raw.column(ids[ROW_ID_FIELD_ID]).combine_chunks().cast(pa.int64())
+    else:
+        start = f.row_id_start or 0
+        row_ids = pa.array(np.arange(start, start + n, dtype=np.int64))
+    if SNAPSHOT_ID_FIELD_ID in ids:
+        snaps = raw.column(ids[SNAPSHOT_ID_FIELD_ID]).combine_chunks().cast(pa.int64())
+    else:
+        snaps = pa.array(np.full(n, f.begin_snapshot, dtype=np.int64))
+    return row_ids, snaps
 
 
 def read_delete_file(
