@@ -6,6 +6,7 @@ import datetime as dt
 import decimal
 import math
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -59,3 +60,13 @@ def canonical_rows(table: pa.Table, sort_by: str = "id") -> list[tuple[Any, ...]
     rows = [tuple(canonical(c[r]) for c in columns) for r in range(table.num_rows)]
     key = table.column_names.index(sort_by)
     return sorted(rows, key=lambda r: (r[key] is None, r[key]))
+
+
+def same_rows(ours: pa.Table, theirs: pa.Table, keys: Sequence[str]) -> bool:
+    """Whether ``theirs`` (cast to ``ours``'s schema, columns matched by position) holds ``ours``'s rows, ordered by
+    ``keys``, compared in Arrow: :func:`canonical_rows` costs seconds per 100,000 rows. Only for columns whose
+    cast is lossless and whose values compare exactly in Arrow (no NaN, no floating-point zone or unit games)."""
+    theirs = theirs.rename_columns(ours.column_names).cast(ours.schema)
+    order = [(k, "ascending") for k in keys]
+    return ours.sort_by(order).combine_chunks().equals(theirs.sort_by(order).combine_chunks())
+
