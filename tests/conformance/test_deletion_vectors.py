@@ -178,7 +178,11 @@ def test_spark_reads_duckdb_deletion_vectors_through_both_read_paths(
         tagged = [df.withColumn("_snap", F.lit(s)) for df, s in zip(frames, snaps, strict=True)]
         rows = reduce(lambda a, b: a.unionByName(b), tagged).toArrow()  # Arrow: Row objects cost ~40 s here
         for s in snaps:
-            got = rows.filter(pc.equal(rows["_snap"], s)).select(["id", "s"]).sort_by([("id", "ascending"), ("s", "ascending")])
+            got = (
+                rows.filter(pc.equal(rows["_snap"], s))
+                .select(["id", "s"])
+                .sort_by([("id", "ascending"), ("s", "ascending")])
+            )
             assert got.cast(expected[s].schema).equals(expected[s]), s
     lake = pdl.connect(catalog.url, catalog.data_path)
     # up to the merge that loses history, DuckDB's feed; with it, the Python feed (compared with DuckDB above)

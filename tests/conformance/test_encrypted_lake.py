@@ -158,7 +158,9 @@ def test_duckdb_encrypted_history_reads_exactly_at_every_snapshot_and_in_the_fee
             for s in snapshots
             if s >= 2
         }
-        big = {s: con.execute(f"SELECT * FROM lake.main.big AT (VERSION => {s})").to_arrow_table() for s in snapshots[-2:]}
+        big = {
+            s: con.execute(f"SELECT * FROM lake.main.big AT (VERSION => {s})").to_arrow_table() for s in snapshots[-2:]
+        }
         last = snapshots[-1]
         feed = duck_feed(con, "t", 0, last)
         big_feed = con.execute(

@@ -69,4 +69,3 @@ def same_rows(ours: pa.Table, theirs: pa.Table, keys: Sequence[str]) -> bool:
     theirs = theirs.rename_columns(ours.column_names).cast(ours.schema)
     order = [(k, "ascending") for k in keys]
     return ours.sort_by(order).combine_chunks().equals(theirs.sort_by(order).combine_chunks())
-
