@@ -1,7 +1,8 @@
 """Checkpoint recovery: a streaming driver SIGKILLed at the worst moments, restarted from its checkpoint.
 
 Each case runs the driver as a real process (with its own JVM) that kills its whole process group at a crash
-point, then restarts it without the crash point. The table must hold exactly the source rows, DuckDB must read
+point, then restarts it without the crash point. The drivers share the crash soak's JVM class archive
+(``tests.support.jvm``), which halves their start-up. The table must hold exactly the source rows, DuckDB must read
 the same, and the killed attempt's files must be unreferenced orphans that maintenance removes.
 """
 
@@ -19,7 +20,9 @@ import pytest
 
 import pyspark_ducklake as pdl
 from pyspark_ducklake._faults import AFTER_CATALOG_COMMIT, AFTER_FILES_WRITTEN, DURING_FLUSH, ENV
+from tests.support.catalogs import sqlite_location
 from tests.support.duck import open_duckdb
+from tests.support.jvm import driver_java_options
 
 ROOT = Path(__file__).resolve().parents[2]
 SIZES = [5, 3000, 7, 6, 2500]  # small (inlined) and large (Parquet) micro-batches
@@ -37,8 +40,20 @@ def write_source(folder: Path) -> list[int]:
     return ids
 
 
-def run_app(tmp: Path, catalog: Any, crash: str | None, flush_rows: int) -> int:
+@pytest.fixture(scope="module")
+def java_options(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Driver JVM options with the shared class archive, made by one clean run on a throw-away lake if missing."""
+    warmup = tmp_path_factory.mktemp("warmup")
+    write_source(warmup / "in")
+    catalog = sqlite_location(tmp_path_factory.mktemp("lake"))
+    return driver_java_options(lambda options: run_app(warmup, catalog, None, 100_000, options, check=False))
+
+
+def run_app(
+    tmp: Path, catalog: Any, crash: str | None, flush_rows: int, java_options: str, *, check: bool = True
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != ENV}
+    env["STREAM_APP_JAVA_OPTIONS"] = java_options
     if crash:
         env[ENV] = crash
     args = [
@@ -53,9 +68,9 @@ def run_app(tmp: Path, catalog: Any, crash: str | None, flush_rows: int) -> int:
         str(flush_rows),
     ]
     proc = subprocess.run(args, cwd=ROOT, env=env, start_new_session=True, capture_output=True, text=True, timeout=300)
-    if crash is None and proc.returncode != 0:
+    if check and crash is None and proc.returncode != 0:
         raise AssertionError(proc.stderr[-4000:])
-    return proc.returncode
+    return proc
 
 
 CASES = [
@@ -67,22 +82,24 @@ CASES = [
 
 @pytest.mark.parametrize(("crash", "flush_rows", "leaves_orphans"), CASES)
 def test_sigkill_and_restart(
-    tmp_path: Path, sqlite_catalog: Any, crash: str, flush_rows: int, leaves_orphans: bool
+    tmp_path: Path, sqlite_catalog: Any, java_options: str, crash: str, flush_rows: int, leaves_orphans: bool
 ) -> None:
-    check_recovery(tmp_path, sqlite_catalog, crash, flush_rows, leaves_orphans)
+    check_recovery(tmp_path, sqlite_catalog, java_options, crash, flush_rows, leaves_orphans)
 
 
-def test_sigkill_after_commit_on_postgres(tmp_path: Path, pg_catalog: Any) -> None:
-    check_recovery(tmp_path, pg_catalog, f"{AFTER_CATALOG_COMMIT}:1", 100_000, False)
+def test_sigkill_after_commit_on_postgres(tmp_path: Path, pg_catalog: Any, java_options: str) -> None:
+    check_recovery(tmp_path, pg_catalog, java_options, f"{AFTER_CATALOG_COMMIT}:1", 100_000, False)
 
 
-def check_recovery(tmp_path: Path, catalog: Any, crash: str, flush_rows: int, leaves_orphans: bool) -> None:
+def check_recovery(
+    tmp_path: Path, catalog: Any, java_options: str, crash: str, flush_rows: int, leaves_orphans: bool
+) -> None:
     expected = write_source(tmp_path / "in")
-    code = run_app(tmp_path, catalog, crash, flush_rows)
+    code = run_app(tmp_path, catalog, crash, flush_rows, java_options).returncode
     assert code == -9, f"the driver should have been killed at {crash}, exit code {code}"
     lake = pdl.connect(catalog.url)
     crashed_at = len(lake.snapshots())
-    assert run_app(tmp_path, catalog, None, flush_rows) == 0
+    assert run_app(tmp_path, catalog, None, flush_rows, java_options).returncode == 0
     ids = lake.scan("main.events").column("id").to_pylist()
     assert len(ids) == len(expected) and sorted(ids) == sorted(expected)  # nothing lost, nothing twice
     batches = [json.loads(s.commit_extra_info)["batch_id"] for s in lake.snapshots() if s.commit_extra_info]
