@@ -744,12 +744,15 @@ class Lake:
         schema_name, table_name = parse_identifier(identifier)
         with self.engine.connect() as conn:
             entry = reader.table_by_name(conn, schema_name, table_name, snap)
-            plan = plan_scan(conn, entry, snap, self.data_path, filters=filter)
-        known = [*plan.schema.names(), *virtual_names(plan.schema)]
-        filter_columns = [] if isinstance(filter, pc.Expression) else _filter_columns(filter)
-        for c in list(columns or []) + filter_columns:
-            if c not in known:
-                raise NoSuchColumnError(f"column {c!r} is not in {schema_name}.{table_name}: {known}")
+            schema = reader.table_schema(conn, entry.table_id, snap)
+            known = [*schema.names(), *virtual_names(schema)]
+            filter_columns = [] if isinstance(filter, pc.Expression) else _filter_columns(filter)
+            for c in list(columns or []) + filter_columns:
+                if c not in known:
+                    raise NoSuchColumnError(f"column {c!r} is not in {schema_name}.{table_name}: {known}")
+            # An Expression's columns are unknown: it reads them all.
+            read = None if columns is None or isinstance(filter, pc.Expression) else [*columns, *filter_columns]
+            plan = plan_scan(conn, entry, snap, self.data_path, filters=filter, columns=read)
         return execute_plan(
             plan,
             columns=list(columns) if columns is not None else None,
