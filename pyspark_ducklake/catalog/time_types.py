@@ -10,8 +10,15 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
+
+from pyspark_ducklake.exceptions import UnsupportedTypeError
+
+if TYPE_CHECKING:
+    from pyspark_ducklake.catalog.types import Column
 
 TIME_ARROW: dict[str, pa.DataType] = {"timetz": pa.time64("us"), "time_ns": pa.time64("ns")}
 TIME_PER_SECOND = {"time": 10**6, "timetz": 10**6, "time_ns": 10**9}
@@ -35,4 +42,23 @@ def parse_time_text(text: str, type_name: str) -> int:
     return parse_time(text, TIME_PER_SECOND[type_name])
 
 
-__all__ = ["TIME_ARROW", "TIME_PER_SECOND", "parse_time_text"]
+# Types read here but not written yet: their catalog statistics and inlined text are not DuckDB's yet.
+READ_ONLY_TYPES = frozenset({"timetz", "time_ns"})
+
+
+def check_writable(columns: Iterable[Column], table_name: str) -> None:
+    """Refuse a write into a table with a column (or nested field) of a type read here but not written.
+
+    Raises:
+        UnsupportedTypeError: names the column and says what to do; nothing has been written.
+    """
+    for top in columns:
+        for c in top.walk():
+            if c.type in READ_ONLY_TYPES:
+                raise UnsupportedTypeError(
+                    f"table {table_name} has column {top.name!r} of DuckLake type {c.type!r}, which pyspark-ducklake "
+                    "reads but does not write yet; write the rows with DuckDB"
+                )
+
+
+__all__ = ["READ_ONLY_TYPES", "TIME_ARROW", "TIME_PER_SECOND", "check_writable", "parse_time_text"]

@@ -21,6 +21,7 @@ from pyspark_ducklake.catalog.types import (
     unreadable_type,
 )
 from pyspark_ducklake.exceptions import UnsupportedTypeError
+from pyspark_ducklake.spark.time_values import SparkTimeRangeError, spark_time
 
 _PRIMITIVES: dict[str, T.DataType] = {
     "boolean": T.BooleanType(),
@@ -38,6 +39,8 @@ _PRIMITIVES: dict[str, T.DataType] = {
     "float64": T.DoubleType(),
     "date": T.DateType(),
     "time": T.TimeType(6),
+    "timetz": T.TimeType(6),
+    "time_ns": T.TimeType(6),
     "timestamp": T.TimestampNTZType(),
     "timestamp_s": T.TimestampNTZType(),
     "timestamp_ms": T.TimestampNTZType(),
@@ -109,6 +112,8 @@ def to_spark_array(arr: pa.Array, target: pa.DataType) -> pa.Array:
         return pa.MapArray.from_arrays(
             arr.offsets, keys, items, type=target, mask=arr.is_null() if arr.null_count else None
         )
+    if pa.types.is_time(t) and pa.types.is_time(target):
+        return spark_time(arr, target)
     if pa.types.is_timestamp(t) and pa.types.is_timestamp(target):
         return pc.cast(arr, target, safe=False)
     return arr.cast(target)
@@ -117,7 +122,15 @@ def to_spark_array(arr: pa.Array, target: pa.DataType) -> pa.Array:
 def to_spark_batch(table: pa.Table | pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     """``table`` as one record batch of exactly the Arrow types Spark expects (columns that already have them are
     passed on without a copy)."""
-    arrays = [to_spark_array(_one_array(table.column(i)), target.field(i).type) for i in range(table.num_columns)]
+    arrays = []
+    for i in range(table.num_columns):
+        try:
+            arrays.append(to_spark_array(_one_array(table.column(i)), target.field(i).type))
+        except SparkTimeRangeError as e:
+            raise UnsupportedTypeError(
+                f"column {target.field(i).name!r} holds the time 24:00:00, which Spark's TIME cannot hold ({e}); "
+                "read the other columns, or read it in Python (lake.scan) or with DuckDB"
+            ) from e
     return pa.RecordBatch.from_arrays(arrays, schema=target)
 
 

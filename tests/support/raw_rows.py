@@ -42,7 +42,9 @@ def raw_rows(table: pa.Table, sort_by: str = "id") -> list[tuple[Any, ...]]:
         if isinstance(c.type, pa.BaseExtensionType):
             import uuid
 
-            values.append([None if v is None else str(uuid.UUID(bytes=v)) for v in c.cast(c.type.storage_type).to_pylist()])
+            values.append(
+                [None if v is None else str(uuid.UUID(bytes=v)) for v in c.cast(c.type.storage_type).to_pylist()]
+            )
         else:
             values.append(c.to_pylist())
     rows = [tuple(canonical(v[r]) for v in values) for r in range(table.num_rows)]
