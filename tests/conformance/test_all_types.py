@@ -233,3 +233,43 @@ def test_writes_into_time_types_we_only_read_are_refused_with_nothing_written(
         assert raw_rows(lake.scan("main.t")) == before
     finally:
         lake.close()
+
+
+def test_spark_and_python_times_written_read_back_exactly_by_duckdb(spark: Any, sqlite_catalog: Any) -> None:
+    """Spark TIME(6) columns (data source, inlined; ``write_table``, Parquet) and Arrow ``time64`` from Python: DuckDB
+    reads the same TIME values, microseconds included."""
+    import datetime as dt
+
+    from pyspark_ducklake.spark_parquet_write import write_table
+
+    con = open_duckdb(sqlite_catalog, inlining_row_limit=10)
+    con.close()
+    pdl.register(spark)
+    url = sqlite_catalog.url
+    times = [dt.time(0, 0), dt.time(23, 59, 59, 999999), None, dt.time(12, 34, 56, 789012)]
+    schema = T.StructType([T.StructField("id", T.LongType()), T.StructField("tm", T.TimeType(6))])
+    small = spark.createDataFrame([(i, t) for i, t in enumerate(times)], schema)
+    small.write.format("ducklake").option("catalog", url).mode("append").save("main.a")
+    large = spark.createDataFrame([(i, times[i % 4]) for i in range(40)], schema)
+    write_table(large, "main.b", catalog=url)
+    lake = pdl.connect(url)
+    try:
+        lake.append("main.a", pa.table({"id": pa.array([9], pa.int64()), "tm": pa.array([dt.time(1, 2, 3, 4)])}))
+        assert lake.table("main.b").schema.field("tm").type == pa.time64("us")
+    finally:
+        lake.close()
+    con = open_duckdb(sqlite_catalog)
+    try:
+        got_a = con.execute("SELECT id, tm FROM lake.main.a ORDER BY id").fetchall()
+        got_b = con.execute("SELECT id, tm FROM lake.main.b ORDER BY id").fetchall()
+        types = {
+            r[0]
+            for r in con.execute(
+                "SELECT data_type FROM information_schema.columns WHERE table_catalog = 'lake' AND column_name = 'tm'"
+            ).fetchall()
+        }
+    finally:
+        con.close()
+    assert got_a == [*((i, t) for i, t in enumerate(times)), (9, dt.time(1, 2, 3, 4))]
+    assert got_b == [(i, times[i % 4]) for i in range(40)]
+    assert types == {"TIME"}
