@@ -42,8 +42,9 @@ def parse_time_text(text: str, type_name: str) -> int:
     return parse_time(text, TIME_PER_SECOND[type_name])
 
 
-# Types read here but not written yet: their catalog statistics and inlined text are not DuckDB's yet.
-READ_ONLY_TYPES = frozenset({"timetz", "time_ns"})
+# Types read here but not written yet: their catalog statistics (GEOMETRY's bounding boxes) and inlined text are
+# not DuckDB's yet.
+READ_ONLY_TYPES = frozenset({"timetz", "time_ns", "geometry"})
 
 
 def check_writable(columns: Iterable[Column], table_name: str) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from pyspark_ducklake.catalog.geometry import geometry_type
 from pyspark_ducklake.catalog.time_types import TIME_ARROW
 from pyspark_ducklake.exceptions import UnsupportedTypeError
 
@@ -197,6 +198,8 @@ def arrow_type(column: Column) -> pa.DataType:
         return _PRIMITIVE_TO_ARROW[t]
     if t in TIME_ARROW:
         return TIME_ARROW[t]
+    if t == "geometry":
+        return geometry_type()
     dec = decimal_params(t)
     if dec is not None:
         return pa.decimal128(*dec) if dec[0] <= 38 else pa.decimal256(*dec)

@@ -21,6 +21,7 @@ from pyspark_ducklake.catalog.types import (
     unreadable_type,
 )
 from pyspark_ducklake.exceptions import UnsupportedTypeError
+from pyspark_ducklake.spark.geometry_values import is_spark_geometry, spark_geometry
 from pyspark_ducklake.spark.time_values import SparkTimeRangeError, spark_time
 
 _PRIMITIVES: dict[str, T.DataType] = {
@@ -51,6 +52,7 @@ _PRIMITIVES: dict[str, T.DataType] = {
     "json": T.StringType(),
     "uuid": T.StringType(),
     "blob": T.BinaryType(),
+    "geometry": T.GeometryType(0),
 }
 
 
@@ -86,6 +88,8 @@ def to_spark_array(arr: pa.Array, target: pa.DataType) -> pa.Array:
     t = arr.type
     if t == target:
         return arr
+    if is_spark_geometry(target) and not pa.types.is_struct(t):
+        return spark_geometry(arr, target)
     if isinstance(t, pa.BaseExtensionType):
         storage = arr.storage
         if t.extension_name == "arrow.uuid":
@@ -158,11 +162,21 @@ def _nullable(column: Column) -> Column:
 
 
 def _check_spark_type(name: str, dt: T.DataType) -> None:
-    unsupported = (T.CalendarIntervalType, T.DayTimeIntervalType, T.YearMonthIntervalType, T.NullType, T.VariantType)
+    unsupported = (
+        T.CalendarIntervalType,
+        T.DayTimeIntervalType,
+        T.YearMonthIntervalType,
+        T.NullType,
+        T.VariantType,
+        T.GeometryType,
+        T.GeographyType,
+    )
     if isinstance(dt, unsupported):
         hint = {
             T.VariantType: "e.g. to_json(col) for a JSON string",
             T.NullType: "e.g. lit(None).cast('string'): a column of NULLs needs a type",
+            T.GeometryType: "geometry is not written yet: e.g. st_asbinary(col) for WKB in a BLOB column",
+            T.GeographyType: "e.g. st_asbinary(col) for WKB in a BLOB column",
         }.get(type(dt), "e.g. to a string or a number of seconds")
         raise UnsupportedTypeError(
             f"column {name!r}: Spark type {dt.simpleString()} cannot be stored in DuckLake; cast it first ({hint})"

@@ -38,7 +38,7 @@ REFUSED_BY_DUCKLAKE = (
     "fixed_array_of_int_list",
     "list_of_fixed_int_array",
 )
-# HUGEINT/UHUGEINT extremes have 39 digits (tested below); GEOMETRY is not read yet (#16 item 3).
+# HUGEINT/UHUGEINT extremes have 39 digits (tested below); GEOMETRY is never inlined (test_geometry.py).
 NOT_HERE = ("hugeint", "uhugeint", "geometry")
 
 

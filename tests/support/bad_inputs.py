@@ -470,9 +470,15 @@ CASES: tuple[BadInput, ...] = (
     ),
     BadInput(
         "write-read-only-type",
-        "a write, flush or merge into a table with a TIMETZ or TIME_NS column (read here, not written yet)",
+        "a write, flush or merge into a table with a TIMETZ, TIME_NS or GEOMETRY column (read here, not written yet)",
         E.UnsupportedTypeError,
         "write the rows with DuckDB",
+    ),
+    BadInput(
+        "spark-geometry-write",
+        "a Spark `geometry` or `geography` column written (also nested)",
+        E.UnsupportedTypeError,
+        "st_asbinary(col) for WKB in a BLOB column",
     ),
     BadInput(
         "hugeint-39-digits",
