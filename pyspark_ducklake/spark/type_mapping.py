@@ -22,7 +22,7 @@ from pyspark_ducklake.catalog.types import (
 )
 from pyspark_ducklake.exceptions import UnsupportedTypeError
 from pyspark_ducklake.spark.geometry_values import is_spark_geometry, spark_geometry
-from pyspark_ducklake.spark.time_values import SparkTimeRangeError, spark_time
+from pyspark_ducklake.spark.time_values import spark_time
 
 _PRIMITIVES: dict[str, T.DataType] = {
     "boolean": T.BooleanType(),
@@ -125,16 +125,17 @@ def to_spark_array(arr: pa.Array, target: pa.DataType) -> pa.Array:
 
 def to_spark_batch(table: pa.Table | pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     """``table`` as one record batch of exactly the Arrow types Spark expects (columns that already have them are
-    passed on without a copy)."""
+    passed on without a copy).
+
+    Raises:
+        UnsupportedTypeError: a value Spark cannot hold (a TIME of 24:00:00); the message names the column.
+    """
     arrays = []
     for i in range(table.num_columns):
         try:
             arrays.append(to_spark_array(_one_array(table.column(i)), target.field(i).type))
-        except SparkTimeRangeError as e:
-            raise UnsupportedTypeError(
-                f"column {target.field(i).name!r} holds the time 24:00:00, which Spark's TIME cannot hold ({e}); "
-                "read the other columns, or read it in Python (lake.scan) or with DuckDB"
-            ) from e
+        except UnsupportedTypeError as e:
+            raise UnsupportedTypeError(f"column {target.field(i).name!r} {e}") from e
     return pa.RecordBatch.from_arrays(arrays, schema=target)
 
 
