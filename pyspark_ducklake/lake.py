@@ -464,19 +464,36 @@ class Lake:
         return result.snapshot_id
 
     def table_changes(
-        self, identifier: str | Sequence[str], start: int | dt.datetime, end: int | dt.datetime | None = None
+        self,
+        identifier: str | Sequence[str],
+        start: int | dt.datetime,
+        end: int | dt.datetime | None = None,
+        *,
+        columns: Sequence[str] | None = None,
     ) -> pa.Table:
         """The change feed of snapshots ``start..end`` (inclusive; ``end`` defaults to the latest), as DuckDB's
-        ``ducklake_table_changes`` returns it: the table's columns at ``end``, then ``_change_type`` (``insert``,
-        ``delete``, ``update_preimage``, ``update_postimage``), ``_snapshot_id``, ``_rowid``, ``_commit_timestamp``;
-        a change column whose name the table has (in any case) gets ``_1``, ``_2``... appended, as DuckDB does.
+        ``ducklake_table_changes`` returns it: the table's columns at ``end`` (only those named in ``columns``, in
+        table order, when given), then ``_change_type`` (``insert``, ``delete``, ``update_preimage``,
+        ``update_postimage``), ``_snapshot_id``, ``_rowid``, ``_commit_timestamp``; a change column whose name the
+        table has (in any case) gets ``_1``, ``_2``... appended, as DuckDB does.
+
+        Raises:
+            NoSuchColumnError: ``columns`` names a column the table does not have at ``end``.
+            UnsupportedTypeError: a column read has a type this library cannot read (leave it out of ``columns``).
         """
         from pyspark_ducklake.table.change_feed import table_changes
 
         schema_name, table_name = parse_identifier(identifier)
         stop = self.current_snapshot_id() if end is None else end
         return table_changes(
-            self.engine, self.data_path, schema_name, table_name, start, stop, storage_options=self.storage_options
+            self.engine,
+            self.data_path,
+            schema_name,
+            table_name,
+            start,
+            stop,
+            storage_options=self.storage_options,
+            columns=columns,
         )
 
     def orphan_files(self, *, older_than: dt.timedelta | float | str = dt.timedelta(hours=1)) -> list[str]:

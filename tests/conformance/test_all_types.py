@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from pyspark.sql import types as T
 
 import pyspark_ducklake as pdl
+from pyspark_ducklake.exceptions import NoSuchColumnError
 from tests.support.bad_inputs import expect_bad_input
 from tests.support.duck import open_duckdb
 from tests.support.raw_rows import raw_rows
@@ -273,3 +274,39 @@ def test_spark_and_python_times_written_read_back_exactly_by_duckdb(spark: Any, 
     assert got_a == [*((i, t) for i, t in enumerate(times)), (9, dt.time(1, 2, 3, 4))]
     assert got_b == [(i, times[i % 4]) for i in range(40)]
     assert types == {"TIME"}
+
+
+def test_the_change_feed_reads_without_a_column_we_cannot_read(catalog: Any) -> None:
+    """``lake.table_changes(..., columns=)``: the feed of the other columns equals DuckDB's, the change columns keep
+    the names the whole table gives them (a ``_change_type`` column left out still renames the change column)."""
+    con = open_duckdb(catalog, inlining_row_limit=10)
+    try:
+        con.execute('CREATE TABLE lake.main.t (id BIGINT, odd VARCHAR, "_change_type" VARCHAR, s VARCHAR)')
+        con.execute("INSERT INTO lake.main.t SELECT i, 'o', 'c', 's' || i FROM range(20) r(i)")
+        con.execute("INSERT INTO lake.main.t SELECT i, 'o', 'c', 's' || i FROM range(20, 23) r(i)")
+        con.execute("DELETE FROM lake.main.t WHERE id IN (3, 21)")
+        con.execute("UPDATE lake.main.t SET s = 'new' WHERE id IN (4, 22)")
+        last = con.execute("SELECT max(snapshot_id) FROM lake.snapshots()").fetchone()[0]
+        expected = sorted(
+            con.execute(
+                f"SELECT id, s, change_type, snapshot_id, rowid FROM ducklake_table_changes('lake', 'main', 't', 1, {last})"
+            ).fetchall()
+        )
+    finally:
+        con.close()
+    engine = sa.create_engine(catalog.url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE ducklake_column SET column_type = 'future_type' WHERE column_name = 'odd'"))
+    engine.dispose()
+    lake = pdl.connect(catalog.url)
+    try:
+        feed = lake.table_changes("main.t", 1, last, columns=["s", "id"])
+        assert feed.column_names == ["id", "s", "_change_type_1", "_snapshot_id", "_rowid", "_commit_timestamp"]
+        assert sorted(zip(*(feed.column(i).to_pylist() for i in range(5)), strict=True)) == expected
+        with expect_bad_input("unreadable-type", lake) as err:
+            lake.table_changes("main.t", 1, last)
+        assert "column 'odd'" in str(err.value)
+        with pytest.raises(NoSuchColumnError):
+            lake.table_changes("main.t", 1, last, columns=["id", "_change_type_1"])
+    finally:
+        lake.close()
