@@ -310,3 +310,28 @@ def test_the_change_feed_reads_without_a_column_we_cannot_read(catalog: Any) -> 
             lake.table_changes("main.t", 1, last, columns=["id", "_change_type_1"])
     finally:
         lake.close()
+
+
+@pytest.mark.parametrize("limit", [10, 0], ids=["inlined", "parquet"])
+def test_timetz_offsets_read_as_duckdb_reads_them(catalog: Any, limit: int) -> None:
+    """Offsets of hours only, negative half hours, seconds, the extremes; top-level and in a list (nested text)."""
+    offsets = [
+        "12:34:56+05",
+        "12:34:56.5-00:30",
+        "00:00:00-15:59:59",
+        "23:59:59.999999+15:59:59",
+        "12:00:00.000001-03:15:07",
+    ]
+    con = open_duckdb(catalog, inlining_row_limit=limit)
+    try:
+        con.execute("CREATE TABLE lake.main.t (id BIGINT, tz TIMETZ, l TIMETZ[])")
+        for i, v in enumerate(offsets):
+            con.execute(f"INSERT INTO lake.main.t VALUES ({i}, '{v}', ['{v}'::TIMETZ, NULL])")
+        expected = raw_rows(con.execute("SELECT * FROM lake.main.t").to_arrow_table())
+    finally:
+        con.close()
+    lake = pdl.connect(catalog.url)
+    try:
+        assert raw_rows(lake.scan("main.t")) == expected
+    finally:
+        lake.close()
