@@ -35,7 +35,9 @@ def with_unreadable(frame: DataFrame, columns: Sequence[Column], order: Sequence
         # PySpark warns that it cannot infer a pandas eval type from the hints; this is a plain row UDF.
         warnings.simplefilter("ignore", UserWarning)
         errors = {c.name: F.udf(_Refuse(c.name, c.type), T.BinaryType())() for c in columns}
-    return frame.select(*[errors[n].alias(n) if n in errors else F.col("`" + n.replace("`", "``") + "`") for n in order])
+    return frame.select(
+        *[errors[n].alias(n) if n in errors else F.col("`" + n.replace("`", "``") + "`") for n in order]
+    )
 
 
 __all__ = ["with_unreadable"]
