@@ -464,19 +464,36 @@ class Lake:
         return result.snapshot_id
 
     def table_changes(
-        self, identifier: str | Sequence[str], start: int | dt.datetime, end: int | dt.datetime | None = None
+        self,
+        identifier: str | Sequence[str],
+        start: int | dt.datetime,
+        end: int | dt.datetime | None = None,
+        *,
+        columns: Sequence[str] | None = None,
     ) -> pa.Table:
         """The change feed of snapshots ``start..end`` (inclusive; ``end`` defaults to the latest), as DuckDB's
-        ``ducklake_table_changes`` returns it: the table's columns at ``end``, then ``_change_type`` (``insert``,
-        ``delete``, ``update_preimage``, ``update_postimage``), ``_snapshot_id``, ``_rowid``, ``_commit_timestamp``;
-        a change column whose name the table has (in any case) gets ``_1``, ``_2``... appended, as DuckDB does.
+        ``ducklake_table_changes`` returns it: the table's columns at ``end`` (only those named in ``columns``, in
+        table order, when given), then ``_change_type`` (``insert``, ``delete``, ``update_preimage``,
+        ``update_postimage``), ``_snapshot_id``, ``_rowid``, ``_commit_timestamp``; a change column whose name the
+        table has (in any case) gets ``_1``, ``_2``... appended, as DuckDB does.
+
+        Raises:
+            NoSuchColumnError: ``columns`` names a column the table does not have at ``end``.
+            UnsupportedTypeError: a column read has a type this library cannot read (leave it out of ``columns``).
         """
         from pyspark_ducklake.table.change_feed import table_changes
 
         schema_name, table_name = parse_identifier(identifier)
         stop = self.current_snapshot_id() if end is None else end
         return table_changes(
-            self.engine, self.data_path, schema_name, table_name, start, stop, storage_options=self.storage_options
+            self.engine,
+            self.data_path,
+            schema_name,
+            table_name,
+            start,
+            stop,
+            storage_options=self.storage_options,
+            columns=columns,
         )
 
     def orphan_files(self, *, older_than: dt.timedelta | float | str = dt.timedelta(hours=1)) -> list[str]:
@@ -744,12 +761,15 @@ class Lake:
         schema_name, table_name = parse_identifier(identifier)
         with self.engine.connect() as conn:
             entry = reader.table_by_name(conn, schema_name, table_name, snap)
-            plan = plan_scan(conn, entry, snap, self.data_path, filters=filter)
-        known = [*plan.schema.names(), *virtual_names(plan.schema)]
-        filter_columns = [] if isinstance(filter, pc.Expression) else _filter_columns(filter)
-        for c in list(columns or []) + filter_columns:
-            if c not in known:
-                raise NoSuchColumnError(f"column {c!r} is not in {schema_name}.{table_name}: {known}")
+            schema = reader.table_schema(conn, entry.table_id, snap)
+            known = [*schema.names(), *virtual_names(schema)]
+            filter_columns = [] if isinstance(filter, pc.Expression) else _filter_columns(filter)
+            for c in list(columns or []) + filter_columns:
+                if c not in known:
+                    raise NoSuchColumnError(f"column {c!r} is not in {schema_name}.{table_name}: {known}")
+            # An Expression's columns are unknown: it reads them all.
+            read = None if columns is None or isinstance(filter, pc.Expression) else [*columns, *filter_columns]
+            plan = plan_scan(conn, entry, snap, self.data_path, filters=filter, columns=read)
         return execute_plan(
             plan,
             columns=list(columns) if columns is not None else None,

@@ -53,8 +53,10 @@ from pyspark_ducklake.io.parquet import field_id
 from pyspark_ducklake.options import FEED, Entry, check_options, options_for, parse_int
 from pyspark_ducklake.spark.lake_config import LakeConfig, spark_conf
 from pyspark_ducklake.spark.type_mapping import arrow_schema_for_spark, spark_schema, spark_type, to_spark_batch
+from pyspark_ducklake.spark.unreadable import with_unreadable
 from pyspark_ducklake.table.conform import default_array
 from pyspark_ducklake.table.identifiers import parse_identifier
+from pyspark_ducklake.table.projection import readable
 from pyspark_ducklake.table.scan import (
     SNAPSHOT_ID_FIELD_ID,
     FileTask,
@@ -68,7 +70,9 @@ log = logging.getLogger("pyspark_ducklake.native")
 FIELD_ID = "parquet.field.id"
 FIELD_ID_READ_CONF = "spark.sql.parquet.fieldId.read.enabled"
 # DuckLake types whose Parquet form Spark's reader refuses or reads differently from DuckDB.
-NOT_NATIVE_TYPES = frozenset({"time", "timestamp_ns", "interval", "uuid", "int128", "uint128"})
+NOT_NATIVE_TYPES = frozenset(
+    {"time", "timetz", "time_ns", "timestamp_ns", "interval", "uuid", "int128", "uint128", "geometry"}
+)
 GLOB_CHARACTERS = frozenset("*?[]{}\\")
 # Above this many deleted positions the anti join is left to Spark's planner instead of broadcast.
 BROADCAST_DELETES_MAX = 2_000_000
@@ -120,6 +124,9 @@ class NativeRead:
     # deleted positions per data file path (only files in a group with deletes)
     deleted: dict[str, list[int]] = field(default_factory=dict)
     reason: str | None = None
+    # Columns this library cannot read, and the table's column order: they read as an error only when selected.
+    unreadable: tuple[Column, ...] = ()
+    order: tuple[str, ...] = ()
 
     @property
     def native(self) -> bool:
@@ -135,9 +142,8 @@ class NativeRead:
         if self.inlined is not None and self.inlined.num_rows:
             batch = to_spark_batch(self.inlined, arrow_schema_for_spark(target))
             parts.append(spark.createDataFrame(pa.Table.from_batches([batch]), schema=target))
-        if not parts:
-            return spark.createDataFrame([], target)
-        return reduce(DataFrame.union, parts)
+        frame = reduce(DataFrame.union, parts) if parts else spark.createDataFrame([], target)
+        return with_unreadable(frame, self.unreadable, self.order) if self.unreadable else frame
 
 
 def read_table(
@@ -184,15 +190,20 @@ def plan_read(
         schema_name, table_name = parse_identifier(table)
         with lake.engine.connect() as conn:
             entry = R.table_by_name(conn, schema_name, table_name, snap)
-            scan = plan_scan(conn, entry, snap, lake.data_path)
+            full = R.table_schema(conn, entry.table_id, snap)
+            unreadable = tuple(c for c in full.columns if not readable(c))
+            names = [c.name for c in full.columns if c not in unreadable] if unreadable else None
+            scan = plan_scan(conn, entry, snap, lake.data_path, columns=names)
             altered = R.columns_changed_since_creation(conn, entry)
         data_path_root = lake.data_path
         encrypted = lake.catalog_info.encrypted
     finally:
         lake.close()
     pinned = {k: v for k, v in opts.items() if k.lower() not in _SNAPSHOT_KEYS}
-    read = NativeRead(table, snap, scan.schema, pinned)
+    read = NativeRead(table, snap, scan.schema, pinned, unreadable=unreadable, order=tuple(full.names()))
     try:
+        if unreadable and not scan.schema.columns:
+            raise _NotNative("no column of the table can be read")
         if encrypted:  # Spark's Parquet decryption needs a KMS class on the JVM; the data source decrypts instead
             raise _NotNative("the lake is encrypted")
         _check_types(scan.schema)

@@ -154,7 +154,7 @@ def inlined_select_expression(column: Column, backend: str, expression: ColumnEl
     psycopg2 turns PostgreSQL intervals into ``timedelta`` (a month becomes 30 days) and ``24:00:00`` into
     ``00:00:00``; reading those columns as text keeps them exact. Other columns are returned unchanged.
     """
-    if _backend(backend) == "postgresql" and column.type in ("interval", "time"):
+    if _backend(backend) == "postgresql" and column.type in ("interval", "time", "timetz", "time_ns"):
         return sa.cast(expression, sa.Text)
     return expression
 
@@ -666,7 +666,10 @@ def _leaf_to_arrow(column: Column, values: list[Any]) -> pa.Array:
     try:
         return pa.array(values, target)
     except (pa.ArrowInvalid, OverflowError) as exc:
-        raise UnsupportedTypeError(f"column {column.name!r}: value does not fit Arrow type {target}: {exc}") from exc
+        raise UnsupportedTypeError(
+            f"column {column.name!r}: value does not fit Arrow type {target}: {exc}; read the other columns (leave "
+            f"{column.name!r} out of the columns you select) or have DuckDB cast it to text"
+        ) from exc
 
 
 def _interval_nanos(column: Column, micros: int) -> int:

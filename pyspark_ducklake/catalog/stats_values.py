@@ -36,6 +36,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pyspark_ducklake.catalog.time_types import parse_time_text
 from pyspark_ducklake.catalog.types import Column, arrow_type, decimal_params, unreadable_type
 from pyspark_ducklake.exceptions import UnsupportedTypeError
 
@@ -733,6 +734,8 @@ def parse_duckdb_text(column: Column, text: str) -> Any:
         return parse_date(text)
     if t == "time":
         return parse_time(text)
+    if t in ("timetz", "time_ns"):
+        return parse_time_text(text, t)
     if t in _TIMESTAMP_UNITS:
         return parse_timestamp(text, t)
     if t == "interval":

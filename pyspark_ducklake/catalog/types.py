@@ -13,6 +13,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from pyspark_ducklake.catalog.geometry import geometry_type
+from pyspark_ducklake.catalog.time_types import TIME_ARROW
 from pyspark_ducklake.exceptions import UnsupportedTypeError
 
 NESTED_TYPES = frozenset({"list", "struct", "map"})
@@ -194,6 +196,10 @@ def arrow_type(column: Column) -> pa.DataType:
     t = column.type
     if t in _PRIMITIVE_TO_ARROW:
         return _PRIMITIVE_TO_ARROW[t]
+    if t in TIME_ARROW:
+        return TIME_ARROW[t]
+    if t == "geometry":
+        return geometry_type()
     dec = decimal_params(t)
     if dec is not None:
         return pa.decimal128(*dec) if dec[0] <= 38 else pa.decimal256(*dec)
@@ -208,11 +214,12 @@ def arrow_type(column: Column) -> pa.DataType:
 
 
 def unreadable_type(name: str, type_name: str) -> UnsupportedTypeError:
-    """The error for a column of a DuckLake type this library cannot read (issue #16: VARIANT, GEOMETRY, TIMETZ)."""
+    """The error for a column of a DuckLake type this library cannot read, raised only when a read selects it."""
     return UnsupportedTypeError(
-        f"column {name!r} has DuckLake type {type_name!r}, which pyspark-ducklake cannot read yet, so the table "
-        "(and every snapshot with that column) cannot be read here; read it with DuckDB, or have DuckDB copy the "
-        f"rows without it or cast to text (CREATE TABLE … AS SELECT * EXCLUDE ({name}), {name}::VARCHAR AS {name} …)"
+        f"column {name!r} has DuckLake type {type_name!r}, which pyspark-ducklake cannot read yet; select the other "
+        "columns (lake.scan(..., columns=[...]), or pyspark_ducklake.read_table(spark, ...).select(...)), read it "
+        "with DuckDB, or have DuckDB copy the rows without it or cast to text "
+        f"(CREATE TABLE … AS SELECT * EXCLUDE ({name}), {name}::VARCHAR AS {name} …)"
     )
 
 

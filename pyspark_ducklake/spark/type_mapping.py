@@ -21,6 +21,8 @@ from pyspark_ducklake.catalog.types import (
     unreadable_type,
 )
 from pyspark_ducklake.exceptions import UnsupportedTypeError
+from pyspark_ducklake.spark.geometry_values import is_spark_geometry, spark_geometry
+from pyspark_ducklake.spark.time_values import spark_time
 
 _PRIMITIVES: dict[str, T.DataType] = {
     "boolean": T.BooleanType(),
@@ -38,6 +40,8 @@ _PRIMITIVES: dict[str, T.DataType] = {
     "float64": T.DoubleType(),
     "date": T.DateType(),
     "time": T.TimeType(6),
+    "timetz": T.TimeType(6),
+    "time_ns": T.TimeType(6),
     "timestamp": T.TimestampNTZType(),
     "timestamp_s": T.TimestampNTZType(),
     "timestamp_ms": T.TimestampNTZType(),
@@ -48,6 +52,7 @@ _PRIMITIVES: dict[str, T.DataType] = {
     "json": T.StringType(),
     "uuid": T.StringType(),
     "blob": T.BinaryType(),
+    "geometry": T.GeometryType(0),
 }
 
 
@@ -83,6 +88,8 @@ def to_spark_array(arr: pa.Array, target: pa.DataType) -> pa.Array:
     t = arr.type
     if t == target:
         return arr
+    if is_spark_geometry(target) and not pa.types.is_struct(t):
+        return spark_geometry(arr, target)
     if isinstance(t, pa.BaseExtensionType):
         storage = arr.storage
         if t.extension_name == "arrow.uuid":
@@ -109,6 +116,8 @@ def to_spark_array(arr: pa.Array, target: pa.DataType) -> pa.Array:
         return pa.MapArray.from_arrays(
             arr.offsets, keys, items, type=target, mask=arr.is_null() if arr.null_count else None
         )
+    if pa.types.is_time(t) and pa.types.is_time(target):
+        return spark_time(arr, target)
     if pa.types.is_timestamp(t) and pa.types.is_timestamp(target):
         return pc.cast(arr, target, safe=False)
     return arr.cast(target)
@@ -116,8 +125,17 @@ def to_spark_array(arr: pa.Array, target: pa.DataType) -> pa.Array:
 
 def to_spark_batch(table: pa.Table | pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     """``table`` as one record batch of exactly the Arrow types Spark expects (columns that already have them are
-    passed on without a copy)."""
-    arrays = [to_spark_array(_one_array(table.column(i)), target.field(i).type) for i in range(table.num_columns)]
+    passed on without a copy).
+
+    Raises:
+        UnsupportedTypeError: a value Spark cannot hold (a TIME of 24:00:00); the message names the column.
+    """
+    arrays = []
+    for i in range(table.num_columns):
+        try:
+            arrays.append(to_spark_array(_one_array(table.column(i)), target.field(i).type))
+        except UnsupportedTypeError as e:
+            raise UnsupportedTypeError(f"column {target.field(i).name!r} {e}") from e
     return pa.RecordBatch.from_arrays(arrays, schema=target)
 
 
@@ -145,11 +163,21 @@ def _nullable(column: Column) -> Column:
 
 
 def _check_spark_type(name: str, dt: T.DataType) -> None:
-    unsupported = (T.CalendarIntervalType, T.DayTimeIntervalType, T.YearMonthIntervalType, T.NullType, T.VariantType)
+    unsupported = (
+        T.CalendarIntervalType,
+        T.DayTimeIntervalType,
+        T.YearMonthIntervalType,
+        T.NullType,
+        T.VariantType,
+        T.GeometryType,
+        T.GeographyType,
+    )
     if isinstance(dt, unsupported):
         hint = {
             T.VariantType: "e.g. to_json(col) for a JSON string",
             T.NullType: "e.g. lit(None).cast('string'): a column of NULLs needs a type",
+            T.GeometryType: "geometry is not written yet: e.g. st_asbinary(col) for WKB in a BLOB column",
+            T.GeographyType: "e.g. st_asbinary(col) for WKB in a BLOB column",
         }.get(type(dt), "e.g. to a string or a number of seconds")
         raise UnsupportedTypeError(
             f"column {name!r}: Spark type {dt.simpleString()} cannot be stored in DuckLake; cast it first ({hint})"

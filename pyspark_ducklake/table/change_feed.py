@@ -57,9 +57,10 @@ from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
 from pyspark_ducklake.catalog.inlined_tables import inlined_file_deletes
 from pyspark_ducklake.catalog.snapshot_changes import ChangeSet
 from pyspark_ducklake.catalog.types import TableSchema, arrow_field, empty_table
-from pyspark_ducklake.exceptions import InvalidOptionError, NoSuchSnapshotError
+from pyspark_ducklake.exceptions import InvalidOptionError, NoSuchColumnError, NoSuchSnapshotError
 from pyspark_ducklake.io.deletion_vector import PARQUET, delete_file_format
 from pyspark_ducklake.io.parquet import field_id, read_columns
+from pyspark_ducklake.table.projection import project
 from pyspark_ducklake.table.scan import (
     FILE_POSITION,
     ROW_ID_FIELD_ID,
@@ -232,10 +233,13 @@ class ChangePlan:
     commit_times: dict[int, dt.datetime] = field(default_factory=dict)
 
 
-def plan_changes(conn: Connection, table: TableEntry, start: int, end: int, data_path: str) -> ChangePlan:
-    """The files and inlined rows holding the changes of ``table`` over the resolved range ``[start, end]``."""
+def plan_changes(
+    conn: Connection, table: TableEntry, start: int, end: int, data_path: str, columns: Sequence[str] | None = None
+) -> ChangePlan:
+    """The files and inlined rows holding the changes of ``table`` over the resolved range ``[start, end]`` (of the
+    table columns named in ``columns`` only, when given)."""
     # Nullable: a range may span ALTER ... SET NOT NULL, and older rows may hold NULL there (DuckDB reports them).
-    schema = reader.table_schema(conn, table.table_id, end).nullable()
+    schema = project(reader.table_schema(conn, table.table_id, end).nullable(), columns)
     plan = ChangePlan(table, schema, start, end)
     if start > end:
         return plan
@@ -658,12 +662,27 @@ def commit_times_of(snaps: np.ndarray, commit_times: dict[int, dt.datetime]) -> 
 
 
 def _plan(
-    engine: Engine, data_path: str, schema_name: str, table_name: str, start: SnapshotRef, end: SnapshotRef
-) -> ChangePlan:
+    engine: Engine,
+    data_path: str,
+    schema_name: str,
+    table_name: str,
+    start: SnapshotRef,
+    end: SnapshotRef,
+    columns: Sequence[str] | None = None,
+) -> tuple[ChangePlan, TableSchema]:
+    """The plan and the table's full schema at the end (its names decide the change columns' names)."""
     with engine.connect() as conn:
         first, last = resolve_range(conn, start, end)  # first > last: two times with no snapshot between them
         table = reader.table_by_name(conn, schema_name, table_name, last)
-        return plan_changes(conn, table, first, last, data_path)
+        full = reader.table_schema(conn, table.table_id, last)
+        if columns is not None:
+            missing = [c for c in columns if c not in full.names()]
+            if missing:
+                raise NoSuchColumnError(
+                    f"column {missing[0]!r} is not in {schema_name}.{table_name}: {full.names()}; the change "
+                    "columns always come with the feed"
+                )
+        return plan_changes(conn, table, first, last, data_path, columns), full
 
 
 def table_changes(
@@ -676,8 +695,10 @@ def table_changes(
     *,
     storage_options: dict[str, Any] | None = None,
     ordered: bool = True,
+    columns: Sequence[str] | None = None,
 ) -> pa.Table:
-    """The changes of ``schema_name.table_name`` over ``[start_snapshot, end_snapshot]`` (both inclusive).
+    """The changes of ``schema_name.table_name`` over ``[start_snapshot, end_snapshot]`` (both inclusive); with
+    ``columns`` only those table columns (in table order) before the change columns.
 
     Columns: the table's columns at the end snapshot, then ``_change_type`` (``insert``, ``delete``,
     ``update_preimage``, ``update_postimage``), ``_snapshot_id``, ``_rowid`` and ``_commit_timestamp``; ordered by
@@ -688,14 +709,19 @@ def table_changes(
         InvalidOptionError: ``start_snapshot`` is after ``end_snapshot`` (or a bound is not an id or time).
         NoSuchSnapshotError: a bound names no snapshot (never existed or expired).
         NoSuchSchemaError, NoSuchTableError: the table does not exist at the end snapshot.
+        NoSuchColumnError: ``columns`` names a column the table does not have at the end snapshot.
         DataFileError: a data or delete file cannot be read.
     """
-    plan = _plan(engine, data_path, schema_name, table_name, start_snapshot, end_snapshot)
+    plan, full = _plan(engine, data_path, schema_name, table_name, start_snapshot, end_snapshot, columns)
     parts = in_threads(
         [functools.partial(execute_change_task, t, plan.schema, storage_options=storage_options) for t in plan.files]
     )
     parts.append(inlined_changes(plan))
-    return finish_changes(parts, plan, ordered=ordered)
+    out = finish_changes(parts, plan, ordered=ordered)
+    if columns is None:
+        return out
+    # The change columns are named after the whole table's columns, as when every column is read.
+    return out.rename_columns([*out.column_names[: len(plan.schema.columns)], *change_column_names(full)])
 
 
 def in_threads(calls: list[functools.partial[_T]]) -> list[_T]:
@@ -721,7 +747,7 @@ def count_changes(
 
     Raises: as :func:`table_changes`.
     """
-    plan = _plan(engine, data_path, schema_name, table_name, start_snapshot, end_snapshot)
+    plan, _ = _plan(engine, data_path, schema_name, table_name, start_snapshot, end_snapshot)
     parts = [count_task_changes(t, storage_options=storage_options) for t in plan.files]
     parts.append(inlined_changes(plan, columns=False))
     return finish_changes(parts, plan, columns=False, ordered=False).num_rows

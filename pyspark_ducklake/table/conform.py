@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from pyspark_ducklake.catalog.stats_values import parse_stat
 from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_field, arrow_type
+from pyspark_ducklake.exceptions import UnsupportedTypeError
 from pyspark_ducklake.io.parquet import field_id
 
 
@@ -107,16 +108,27 @@ def conform_primitive(arr: pa.Array, column: Column, target: pa.DataType) -> pa.
         return _parquet_interval(arr)
     if pa.types.is_decimal(target) and pa.types.is_floating(t):
         # DuckDB stores HUGEINT as DOUBLE; it cannot be more exact than the double.
-        return pa.array([None if v is None else _to_decimal(v) for v in arr.to_pylist()], target)
+        return hugeint_from_double(arr, column, target)
     if pa.types.is_timestamp(target) and pa.types.is_timestamp(t) and target.tz != t.tz:
         arr = arr.cast(pa.timestamp(t.unit, tz=target.tz) if target.tz else pa.timestamp(t.unit))
     return arr.cast(target, safe=False) if pa.types.is_timestamp(target) else arr.cast(target)
 
 
-def _to_decimal(v: float) -> Any:
+def hugeint_from_double(arr: pa.Array, column: Column, target: pa.DataType) -> pa.Array:
+    """A HUGEINT column's doubles as ``target``.
+
+    Raises:
+        UnsupportedTypeError: a value beyond 38 digits (DuckDB itself cannot read the file then).
+    """
     import decimal
 
-    return decimal.Decimal(int(v))
+    try:
+        return pa.array([None if v is None else decimal.Decimal(int(v)) for v in arr.to_pylist()], target)
+    except (pa.ArrowInvalid, OverflowError, ValueError) as exc:
+        raise UnsupportedTypeError(
+            f"column {column.name!r}: value does not fit Arrow type {target} ({exc}); DuckDB cannot read this file's "
+            f"value either: read the other columns (leave {column.name!r} out of the columns you select)"
+        ) from exc
 
 
 def _parquet_interval(arr: pa.Array) -> pa.Array:

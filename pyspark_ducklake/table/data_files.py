@@ -14,6 +14,7 @@ from pyspark_ducklake.catalog.catalog import uuid7
 from pyspark_ducklake.catalog.file_stats import stats_function
 from pyspark_ducklake.catalog.paths import check_folder_names
 from pyspark_ducklake.catalog.stats_values import check_temporal_range
+from pyspark_ducklake.catalog.time_types import check_writable
 from pyspark_ducklake.catalog.types import (
     Column,
     TableSchema,
@@ -70,7 +71,9 @@ def conform_to_table(data: pa.Table, schema: TableSchema, table_name: str) -> pa
         SchemaMismatchError: an unknown column or field, a missing NOT NULL column, a type that does not convert
             losslessly, or a date/timestamp DuckDB cannot hold; the message names the column and says what to do.
             Nothing has been written.
+        UnsupportedTypeError: the table has a column of a type read but not written here (TIMETZ, TIME_NS).
     """
+    check_writable(schema.columns, table_name)
     known = set(schema.names())
     for n in data.column_names:
         if n in known:

@@ -27,6 +27,7 @@ from pyspark_ducklake.catalog.inlined_tables import (
     stored_columns,
 )
 from pyspark_ducklake.catalog.paths import checked_table_dir
+from pyspark_ducklake.catalog.time_types import check_writable
 from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.catalog.types import TableSchema, arrow_field
 from pyspark_ducklake.exceptions import StalePlanError
@@ -58,6 +59,7 @@ def flush_inlined(ctx: CommitContext, table: TableEntry) -> FlushResult:
     registered = reader.inlined_tables(ctx.conn, table.table_id)
     table_dir = reader.table_path(table, ctx.data_path)
     current = reader.table_schema(ctx.conn, table.table_id, ctx.snapshot_id)
+    check_writable(current.columns, f"{table.schema.schema_name}.{table.table_name}")
     files = rows_flushed = 0
     for position, (name, sv) in enumerate(registered):
         if not reader.has_table(ctx.conn, name):

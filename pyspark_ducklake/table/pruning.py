@@ -40,7 +40,8 @@ from pyspark_ducklake.table.filters import FLOAT_TYPES, term_expression
 # Comparisons whose result the bounds decide, and which bound each needs: "=" needs both.
 PRUNABLE_OPERATORS = ("=", "==", "<", "<=", ">", ">=")
 # Types whose bounds are not compared (extension types pyarrow cannot order; no Parquet stats for the others).
-_NOT_COMPARED = frozenset({"uuid", "json", "interval", "int128", "uint128"})
+# TIMETZ statistics are ordered by instant, its Arrow values are times with the offset dropped: never compared.
+_NOT_COMPARED = frozenset({"uuid", "json", "interval", "int128", "uint128", "timetz", "time_ns", "geometry"})
 _TEMPORAL = frozenset({"date", "time", "timestamp", "timestamp_s", "timestamp_ms", "timestamp_ns", "timestamptz"})
 
 Term = tuple[str, str, Any]

@@ -6,6 +6,7 @@ plan task needs only the task itself, so Spark executors can run them in paralle
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,7 @@ from pyspark_ducklake.table import filters as filters_module
 from pyspark_ducklake.table.conform import conform_table, default_array
 from pyspark_ducklake.table.data_files import DELETE_POS_ID
 from pyspark_ducklake.table.filters import FILTER_OPERATORS
+from pyspark_ducklake.table.projection import project
 from pyspark_ducklake.table.pruning import prune_files
 
 ROW_ID_FIELD_ID = 2147483540
@@ -76,14 +78,18 @@ def plan_scan(
     data_path: str,
     *,
     filters: Any = None,
+    columns: Collection[str] | None = None,
 ) -> ScanPlan:
     """Everything needed to read ``table`` at ``snapshot_id``; files whose stats exclude ``filters`` (as
-    :func:`filter_expression` takes them) are pruned."""
-    schema = reader.table_schema(conn, table.table_id, snapshot_id)
+    :func:`filter_expression` takes them) are pruned. With ``columns`` the plan reads only the table columns
+    named there (the filter's columns must be among them), so a column of a type this library cannot read blocks
+    only reads that select it."""
+    full = reader.table_schema(conn, table.table_id, snapshot_id)
+    schema = project(full, columns)
     plan = ScanPlan(table, schema, snapshot_id)
     files = reader.data_files(conn, table, snapshot_id, data_path)
     if filters is not None:
-        files, plan.pruned_files = prune_files(conn, table, schema, files, filters)
+        files, plan.pruned_files = prune_files(conn, table, full, files, filters)
     inlined_deletes = read_inlined_file_deletes(conn, table.table_id, snapshot_id)
     for f in files:
         plan.files.append(FileTask(f, snapshot_id, tuple(sorted(inlined_deletes.get(f.data_file_id, ())))))

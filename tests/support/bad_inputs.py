@@ -453,11 +453,39 @@ CASES: tuple[BadInput, ...] = (
         E.NotATableError,
         "choose another name for the table, or drop the view with DuckDB",
     ),
+    # --- types (#16 items 3 and 4): a column we cannot read blocks only reads that select it
     BadInput(
         "unreadable-type",
-        "a table with a column of a DuckDB type this library cannot read yet (VARIANT, GEOMETRY, TIMETZ)",
+        "a read selecting a column of a DuckLake type this library cannot read (one a newer DuckLake adds); "
+        "`spark.read.format('ducklake')` always selects every column",
         E.UnsupportedTypeError,
-        "read it with DuckDB, or have DuckDB copy the rows without it or cast to text",
+        "select the other columns (lake.scan(..., columns=[...]), or pyspark_ducklake.read_table(spark, ...).select(...)), "
+        "read it with DuckDB",
+    ),
+    BadInput(
+        "spark-time-2400",
+        "a Spark read of a TIME value `24:00:00` (DuckDB allows it; Spark's TIME cannot hold it)",
+        E.UnsupportedTypeError,
+        "read the other columns, or read it in Python (lake.scan) or with DuckDB",
+    ),
+    BadInput(
+        "write-read-only-type",
+        "a write, flush or merge into a table with a TIMETZ, TIME_NS or GEOMETRY column (read here, not written yet)",
+        E.UnsupportedTypeError,
+        "write the rows with DuckDB",
+    ),
+    BadInput(
+        "spark-geometry-write",
+        "a Spark `geometry` or `geography` column written (also nested)",
+        E.UnsupportedTypeError,
+        "st_asbinary(col) for WKB in a BLOB column",
+    ),
+    BadInput(
+        "hugeint-39-digits",
+        "a read selecting a HUGEINT/UHUGEINT column holding a value beyond 38 digits (DuckDB's extremes)",
+        E.UnsupportedTypeError,
+        "read the other columns",
+        match="out of the columns you select",
     ),
     # --- deletion vectors (#16 item 5): DuckDB's puffin delete files, read and written
     BadInput(

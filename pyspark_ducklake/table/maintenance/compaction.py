@@ -32,6 +32,7 @@ from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
 from pyspark_ducklake.catalog.file_stats import stats_function
 from pyspark_ducklake.catalog.inlined_tables import files_with_inlined_deletes
 from pyspark_ducklake.catalog.paths import is_inside
+from pyspark_ducklake.catalog.time_types import check_writable
 from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.catalog.types import TableSchema
 from pyspark_ducklake.exceptions import InvalidOptionError, StalePlanError
@@ -267,10 +268,12 @@ def _group(
         relative_folder = first.path[len(base) :].rsplit("/", 1)[0] + "/"
         if not is_inside(base + relative_folder + "x", base):
             relative_folder = ""  # a catalog path with ../ segments: the merged file stays in the table folder
+    schema = reader.table_schema(conn, table.table_id, first.begin_snapshot)
+    check_writable(schema.columns, f"{table.schema.schema_name}.{table.table_name}")
     return MergeGroup(
         table.table_id,
         f"{table.schema.schema_name}.{table.table_name}",
-        reader.table_schema(conn, table.table_id, first.begin_snapshot),
+        schema,
         base + relative_folder,
         relative_folder,
         sources,
