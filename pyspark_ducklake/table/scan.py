@@ -31,6 +31,7 @@ from pyspark_ducklake.table import filters as filters_module
 from pyspark_ducklake.table.conform import conform_table, default_array
 from pyspark_ducklake.table.data_files import DELETE_POS_ID
 from pyspark_ducklake.table.filters import FILTER_OPERATORS
+from pyspark_ducklake.table.name_mapped import apply_name_mapping
 from pyspark_ducklake.table.pruning import prune_files
 
 ROW_ID_FIELD_ID = 2147483540
@@ -159,6 +160,8 @@ def execute_file_task(
     """
     f = task.file
     raw = read_table(f.path, storage_options=storage_options, encryption_key=f.encryption_key)
+    if f.name_mapping is not None:  # an added file: columns by name, not field id
+        raw = apply_name_mapping(raw, f.name_mapping, f.path, schema)
     n = raw.num_rows
     ids = {field_id(raw.schema.field(i)): i for i in range(raw.num_columns)}
     row_ids, snaps = row_versions(f, raw, n)

@@ -1,0 +1,251 @@
+"""Files registered with ``ducklake_add_data_files`` (ducklake-format-2.md §1) are read as DuckDB reads them.
+
+Foreign writers (pyarrow here) write Parquet without field ids; DuckDB registers them, maps their columns by name
+through ``ducklake_name_mapping``, takes hive partition values from the path, casts narrower file types, reads
+missing columns as their initial default and ignores extra ones. DML on top (delete, update, a delete that empties
+a file, rename, add column) follows. Every snapshot is compared through ``scan``, the change feed, and Spark's two
+read paths (the fast path falls back to the data source for such files), on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import pyspark_ducklake as pdl
+from tests.support.compare import canonical_rows
+from tests.support.duck import attach_sql, connect_duckdb
+
+
+def canon(rows: pa.Table) -> list[Any]:
+    """Every row, canonical and fully ordered (tables here have no common key column)."""
+    return sorted(canonical_rows(rows, rows.column_names[0]), key=repr)
+
+
+def write_foreign_files(ext: Path) -> dict[str, str]:
+    """Parquet files as other tools write them: no field ids, other spellings, narrower types, extras."""
+    ext.mkdir(parents=True, exist_ok=True)
+    s_type = pa.struct([("A", pa.int32()), ("b", pa.string())])
+    f1 = pa.table(
+        {
+            "ID": pa.array([1, 2, 3, None], pa.int32()),
+            "name": ["one", None, "three", "four"],
+            "s": pa.array([{"A": 1, "b": "x"}, None, {"A": None, "b": "z"}, {"A": 4, "b": None}], s_type),
+            "l": pa.array([[1, None, 3], [], None, [4]], pa.list_(pa.int32())),
+            "m": pa.array([[("k", 1)], None, [], [("a", None), ("b", 2)]], pa.map_(pa.string(), pa.int32())),
+            "ts": pa.array([dt.datetime(2020, 1, 1, 1, 2, 3, 4000), None] * 2, pa.timestamp("ms")),
+            "dec": pa.array([decimal.Decimal("1.25"), None, decimal.Decimal("-3.5"), None], pa.decimal128(10, 2)),
+            "f": pa.array([1.5, None, float("nan"), -0.0], pa.float32()),
+            "extra": pa.array([9, 9, 9, 9], pa.int64()),
+        }
+    )
+    pq.write_table(f1, ext / "f1.parquet")
+    # Columns in another order, a list element named ``item`` (pyarrow's non-compliant nested spelling), no ``m``.
+    f2 = pa.table(
+        {
+            "l": pa.array([[7], [8, 9]], pa.list_(pa.int16())),
+            "s": pa.array(
+                [{"b": "q", "A": 7}, {"b": None, "A": None}], pa.struct([("b", pa.string()), ("A", pa.int8())])
+            ),
+            "name": ["seven", "eight"],
+            "ID": pa.array([7, 8], pa.int16()),
+            "ts": pa.array([dt.datetime(1999, 12, 31), None], pa.timestamp("ns")),
+            "dec": pa.array([decimal.Decimal("7.125"), None], pa.decimal128(12, 3)),
+            "f": pa.array([7.0, 8.0], pa.float64()),
+        }
+    )
+    pq.write_table(f2, ext / "f2.parquet", use_compliant_nested_type=False)
+    f3 = pa.table({"ID": pa.array([20, 21], pa.int64()), "name": ["gone", "gone too"]})
+    pq.write_table(f3, ext / "f3.parquet")
+    return {n: str(ext / f"{n}.parquet") for n in ("f1", "f2", "f3")}
+
+
+def write_hive_files(ext: Path) -> None:
+    for key, v, extra in [
+        ("1", "x", {}),
+        ("2", "y", {}),
+        ("__HIVE_DEFAULT_PARTITION__", "z", {}),
+        ("7", "w", {"k": pa.array([99], pa.int32())}),  # the path wins over the file's own k
+    ]:
+        folder = ext / ("both" if extra else "flat") / f"k={key}"
+        folder.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table({"v": [v], **extra}), folder / "f.parquet")
+    for key in ["a%2Fb", "x%3Dy", "50%25", "__HIVE_DEFAULT_PARTITION__", "sp ace"]:
+        folder = ext / "str" / f"k={key}"
+        folder.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table({"v": [key]}), folder / "f.parquet")
+    for key in ["3", "5"]:
+        folder = ext / "part" / f"k={key}"
+        folder.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table({"v": [f"p{key}", f"q{key}"]}), folder / "f.parquet")
+
+
+def duckdb_added_history(catalog: Any, ext: Path) -> None:
+    files = write_foreign_files(ext)
+    write_hive_files(ext)
+    con = connect_duckdb()
+    con.execute(attach_sql(catalog, "lake", 0))
+    add = "CALL ducklake_add_data_files('lake', '{t}', '{p}'{o})"
+    try:
+        for sql in [
+            "CREATE TABLE lake.t(id BIGINT, Name VARCHAR, s STRUCT(a INTEGER, b VARCHAR), l INTEGER[], "
+            "m MAP(VARCHAR, INTEGER), ts TIMESTAMP, dec DECIMAL(18,3), f DOUBLE)",
+            "ALTER TABLE lake.t ADD COLUMN d VARCHAR DEFAULT 'dflt'",
+            add.format(t="t", p=files["f1"], o=", ignore_extra_columns => true, allow_missing => true"),
+            add.format(t="t", p=files["f2"], o=", allow_missing => true"),
+            "INSERT INTO lake.t(id, Name, d) VALUES (100, 'native', 'n')",
+            add.format(t="t", p=files["f3"], o=", allow_missing => true"),
+            "DELETE FROM lake.t WHERE id = 2",
+            "UPDATE lake.t SET Name = 'upd', s = {'a': 42, 'b': 'u'} WHERE id IN (3, 7)",
+            "ALTER TABLE lake.t RENAME COLUMN Name TO nm",
+            "ALTER TABLE lake.t ALTER COLUMN d SET DEFAULT 'later'",
+            "ALTER TABLE lake.t ADD COLUMN z INTEGER DEFAULT 5",
+            "DELETE FROM lake.t WHERE id IN (20, 21)",  # empties f3: DuckDB ends the file, no delete file
+            "CREATE TABLE lake.h(k INTEGER, v VARCHAR)",
+            add.format(t="h", p=ext / "flat" / "k=*" / "*.parquet", o=""),
+            add.format(t="h", p=ext / "both" / "k=*" / "*.parquet", o=""),
+            "DELETE FROM lake.h WHERE v = 'y'",
+            "CREATE TABLE lake.hs(k VARCHAR, v VARCHAR)",
+            add.format(t="hs", p=ext / "str" / "k=*" / "*.parquet", o=""),
+            "CREATE TABLE lake.p(k INTEGER, v VARCHAR)",
+            "ALTER TABLE lake.p SET PARTITIONED BY (k)",
+            add.format(t="p", p=ext / "part" / "k=*" / "*.parquet", o=""),
+            "INSERT INTO lake.p VALUES (3, 'native3'), (9, 'native9')",
+            "UPDATE lake.p SET v = 'u5' WHERE v = 'q5'",
+        ]:
+            con.execute(sql)
+    finally:
+        con.close()
+
+
+def duck(catalog: Any) -> duckdb.DuckDBPyConnection:
+    con = connect_duckdb()
+    con.execute(attach_sql(catalog, "lake", 0))
+    return con
+
+
+def table_snapshots(con: duckdb.DuckDBPyConnection, table: str) -> list[int]:
+    out = []
+    for (s,) in con.execute("SELECT snapshot_id FROM lake.snapshots() ORDER BY 1").fetchall():
+        try:
+            con.execute(f"SELECT 1 FROM lake.{table} AT (VERSION => {s}) LIMIT 0")
+        except duckdb.Error:
+            continue
+        out.append(s)
+    return out
+
+
+def duck_rows(con: duckdb.DuckDBPyConnection, table: str, snapshot: int | None = None) -> list[Any]:
+    at = "" if snapshot is None else f" AT (VERSION => {snapshot})"
+    return canon(con.execute(f"SELECT * FROM lake.{table}{at}").to_arrow_table())
+
+
+def duck_feed(con: duckdb.DuckDBPyConnection, table: str, start: int, end: int) -> list[Any]:
+    rows = con.execute(
+        f"SELECT snapshot_id, rowid, change_type, * EXCLUDE (snapshot_id, rowid, change_type) "
+        f"FROM ducklake_table_changes('lake', 'main', '{table}', {start}, {end})"
+    ).to_arrow_table()
+    return canon(rows)
+
+
+def our_feed(lake: pdl.Lake, table: str, start: int, end: int) -> list[Any]:
+    feed = lake.table_changes(f"main.{table}", start, end)
+    names = feed.column_names
+    n = names.index("_change_type")
+    cols = ["_snapshot_id", "_rowid", "_change_type", *names[:n]]
+    return canon(feed.select(cols))
+
+
+TABLES = ("t", "h", "hs", "p")
+
+
+def test_added_files_read_as_duckdb_reads_them_at_every_snapshot_and_in_the_feed(catalog: Any, tmp_path: Path) -> None:
+    duckdb_added_history(catalog, tmp_path / "ext")
+    lake = pdl.connect(catalog.url, catalog.data_path)
+    con = duck(catalog)
+    try:
+        for table in TABLES:
+            snaps = table_snapshots(con, table)
+            for s in snaps:
+                assert canon(lake.scan(f"main.{table}", snapshot=s)) == duck_rows(con, table, s), (table, s)
+            for start in snaps:
+                for end in [e for e in snaps if e >= start]:
+                    assert our_feed(lake, table, start, end) == duck_feed(con, table, start, end), (table, start, end)
+        # spot checks of what DuckDB shows, so an equal-but-wrong read cannot pass unnoticed
+        rows = {r[0]: r for r in con.execute("SELECT id, nm, s, l, d, z, f FROM lake.t").fetchall()}
+        assert rows[1] == (1, "one", {"a": 1, "b": "x"}, [1, None, 3], "dflt", 5, 1.5)
+        assert rows[7][1:3] == ("upd", {"a": 42, "b": "u"})
+        assert sorted(con.execute("SELECT k, v FROM lake.hs").fetchall(), key=str) == sorted(
+            [
+                ("a/b", "a%2Fb"),
+                ("x=y", "x%3Dy"),
+                ("50%", "50%25"),
+                (None, "__HIVE_DEFAULT_PARTITION__"),
+                ("sp ace", "sp ace"),
+            ],
+            key=str,
+        )
+    finally:
+        con.close()
+
+
+def test_our_deletes_and_appends_on_added_files_are_read_by_duckdb(catalog: Any, tmp_path: Path) -> None:
+    duckdb_added_history(catalog, tmp_path / "ext")
+    lake = pdl.connect(catalog.url, catalog.data_path)
+    for table, where in [("t", ("id", "=", 8)), ("h", ("k", "=", 7)), ("hs", ("k", "=", "a/b"))]:
+        before = lake.current_snapshot_id()
+        assert lake.delete(f"main.{table}", [where]) > before, table  # something matched
+    lake.append("main.h", pa.table({"k": pa.array([11], pa.int32()), "v": ["ours"]}))
+    lake.flush_inlined_data()
+    con = duck(catalog)
+    try:
+        for table in TABLES:
+            assert canon(lake.scan(f"main.{table}")) == duck_rows(con, table), table
+        assert 8 not in [r[0] for r in con.execute("SELECT id FROM lake.t").fetchall()]
+        assert ("a/b",) not in con.execute("SELECT k FROM lake.hs").fetchall()
+        last = lake.current_snapshot_id()
+        for table in TABLES:
+            assert our_feed(lake, table, 0, last) == duck_feed(con, table, 0, last), table
+    finally:
+        con.close()
+
+
+def test_spark_reads_added_files_through_both_read_paths(spark: Any, catalog: Any, tmp_path: Path) -> None:
+    from pyspark_ducklake.spark_parquet_read import plan_read
+
+    pdl.register(spark)
+    duckdb_added_history(catalog, tmp_path / "ext")
+    con = duck(catalog)
+    try:
+        for table in ("t", "hs"):
+            snaps = table_snapshots(con, table)[-4:]  # Spark runs the scan's own file reads (every snapshot above)
+            reason = plan_read(spark, f"main.{table}", catalog=catalog.url).reason
+            assert reason is not None and "by name" in reason  # the documented fallback to the data source
+            native = [pdl.read_table(spark, f"main.{table}", snapshot=s, catalog=catalog.url) for s in snaps]
+            source = [
+                spark.read.format("ducklake").option("catalog", catalog.url).option("snapshot", s).load(f"main.{table}")
+                for s in snaps
+            ]
+            for frames in (native, source):  # one frame per snapshot: the columns differ between them
+                for df, s in zip(frames, snaps, strict=True):
+                    assert canon(df.toArrow()) == duck_rows(con, table, s), (table, s)
+            last = snaps[-1]
+            feed = (
+                spark.read.format("ducklake")
+                .option("catalog", catalog.url)
+                .option("readChangeFeed", "true")
+                .option("startingSnapshot", 0)
+                .option("endingSnapshot", last)
+                .load(f"main.{table}")
+            )
+            names = [c for c in feed.columns if not c.startswith("_")]
+            rows = feed.select("_snapshot_id", "_rowid", "_change_type", *names).toArrow()
+            assert canon(rows) == duck_feed(con, table, 0, last), table
+    finally:
+        con.close()
