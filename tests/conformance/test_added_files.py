@@ -17,6 +17,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
+from sqlalchemy import create_engine, text
 
 import pyspark_ducklake as pdl
 from tests.support.compare import canonical_rows
@@ -28,7 +29,7 @@ def canon(rows: pa.Table) -> list[Any]:
     return sorted(canonical_rows(rows, rows.column_names[0]), key=repr)
 
 
-def write_foreign_files(ext: Path) -> dict[str, str]:
+def write_foreign_files(ext: Path) -> None:
     """Parquet files as other tools write them: no field ids, other spellings, narrower types, extras."""
     ext.mkdir(parents=True, exist_ok=True)
     s_type = pa.struct([("A", pa.int32()), ("b", pa.string())])
@@ -63,7 +64,6 @@ def write_foreign_files(ext: Path) -> dict[str, str]:
     pq.write_table(f2, ext / "f2.parquet", use_compliant_nested_type=False)
     f3 = pa.table({"ID": pa.array([20, 21], pa.int64()), "name": ["gone", "gone too"]})
     pq.write_table(f3, ext / "f3.parquet")
-    return {n: str(ext / f"{n}.parquet") for n in ("f1", "f2", "f3")}
 
 
 def write_hive_files(ext: Path) -> None:
@@ -86,40 +86,62 @@ def write_hive_files(ext: Path) -> None:
         pq.write_table(pa.table({"v": [f"p{key}", f"q{key}"]}), folder / "f.parquet")
 
 
-def duckdb_added_history(catalog: Any, ext: Path) -> None:
-    files = write_foreign_files(ext)
-    write_hive_files(ext)
+ADD_FULL = {"ignore_extra_columns": True, "allow_missing": True}
+
+
+def history_steps(ext: Path) -> list[Any]:
+    """DDL and DML as SQL; registrations as ``(table, glob, options)`` (DuckDB's CALL or our ``add_files``)."""
+    return [
+        "CREATE TABLE lake.t(id BIGINT, Name VARCHAR, s STRUCT(a INTEGER, b VARCHAR), l INTEGER[], "
+        "m MAP(VARCHAR, INTEGER), ts TIMESTAMP, dec DECIMAL(18,3), f DOUBLE)",
+        "ALTER TABLE lake.t ADD COLUMN d VARCHAR DEFAULT 'dflt'",
+        ("t", str(ext / "f1.parquet"), ADD_FULL),
+        ("t", str(ext / "f2.parquet"), {"allow_missing": True}),
+        "INSERT INTO lake.t(id, Name, d) VALUES (100, 'native', 'n')",
+        ("t", str(ext / "f3.parquet"), {"allow_missing": True}),
+        "DELETE FROM lake.t WHERE id = 2",
+        "UPDATE lake.t SET Name = 'upd', s = {'a': 42, 'b': 'u'} WHERE id IN (3, 7)",
+        "ALTER TABLE lake.t RENAME COLUMN Name TO nm",
+        "ALTER TABLE lake.t ALTER COLUMN d SET DEFAULT 'later'",
+        "ALTER TABLE lake.t ADD COLUMN z INTEGER DEFAULT 5",
+        "DELETE FROM lake.t WHERE id IN (20, 21)",  # empties f3: DuckDB ends the file, no delete file
+        "CREATE TABLE lake.h(k INTEGER, v VARCHAR)",
+        ("h", str(ext / "flat" / "k=*" / "*.parquet"), {}),
+        ("h", str(ext / "both" / "k=*" / "*.parquet"), {}),
+        "DELETE FROM lake.h WHERE v = 'y'",
+        "CREATE TABLE lake.hs(k VARCHAR, v VARCHAR)",
+        ("hs", str(ext / "str" / "k=*" / "*.parquet"), {}),
+        "CREATE TABLE lake.p(k INTEGER, v VARCHAR)",
+        "ALTER TABLE lake.p SET PARTITIONED BY (k)",
+        ("p", str(ext / "part" / "k=*" / "*.parquet"), {}),
+        "INSERT INTO lake.p VALUES (3, 'native3'), (9, 'native9')",
+        "UPDATE lake.p SET v = 'u5' WHERE v = 'q5'",
+    ]
+
+
+def write_all(ext: Path) -> None:
+    if not (ext / "f1.parquet").exists():
+        write_foreign_files(ext)
+        write_hive_files(ext)
+
+
+def duckdb_added_history(catalog: Any, ext: Path, *, ours: bool = False) -> None:
+    """The history, with the registrations made by DuckDB or (``ours``) by ``Lake.add_files``."""
+    write_all(ext)
     con = connect_duckdb()
     con.execute(attach_sql(catalog, "lake", 0))
-    add = "CALL ducklake_add_data_files('lake', '{t}', '{p}'{o})"
+    lake = pdl.connect(catalog.url, catalog.data_path) if ours else None
     try:
-        for sql in [
-            "CREATE TABLE lake.t(id BIGINT, Name VARCHAR, s STRUCT(a INTEGER, b VARCHAR), l INTEGER[], "
-            "m MAP(VARCHAR, INTEGER), ts TIMESTAMP, dec DECIMAL(18,3), f DOUBLE)",
-            "ALTER TABLE lake.t ADD COLUMN d VARCHAR DEFAULT 'dflt'",
-            add.format(t="t", p=files["f1"], o=", ignore_extra_columns => true, allow_missing => true"),
-            add.format(t="t", p=files["f2"], o=", allow_missing => true"),
-            "INSERT INTO lake.t(id, Name, d) VALUES (100, 'native', 'n')",
-            add.format(t="t", p=files["f3"], o=", allow_missing => true"),
-            "DELETE FROM lake.t WHERE id = 2",
-            "UPDATE lake.t SET Name = 'upd', s = {'a': 42, 'b': 'u'} WHERE id IN (3, 7)",
-            "ALTER TABLE lake.t RENAME COLUMN Name TO nm",
-            "ALTER TABLE lake.t ALTER COLUMN d SET DEFAULT 'later'",
-            "ALTER TABLE lake.t ADD COLUMN z INTEGER DEFAULT 5",
-            "DELETE FROM lake.t WHERE id IN (20, 21)",  # empties f3: DuckDB ends the file, no delete file
-            "CREATE TABLE lake.h(k INTEGER, v VARCHAR)",
-            add.format(t="h", p=ext / "flat" / "k=*" / "*.parquet", o=""),
-            add.format(t="h", p=ext / "both" / "k=*" / "*.parquet", o=""),
-            "DELETE FROM lake.h WHERE v = 'y'",
-            "CREATE TABLE lake.hs(k VARCHAR, v VARCHAR)",
-            add.format(t="hs", p=ext / "str" / "k=*" / "*.parquet", o=""),
-            "CREATE TABLE lake.p(k INTEGER, v VARCHAR)",
-            "ALTER TABLE lake.p SET PARTITIONED BY (k)",
-            add.format(t="p", p=ext / "part" / "k=*" / "*.parquet", o=""),
-            "INSERT INTO lake.p VALUES (3, 'native3'), (9, 'native9')",
-            "UPDATE lake.p SET v = 'u5' WHERE v = 'q5'",
-        ]:
-            con.execute(sql)
+        for step in history_steps(ext):
+            if isinstance(step, str):
+                con.execute(step)
+            elif lake is not None:
+                table, path, options = step
+                lake.add_files(f"main.{table}", path, **options)
+            else:
+                table, path, options = step
+                opts = "".join(f", {k} => {str(v).lower()}" for k, v in options.items())
+                con.execute(f"CALL ducklake_add_data_files('lake', '{table}', '{path}'{opts})")
     finally:
         con.close()
 
@@ -249,3 +271,59 @@ def test_spark_reads_added_files_through_both_read_paths(spark: Any, catalog: An
             assert canon(rows) == duck_feed(con, table, 0, last), table
     finally:
         con.close()
+
+
+# --- Lake.add_files writes what ducklake_add_data_files writes -----------------------------------------------------
+
+CATALOG_ROWS = {
+    "ducklake_column_mapping": "SELECT mapping_id, table_id, type FROM ducklake_column_mapping",
+    "ducklake_name_mapping": "SELECT * FROM ducklake_name_mapping",
+    "ducklake_data_file": "SELECT data_file_id, table_id, begin_snapshot, end_snapshot, path, path_is_relative, "
+    "record_count, file_size_bytes, footer_size, row_id_start, partition_id, mapping_id FROM ducklake_data_file "
+    "WHERE path_is_relative = false",
+    "ducklake_file_column_stats": "SELECT s.* FROM ducklake_file_column_stats s JOIN ducklake_data_file f "
+    "ON f.data_file_id = s.data_file_id WHERE f.path_is_relative = false",
+    "ducklake_file_partition_value": "SELECT * FROM ducklake_file_partition_value",
+    "ducklake_snapshot_changes": "SELECT snapshot_id, changes_made FROM ducklake_snapshot_changes",
+    "ducklake_table_stats": "SELECT * FROM ducklake_table_stats",
+}
+
+
+def catalog_rows(catalog: Any) -> dict[str, list[Any]]:
+    engine = create_engine(catalog.url)
+    try:
+        with engine.connect() as conn:
+            return {
+                name: sorted(map(tuple, conn.execute(text(sql)).all()), key=repr) for name, sql in CATALOG_ROWS.items()
+            }
+    finally:
+        engine.dispose()
+
+
+def test_add_files_writes_the_catalog_rows_duckdb_writes_and_duckdb_reads_them(
+    catalog: Any, tmp_path_factory: Any, tmp_path: Path
+) -> None:
+    ext = tmp_path / "ext"
+    duckdb_added_history(catalog, ext, ours=True)
+    theirs = tmp_path_factory.mktemp("theirs")
+    (theirs / "data").mkdir()
+    duck_catalog = type(catalog)(
+        backend="sqlite",
+        url=f"sqlite:///{theirs}/lake.sqlite",
+        duckdb=f"ducklake:sqlite:{theirs}/lake.sqlite",
+        data_path=f"{theirs}/data/",
+    )
+    duckdb_added_history(duck_catalog, ext)
+    ours_rows, duck_rows_ = catalog_rows(catalog), catalog_rows(duck_catalog)
+    for name in CATALOG_ROWS:
+        assert ours_rows[name] == duck_rows_[name], name
+    con, ref = duck(catalog), duck(duck_catalog)
+    lake = pdl.connect(catalog.url, catalog.data_path)
+    try:
+        for table in TABLES:
+            for s in table_snapshots(ref, table):
+                assert duck_rows(con, table, s) == duck_rows(ref, table, s), (table, s)
+                assert canon(lake.scan(f"main.{table}", snapshot=s)) == duck_rows(ref, table, s), (table, s)
+    finally:
+        con.close()
+        ref.close()
