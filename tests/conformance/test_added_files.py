@@ -327,3 +327,94 @@ def test_add_files_writes_the_catalog_rows_duckdb_writes_and_duckdb_reads_them(
     finally:
         con.close()
         ref.close()
+
+
+# --- DuckDB's type checks at add time (§1.3) ------------------------------------------------------------------------
+
+TYPE_CASES: list[tuple[str, pa.DataType, Any]] = [
+    *[("BIGINT", t, 1) for t in (pa.int64(), pa.int32(), pa.uint32(), pa.int16(), pa.uint16(), pa.int8(), pa.uint8())],
+    ("BIGINT", pa.uint64(), 1),
+    *[("INTEGER", t, 1) for t in (pa.int32(), pa.int16(), pa.uint16(), pa.int8(), pa.uint8(), pa.int64(), pa.uint32())],
+    ("UINTEGER", pa.uint16(), 1),
+    ("UINTEGER", pa.int32(), 1),
+    ("UBIGINT", pa.uint64(), 1),
+    ("DOUBLE", pa.float32(), 1.5),
+    ("DOUBLE", pa.int32(), 1),
+    ("FLOAT", pa.float64(), 1.5),
+    *[("TIMESTAMP", pa.timestamp(u), dt.datetime(2021, 5, 6, 7, 8, 9)) for u in ("ms", "us", "ns")],
+    ("TIMESTAMP", pa.timestamp("us", tz="UTC"), dt.datetime(2021, 5, 6, tzinfo=dt.timezone.utc)),
+    ("TIMESTAMP", pa.date32(), dt.date(2021, 5, 6)),
+    ("TIMESTAMPTZ", pa.timestamp("ms", tz="UTC"), dt.datetime(2021, 5, 6, tzinfo=dt.timezone.utc)),
+    ("TIMESTAMPTZ", pa.timestamp("us"), dt.datetime(2021, 5, 6)),
+    ("DECIMAL(18,3)", pa.decimal128(10, 2), decimal.Decimal("1.25")),
+    ("DECIMAL(18,3)", pa.decimal128(10, 4), decimal.Decimal("1.2500")),
+    ("DECIMAL(9,2)", pa.decimal128(18, 2), decimal.Decimal("1.25")),
+    ("VARCHAR", pa.string(), "x"),
+    ("VARCHAR", pa.binary(), b"x"),
+    ("VARCHAR", pa.json_(pa.string()), '{"a": 1}'),
+    ("BLOB", pa.binary(), b"x"),
+    ("BLOB", pa.string(), "x"),
+    ("DATE", pa.date32(), dt.date(2021, 5, 6)),
+    ("BOOLEAN", pa.bool_(), True),
+    ("TIME", pa.time64("us"), dt.time(1, 2, 3)),
+    ("TIME", pa.time32("ms"), dt.time(1, 2, 3)),
+    ("TIME", pa.time64("ns"), dt.time(1, 2, 3)),
+    ("UUID", pa.uuid(), b"\x01" * 16),
+    ("UUID", pa.binary(16), b"\x01" * 16),
+    ("JSON", pa.json_(pa.string()), '{"a": 1}'),
+    ("JSON", pa.string(), '{"a": 1}'),
+    ("INTEGER[]", pa.list_(pa.int16()), [1, 2]),
+    ("INTEGER[]", pa.list_(pa.int64()), [1, 2]),
+    ("STRUCT(a INTEGER)", pa.struct([("A", pa.int8())]), {"A": 1}),
+    ("MAP(VARCHAR, INTEGER)", pa.map_(pa.string(), pa.int16()), [("k", 1)]),
+    ("INTEGER", pa.list_(pa.int32()), [1]),
+]
+
+
+def test_add_files_accepts_and_rejects_the_types_duckdb_does(sqlite_catalog: Any, tmp_path: Path) -> None:
+    from pyspark_ducklake.exceptions import SchemaMismatchError
+
+    ref_dir = tmp_path / "ref"
+    (ref_dir / "data").mkdir(parents=True)
+    ref = connect_duckdb()
+    ref.execute(f"ATTACH 'ducklake:sqlite:{ref_dir}/lake.sqlite' AS lake (DATA_PATH '{ref_dir}/data/')")
+    setup = connect_duckdb()
+    setup.execute(attach_sql(sqlite_catalog, "lake"))
+    for i, (sql_type, _, _) in enumerate(TYPE_CASES):
+        for con in (ref, setup):
+            con.execute(f"CREATE TABLE lake.t{i}(c {sql_type})")
+    setup.close()
+    lake = pdl.connect(sqlite_catalog.url, sqlite_catalog.data_path)
+    verdicts = []
+    for i, (sql_type, arrow_type, value) in enumerate(TYPE_CASES):
+        path = tmp_path / f"c{i}.parquet"
+        pq.write_table(pa.table({"c": pa.array([value, None], arrow_type)}), path)
+        try:
+            ref.execute(f"CALL ducklake_add_data_files('lake', 't{i}', '{path}')")
+            duck_ok = True
+        except duckdb.Error:
+            duck_ok = False
+        before = lake.current_snapshot_id()
+        try:
+            lake.add_files(f"main.t{i}", str(path))
+            ours_ok = True
+        except SchemaMismatchError as e:
+            ours_ok = False
+            assert str(path) in str(e) and '"c' in str(e), e  # names file and column
+            assert lake.current_snapshot_id() == before  # nothing written
+        verdicts.append((sql_type, str(arrow_type), duck_ok, ours_ok))
+        if duck_ok and ours_ok:
+            theirs = ref.execute(f"SELECT * FROM lake.t{i}").to_arrow_table()
+            assert canon(lake.scan(f"main.t{i}")) == canon(theirs), (sql_type, arrow_type)
+    ref.close()
+    wrong = [v for v in verdicts if v[2] != v[3]]
+    assert not wrong, wrong
+    assert sum(v[2] for v in verdicts) not in (0, len(verdicts))  # both kinds of verdict happen
+    # our reads of every accepted file equal DuckDB's own reads of our catalog
+    con = duck(sqlite_catalog)
+    try:
+        for i, (_, _, duck_ok, _) in enumerate(verdicts):
+            if duck_ok:
+                assert duck_rows(con, f"t{i}") == canon(lake.scan(f"main.t{i}")), TYPE_CASES[i]
+    finally:
+        con.close()
