@@ -85,12 +85,13 @@ def footer_schema(path: str, storage_options: dict[str, Any] | None = None) -> t
             fh.seek(0, 2)
             size = fh.tell()
             if size < 12:
-                raise DataFileError(f"{path} is not a Parquet file ({size} bytes)")
+                raise DataFileError(f"{path} is not a Parquet file ({size} bytes); add plain Parquet files")
             fh.seek(size - 8)
             tail = fh.read(8)
             if tail[4:] != b"PAR1":
                 raise DataFileError(
-                    f"{path} is not a plain Parquet file (no PAR1 footer; encrypted files cannot be added)"
+                    f"{path} is not a plain Parquet file (no PAR1 footer; encrypted files cannot be added); add plain "
+                    "Parquet files"
                 )
             footer_size = struct.unpack("<I", tail[:4])[0]
             if footer_size > size - 12:

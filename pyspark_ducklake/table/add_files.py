@@ -156,7 +156,7 @@ class _Mapper:
             except (ValueError, TypeError, ArithmeticError, pa.ArrowException) as e:
                 raise SchemaMismatchError(
                     f'column "{column.name}" is a hive partition of {self.path} with value {value!r}, which is not '
-                    f"a {column.type} ({e})"
+                    f"a {column.type} ({e}); rename the folder, pass hive_partitioning=False, or change the column type"
                 ) from e
         self.partition_nodes[column.column_id] = value
         return MappingNode(column.name, column.column_id, True)
@@ -208,7 +208,7 @@ def expand_paths(paths: str | Sequence[str], storage_options: dict[str, Any] | N
             else:
                 found = sorted(globlib.glob(item))
             if not found:
-                raise InvalidOptionError(f"add_files(): {item} matches no file")
+                raise InvalidOptionError(f"add_files(): {item} matches no file; check the path")
             out += found
         else:
             fs, p = filesystem(item, storage_options)

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 from sqlalchemy import create_engine, text
 
 import pyspark_ducklake as pdl
+from tests.support.bad_inputs import expect_bad_input
 from tests.support.compare import canonical_rows
 from tests.support.duck import attach_sql, connect_duckdb
 
@@ -462,3 +463,142 @@ def test_spark_add_files_registers_files_spark_wrote_and_duckdb_reads_them(
         assert con.execute("SELECT count(*) FROM lake.sp WHERE s.a = 2 AND m['x'] = 2").fetchone() == (2,)
     finally:
         con.close()
+
+
+# --- bad input and the attacker's cases ------------------------------------------------------------------------------
+
+
+def small_lake(catalog: Any, ddl: list[str]) -> pdl.Lake:
+    con = duck(catalog)
+    for sql in ddl:
+        con.execute(sql)
+    con.close()
+    return pdl.connect(catalog.url, catalog.data_path)
+
+
+def test_add_files_bad_input_is_refused_with_nothing_written(sqlite_catalog: Any, tmp_path: Path) -> None:
+    lake = small_lake(
+        sqlite_catalog,
+        ["CREATE TABLE lake.t(a INTEGER, b VARCHAR)", "CREATE TABLE lake.p(k INTEGER, v VARCHAR)",
+         "ALTER TABLE lake.p SET PARTITIONED BY (k)"],
+    )  # fmt: skip
+    ext = tmp_path / "ext"
+    (ext / "k=abc").mkdir(parents=True)
+    pq.write_table(pa.table({"a": pa.array([1], pa.int32()), "b": ["x"], "c": [1]}), ext / "extra.parquet")
+    pq.write_table(pa.table({"a": pa.array([1], pa.int32())}), ext / "missing.parquet")
+    pq.write_table(pa.table({"a": pa.array([1], pa.int64()), "b": ["x"]}), ext / "wide.parquet")
+    pq.write_table(pa.table({"v": ["x"]}), ext / "flat.parquet")
+    pq.write_table(pa.table({"v": ["x"]}), ext / "k=abc" / "f.parquet")
+    (ext / "text.parquet").write_text("not parquet at all, though long enough")
+    cases = [
+        ("add-files-extra-column", "main.t", ext / "extra.parquet", {}),
+        ("add-files-missing-column", "main.t", ext / "missing.parquet", {}),
+        ("add-files-type", "main.t", ext / "wide.parquet", {}),
+        ("add-files-partition-missing", "main.p", ext / "flat.parquet", {"allow_missing": True}),
+        ("add-files-hive-value", "main.p", ext / "k=abc" / "f.parquet", {}),
+        ("add-files-not-parquet", "main.t", ext / "text.parquet", {}),
+        ("add-files-flag-string", "main.t", ext / "extra.parquet", {"hive_partitioning": "false"}),
+        ("add-files-glob-empty", "main.t", ext / "nothing" / "*.parquet", {}),
+    ]
+    for case, table, path, options in cases:
+        with expect_bad_input(case, lake, watch=[ext, sqlite_catalog.url.removeprefix("sqlite:///")]):
+            lake.add_files(table, str(path), **options)
+    # the same files with DuckDB's options go in, and only then
+    lake.add_files("main.t", [str(ext / "extra.parquet"), str(ext / "missing.parquet")], ignore_extra_columns=True,
+                   allow_missing=True)  # fmt: skip
+    assert sorted(lake.scan("main.t").to_pylist(), key=repr) == [{"a": 1, "b": "x"}, {"a": 1, "b": None}]
+
+
+def test_an_added_file_that_lost_a_column_fails_the_read_with_a_typed_error(
+    sqlite_catalog: Any, tmp_path: Path
+) -> None:
+    lake = small_lake(sqlite_catalog, ["CREATE TABLE lake.t(a INTEGER, b VARCHAR)"])
+    path = tmp_path / "f.parquet"
+    pq.write_table(pa.table({"a": pa.array([1], pa.int32()), "b": ["x"]}), path)
+    lake.add_files("main.t", str(path))
+    pq.write_table(pa.table({"a": pa.array([1], pa.int32()), "renamed": ["x"]}), path)
+    with expect_bad_input("added-file-changed", lake, watch=[tmp_path]):
+        lake.scan("main.t")
+
+
+def test_external_added_files_are_never_deleted_by_our_maintenance(sqlite_catalog: Any, tmp_path: Path) -> None:
+    """DuckDB's expire + cleanup deletes an added file outside its data path once the table is dropped; we refuse
+    to delete outside the data path whatever the catalog says (the file stays, reported as outside)."""
+    lake = small_lake(sqlite_catalog, ["CREATE TABLE lake.t(a INTEGER)"])
+    path = tmp_path / "ext" / "f.parquet"
+    path.parent.mkdir()
+    for i in range(2):
+        pq.write_table(pa.table({"a": pa.array([i], pa.int32())}), path.with_name(f"f{i}.parquet"))
+    lake.add_files("main.t", str(path.parent / "*.parquet"))
+    lake.merge_adjacent_files("main.t")  # added files are not rewritten: they stay the user's
+    assert {r[0] for r in sql_rows(sqlite_catalog, "SELECT path FROM ducklake_data_file")} == {
+        str(path.with_name("f0.parquet")),
+        str(path.with_name("f1.parquet")),
+    }
+    assert sorted(lake.scan("main.t")["a"].to_pylist()) == [0, 1]
+    con = duck(sqlite_catalog)
+    con.execute("DROP TABLE lake.t")
+    con.close()
+    lake.expire_snapshots(older_than="0 seconds")
+    report = lake.cleanup_old_files(cleanup_all=True)
+    assert sorted(report.outside_data_path) == [str(path.with_name("f0.parquet")), str(path.with_name("f1.parquet"))]
+    assert path.with_name("f0.parquet").exists() and path.with_name("f1.parquet").exists()
+
+
+def test_add_files_edge_paths_and_names_as_duckdb(sqlite_catalog: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    """A relative path with ``..`` (stored absolute: DuckDB stores it as given, relative to its working folder),
+    the same file twice (DuckDB registers it twice), file columns differing only in case."""
+    ddl = ["CREATE TABLE lake.t(a INTEGER)", "CREATE TABLE lake.c(a INTEGER, b INTEGER)"]
+    lake = small_lake(sqlite_catalog, ddl)
+    ref_dir = tmp_path / "ref"
+    (ref_dir / "data").mkdir(parents=True)
+    ref = connect_duckdb()
+    ref.execute(f"ATTACH 'ducklake:sqlite:{ref_dir}/lake.sqlite' AS lake (DATA_PATH '{ref_dir}/data/')")
+    for sql in ddl:
+        ref.execute(sql)
+    (tmp_path / "w" / "sub").mkdir(parents=True)
+    pq.write_table(pa.table({"a": pa.array([1, 2], pa.int32())}), tmp_path / "w" / "f.parquet")
+    pq.write_table(
+        pa.table({"A": pa.array([1], pa.int32()), "a": pa.array([2], pa.int32()), "B": pa.array([3], pa.int32())}),
+        tmp_path / "w" / "case.parquet",
+    )
+    monkeypatch.chdir(tmp_path / "w" / "sub")
+    for _ in range(2):
+        lake.add_files("main.t", "../f.parquet")
+        ref.execute("CALL ducklake_add_data_files('lake', 't', '../f.parquet')")
+    stored = {r[0] for r in sql_rows(sqlite_catalog, "SELECT path FROM ducklake_data_file")}
+    assert stored == {str(tmp_path / "w" / "f.parquet")}
+    for options in ({}, {"ignore_extra_columns": True}):
+        opts = "".join(f", {k} => {str(v).lower()}" for k, v in options.items())
+        try:
+            ref.execute(f"CALL ducklake_add_data_files('lake', 'c', '{tmp_path}/w/case.parquet'{opts})")
+            duck_ok = True
+        except duckdb.Error:
+            duck_ok = False
+        try:
+            lake.add_files("main.c", str(tmp_path / "w" / "case.parquet"), **options)
+            ours_ok = True
+        except pdl.DuckLakeError:
+            ours_ok = False
+        assert duck_ok == ours_ok, options
+    try:
+        for table in ("t", "c"):
+            theirs = canon(ref.execute(f"SELECT * FROM lake.{table}").to_arrow_table())
+            assert canon(lake.scan(f"main.{table}")) == theirs, table
+        assert canon(lake.scan("main.c")) == [(1, 3)]  # the first spelling wins, as in DuckDB
+    finally:
+        ref.close()
+    con = duck(sqlite_catalog)
+    try:
+        assert duck_rows(con, "t") == canon(lake.scan("main.t")) and len(duck_rows(con, "t")) == 4
+    finally:
+        con.close()
+
+
+def sql_rows(catalog: Any, sql: str) -> list[Any]:
+    engine = create_engine(catalog.url)
+    try:
+        with engine.connect() as conn:
+            return [tuple(r) for r in conn.execute(text(sql)).all()]
+    finally:
+        engine.dispose()
