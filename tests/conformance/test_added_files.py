@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from sqlalchemy import create_engine, text
@@ -602,3 +603,23 @@ def sql_rows(catalog: Any, sql: str) -> list[Any]:
             return [tuple(r) for r in conn.execute(text(sql)).all()]
     finally:
         engine.dispose()
+
+
+def test_filtered_scan_keeps_added_float_files_whose_stats_are_in_float32(sqlite_catalog: Any, tmp_path: Path) -> None:
+    """An added FLOAT file in a DOUBLE column keeps FLOAT statistics ("0.1" is the float 0.1, above the double 0.1):
+    pruning must not drop the file for a filter on the value it holds. DuckDB 1.5.5 does drop it (its wrong result:
+    ``WHERE f = 0.10000000149011612`` finds no row); we find the row."""
+    lake = small_lake(sqlite_catalog, ["CREATE TABLE lake.t(f DOUBLE)"])
+    path = tmp_path / "f.parquet"
+    pq.write_table(pa.table({"f": pa.array([0.05, 0.1], pa.float32())}), path)
+    lake.add_files("main.t", str(path))
+    held = float(np.float32(0.1))
+    con = duck(sqlite_catalog)
+    try:
+        values = [r[0] for r in con.execute("SELECT f FROM lake.t").fetchall()]
+        assert sorted(values) == sorted(lake.scan("main.t")["f"].to_pylist()) and held in values
+        assert con.execute(f"SELECT count(*) FROM lake.t WHERE f = {held!r}").fetchone() == (0,)  # DuckDB's pruning
+    finally:
+        con.close()
+    for op, expected in (("=", 1), (">=", 1), (">", 0), ("<=", 2)):
+        assert lake.scan("main.t", filter=[("f", op, held)]).num_rows == expected, op
