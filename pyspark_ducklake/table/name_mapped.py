@@ -118,6 +118,12 @@ def apply_name_mapping(raw: pa.Table, mapping: NameMapping, path: str, schema: T
             continue  # a dropped column: nothing reads it
         if node.is_partition:
             hive = hive_values(path) if hive is None else hive
+            if node.source_name not in hive:  # DuckDB refuses the read too
+                raise DataFileError(
+                    f"data file {path}: column {column.name} is a partition value of its path (folder "
+                    f"{node.source_name}=...), which the path does not have: the file was moved after it was "
+                    "registered; move it back, or remove it from the table"
+                )
             try:
                 arr = _partition_array(column, hive.get(node.source_name), n)
             except (ValueError, TypeError, ArithmeticError, pa.ArrowException) as e:

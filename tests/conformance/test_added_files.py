@@ -18,6 +18,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from sqlalchemy import create_engine, text
 
 import pyspark_ducklake as pdl
@@ -520,6 +521,31 @@ def test_an_added_file_that_lost_a_column_fails_the_read_with_a_typed_error(
     pq.write_table(pa.table({"a": pa.array([1], pa.int32()), "renamed": ["x"]}), path)
     with expect_bad_input("added-file-changed", lake, watch=[tmp_path]):
         lake.scan("main.t")
+
+
+def test_an_added_file_moved_out_of_its_partition_folder_fails_the_read_as_in_duckdb(
+    sqlite_catalog: Any, tmp_path: Path
+) -> None:
+    from pyspark_ducklake.exceptions import DataFileError
+
+    lake = small_lake(sqlite_catalog, ["CREATE TABLE lake.h(k INTEGER, v VARCHAR)"])
+    (tmp_path / "k=1").mkdir()
+    pq.write_table(pa.table({"v": ["x"]}), tmp_path / "k=1" / "f.parquet")
+    lake.add_files("main.h", str(tmp_path / "k=*" / "*.parquet"))
+    assert lake.scan("main.h").to_pylist() == [{"k": 1, "v": "x"}]
+    (tmp_path / "k=1" / "f.parquet").rename(tmp_path / "f.parquet")
+    engine = create_engine(sqlite_catalog.url)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE ducklake_data_file SET path = :p"), {"p": str(tmp_path / "f.parquet")})
+    engine.dispose()
+    with pytest.raises(DataFileError, match="move it back"):
+        lake.scan("main.h")
+    con = duck(sqlite_catalog)
+    try:
+        with pytest.raises(duckdb.Error, match="hive partitions"):
+            con.execute("SELECT * FROM lake.h").fetchall()
+    finally:
+        con.close()
 
 
 def test_external_added_files_are_never_deleted_by_our_maintenance(sqlite_catalog: Any, tmp_path: Path) -> None:
