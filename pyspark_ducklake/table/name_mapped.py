@@ -18,7 +18,8 @@ from pyspark_ducklake.catalog.name_mapping import MappingNode, NameMapping
 from pyspark_ducklake.catalog.stats_values import parse_stat
 from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_type
 from pyspark_ducklake.exceptions import DataFileError
-from pyspark_ducklake.io.parquet import FIELD_ID_KEY
+from pyspark_ducklake.io.parquet import FIELD_ID_KEY, field_id
+from pyspark_ducklake.table.conform import conform_table
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 
@@ -143,4 +144,37 @@ def apply_name_mapping(raw: pa.Table, mapping: NameMapping, path: str, schema: T
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
-__all__ = ["HIVE_NULL", "apply_name_mapping", "hive_values"]
+def conform_foreign(raw: pa.Table, schema: TableSchema, path: str) -> pa.Table:
+    """:func:`conform_table` for a foreign file, whose values may not cast to the table's types.
+
+    Raises:
+        DataFileError: a value does not fit its column's type (DuckDB fails the read too).
+    """
+    try:
+        return conform_table(raw, schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        raise DataFileError(
+            f"data file {path} (registered without field ids) holds values that do not fit the table's column "
+            f"types ({e}); rewrite the file with the table's types, or remove it from the table"
+        ) from e
+
+
+def without_field_ids(raw: pa.Table) -> bool:
+    """Whether a file without a name mapping has no field id on any top-level column (a foreign writer's file
+    registered without ``ducklake_add_data_files``)."""
+    return raw.num_columns > 0 and all(field_id(f) is None for f in raw.schema)
+
+
+def apply_positional(raw: pa.Table, schema: TableSchema) -> pa.Table:
+    """File column ``i`` as table column ``i``, as DuckDB binds a file with neither mapping nor field ids
+    (ducklake-format-2.md §1.2: ``CreatePositionalMapping``); columns past the shorter of the two are dropped."""
+    n = min(raw.num_columns, len(schema.columns))
+    fields = [
+        _tagged(raw.schema.field(i).name, raw.schema.field(i).type, schema.columns[i].column_id) for i in range(n)
+    ]
+    if not fields:
+        return pa.Table.from_arrays([pa.nulls(raw.num_rows)], schema=pa.schema([_tagged("__rows", pa.null(), -1)]))
+    return pa.Table.from_arrays([raw.column(i) for i in range(n)], schema=pa.schema(fields))
+
+
+__all__ = ["HIVE_NULL", "apply_name_mapping", "apply_positional", "conform_foreign", "hive_values", "without_field_ids"]

@@ -649,3 +649,34 @@ def test_filtered_scan_keeps_added_float_files_whose_stats_are_in_float32(sqlite
         con.close()
     for op, expected in (("=", 1), (">=", 1), (">", 0), ("<=", 2)):
         assert lake.scan("main.t", filter=[("f", op, held)]).num_rows == expected, op
+
+
+def test_a_file_without_mapping_or_field_ids_binds_columns_by_position_as_duckdb(
+    sqlite_catalog: Any, tmp_path: Path
+) -> None:
+    """ducklake-format-2.md §1.2: a data file with neither a name mapping nor field ids (a foreign writer's row)
+    binds file column i to table column i, whatever it is called."""
+    small_lake(sqlite_catalog, ["CREATE TABLE lake.t(a INTEGER, b VARCHAR, c INTEGER)"])
+    path = tmp_path / "f.parquet"
+    pq.write_table(pa.table({"a": pa.array([1, 2], pa.int32()), "b": ["x", "y"]}), path)
+    con = duck(sqlite_catalog)
+    con.execute(f"CALL ducklake_add_data_files('lake', 't', '{path}', allow_missing => true)")
+    con.close()
+    # the same bytes but the names swapped, and the catalog row without its mapping
+    pq.write_table(pa.table({"b": pa.array([1, 2], pa.int32()), "a": ["x", "y"]}), path)
+    engine = create_engine(sqlite_catalog.url)
+    with engine.begin() as conn:
+        size = conn.execute(text("SELECT file_size_bytes FROM ducklake_data_file")).scalar()
+        assert size == path.stat().st_size
+        conn.execute(text("UPDATE ducklake_data_file SET mapping_id = NULL"))
+    engine.dispose()
+    lake = pdl.connect(sqlite_catalog.url, sqlite_catalog.data_path)
+    con = duck(sqlite_catalog)
+    try:
+        theirs = duck_rows(con, "t")
+        assert theirs == [(1, "x", None), (2, "y", None)]
+        assert canon(lake.scan("main.t")) == theirs
+        last = lake.current_snapshot_id()
+        assert our_feed(lake, "t", 0, last) == duck_feed(con, "t", 0, last)
+    finally:
+        con.close()
