@@ -681,3 +681,37 @@ def test_a_file_without_mapping_or_field_ids_binds_columns_by_position_as_duckdb
         assert our_feed(lake, "t", 0, last) == duck_feed(con, "t", 0, last)
     finally:
         con.close()
+
+
+def test_add_files_nested_missing_fields_and_temporal_partitions(sqlite_catalog: Any, tmp_path: Path) -> None:
+    """A struct field the file lacks needs allow_missing, as in DuckDB, and reads as DuckDB reads it; a table
+    partitioned by year() is refused (typed, nothing written): DuckDB supports it, we do not yet."""
+    from pyspark_ducklake.exceptions import InvalidOptionError, SchemaMismatchError
+
+    ddl = [
+        "CREATE TABLE lake.n(id INTEGER, s STRUCT(a INTEGER, b VARCHAR))",
+        "CREATE TABLE lake.y(ts TIMESTAMP, v VARCHAR)",
+        "ALTER TABLE lake.y SET PARTITIONED BY (year(ts))",
+    ]
+    lake = small_lake(sqlite_catalog, ddl)
+    path = tmp_path / "n.parquet"
+    s_type = pa.struct([("a", pa.int32())])
+    pq.write_table(pa.table({"id": pa.array([1, 2], pa.int32()), "s": pa.array([{"a": 5}, None], s_type)}), path)
+    before = lake.current_snapshot_id()
+    with pytest.raises(SchemaMismatchError, match='"s.b"'):
+        lake.add_files("main.n", str(path))
+    assert lake.current_snapshot_id() == before
+    lake.add_files("main.n", str(path), allow_missing=True)
+    (tmp_path / "year=2020").mkdir()
+    pq.write_table(
+        pa.table({"ts": pa.array([dt.datetime(2020, 1, 1)]), "v": ["x"]}), tmp_path / "year=2020" / "f.parquet"
+    )
+    before = lake.current_snapshot_id()
+    with pytest.raises(InvalidOptionError, match="year"):
+        lake.add_files("main.y", str(tmp_path / "year=2020" / "f.parquet"))
+    assert lake.current_snapshot_id() == before
+    con = duck(sqlite_catalog)
+    try:
+        assert duck_rows(con, "n") == canon(lake.scan("main.n")) == [(1, (("a", 5), ("b", None))), (2, None)]
+    finally:
+        con.close()
