@@ -698,7 +698,7 @@ def test_add_files_nested_missing_fields_and_temporal_partitions(sqlite_catalog:
     s_type = pa.struct([("a", pa.int32())])
     pq.write_table(pa.table({"id": pa.array([1, 2], pa.int32()), "s": pa.array([{"a": 5}, None], s_type)}), path)
     before = lake.current_snapshot_id()
-    with pytest.raises(SchemaMismatchError, match='"s.b"'):
+    with pytest.raises(SchemaMismatchError, match=r'"s\.b"'):
         lake.add_files("main.n", str(path))
     assert lake.current_snapshot_id() == before
     lake.add_files("main.n", str(path), allow_missing=True)
