@@ -739,6 +739,8 @@ class Lake:
                 nothing is written.
             DataFileError: a file is missing or not Parquet; nothing is written.
             InvalidOptionError: an option is not a bool, a glob matches nothing; nothing is written.
+            EncryptedLakeError: the lake is encrypted: added files are plaintext without a key, which neither DuckDB
+                nor this library reads there; nothing is written.
             CommitFailedError, CommitConflictError, CommitStateUnknownError: see the commit protocol.
         """
         from pyspark_ducklake.table.add_files import AddFilesOptions, check_flag

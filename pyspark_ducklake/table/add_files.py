@@ -24,7 +24,13 @@ from pyspark_ducklake.catalog.partitioning import PartitionSpec, partition_spec
 from pyspark_ducklake.catalog.stats_values import parse_stat
 from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_type
-from pyspark_ducklake.exceptions import CommitConflictError, DataFileError, InvalidOptionError, SchemaMismatchError
+from pyspark_ducklake.exceptions import (
+    CommitConflictError,
+    DataFileError,
+    EncryptedLakeError,
+    InvalidOptionError,
+    SchemaMismatchError,
+)
 from pyspark_ducklake.io.fileio import filesystem
 from pyspark_ducklake.io.parquet import LeafStats, WrittenFile, leaf_arrays, read_table
 from pyspark_ducklake.io.parquet_schema_tree import SchemaNode, derived_type, footer_schema
@@ -337,8 +343,15 @@ def add_files(
 
     Raises:
         SchemaMismatchError, DataFileError, InvalidOptionError: see :func:`plan_added_file`, :func:`expand_paths`.
+        EncryptedLakeError: the lake is encrypted (added files have no key).
         CommitFailedError, CommitConflictError, CommitStateUnknownError: see the commit protocol.
     """
+    if lake.catalog_info.encrypted:
+        raise EncryptedLakeError(
+            f"add_files(): the lake of table {table.name} is encrypted, and added files are plaintext without a key, "
+            "which neither DuckDB nor this library reads there (DuckDB registers them, then fails every read: "
+            "'does not have an encryption key'); append the files' rows with lake.append instead"
+        )
     storage = lake.storage_options
     planned = [
         plan_added_file(p, table.name, table.table_schema, table.partition, options, storage)

@@ -715,3 +715,26 @@ def test_add_files_nested_missing_fields_and_temporal_partitions(sqlite_catalog:
         assert duck_rows(con, "n") == canon(lake.scan("main.n")) == [(1, (("a", 5), ("b", None))), (2, None)]
     finally:
         con.close()
+
+
+def test_add_files_into_an_encrypted_lake_is_refused_as_duckdb_cannot_read_them(
+    sqlite_catalog: Any, tmp_path: Path
+) -> None:
+    from pyspark_ducklake.exceptions import EncryptedLakeError
+
+    path = tmp_path / "e.parquet"
+    pq.write_table(pa.table({"a": pa.array([1, 2], pa.int32())}), path)
+    con = connect_duckdb()
+    con.execute(attach_sql(sqlite_catalog, "lake")[:-1] + ", ENCRYPTED)")
+    try:
+        con.execute("CREATE TABLE lake.c(a INTEGER)")
+        con.execute(f"CALL ducklake_add_data_files('lake', 'c', '{path}')")  # DuckDB registers it...
+        with pytest.raises(duckdb.Error, match="does not have an encryption key"):
+            con.execute("SELECT * FROM lake.c").fetchall()  # ...and cannot read it
+    finally:
+        con.close()
+    lake = pdl.connect(sqlite_catalog.url, sqlite_catalog.data_path)
+    with pytest.raises(EncryptedLakeError):
+        lake.scan("main.c")  # nor can we: refused as DuckDB refuses it, not read as NULL
+    with expect_bad_input("add-files-encrypted-lake", lake, watch=[tmp_path]):
+        lake.add_files("main.c", str(path))

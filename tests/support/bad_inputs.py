@@ -536,6 +536,12 @@ CASES: tuple[BadInput, ...] = (
         "matches no file; check the path",
     ),
     BadInput(
+        "add-files-encrypted-lake",
+        "add_files() into an encrypted lake (DuckDB registers the files, then cannot read them)",
+        E.EncryptedLakeError,
+        "append the files' rows with lake.append instead",
+    ),
+    BadInput(
         "added-file-changed",
         "reading an added file that lost a column after it was registered",
         E.DataFileError,
