@@ -372,6 +372,18 @@ TYPE_CASES: list[tuple[str, pa.DataType, Any]] = [
     ("STRUCT(a INTEGER)", pa.struct([("A", pa.int8())]), {"A": 1}),
     ("MAP(VARCHAR, INTEGER)", pa.map_(pa.string(), pa.int16()), [("k", 1)]),
     ("INTEGER", pa.list_(pa.int32()), [1]),
+    # nested: fields in another order and case, narrower types, at every level
+    (
+        "STRUCT(x INTEGER, y VARCHAR)[]",
+        pa.list_(pa.struct([("Y", pa.string()), ("X", pa.int16())])),
+        [{"Y": "a", "X": 1}],
+    ),
+    (
+        "MAP(VARCHAR, STRUCT(p BIGINT, q INTEGER[]))",
+        pa.map_(pa.string(), pa.struct([("Q", pa.list_(pa.int8())), ("P", pa.int32())])),
+        [("k", {"Q": [1, None], "P": 3})],
+    ),
+    ("STRUCT(s STRUCT(a INTEGER))", pa.struct([("S", pa.struct([("A", pa.int64())]))]), {"S": {"A": 1}}),
 ]
 
 
