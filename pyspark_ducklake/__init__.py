@@ -47,6 +47,20 @@ def write_table(df: object, table: str, **options: object) -> object:
     return _write_table(df, table, **options)  # type: ignore[arg-type]
 
 
+def add_files(spark: object, table: str, paths: object, **options: object) -> int:
+    """Register existing Parquet files in ``table`` from a Spark session, as DuckDB's ``ducklake_add_data_files``
+    does; see :func:`pyspark_ducklake.spark_add_files.add_files`."""
+    from pyspark_ducklake.options import check_keywords
+    from pyspark_ducklake.spark_add_files import add_files as _add_files
+
+    check_keywords(
+        options,
+        ("allow_missing", "ignore_extra_columns", "hive_partitioning", "catalog", "data_path", "options"),
+        "add_files()",
+    )
+    return _add_files(spark, table, paths, **options)  # type: ignore[arg-type]
+
+
 def register(spark: object) -> object:
     """Register the ``ducklake`` Spark data source (``spark.read.format("ducklake")``) with ``spark``."""
     from pyspark_ducklake.datasource import register as _register
@@ -60,6 +74,7 @@ __all__ = [
     "LakeTable",
     "RetryConfig",
     "__version__",
+    "add_files",
     "connect",
     "ducklake_sink",
     "read_table",

@@ -726,6 +726,50 @@ class Lake:
         commit(self, lambda ctx: evolution.set_column_type(ctx, table.entry, name, new_type), base=table.snapshot_id)
 
     # --- reads -----------------------------------------------------------------------------------------------
+    def add_files(
+        self,
+        identifier: str | Sequence[str],
+        paths: str | Sequence[str],
+        *,
+        allow_missing: bool = False,
+        ignore_extra_columns: bool = False,
+        hive_partitioning: bool | None = None,
+    ) -> int:
+        """Register existing Parquet files (written by any tool, without field ids) in the table, as DuckDB's
+        ``ducklake_add_data_files`` does: columns are matched by name (case-insensitively) and read through a name
+        mapping; the files stay where they are and are never deleted by this library.
+
+        Args:
+            identifier: ``"schema.table"`` or a ``(schema, table)`` tuple.
+            paths: a path, a glob (``"/data/k=*/*.parquet"``) or a list of them; relative paths are made absolute.
+            allow_missing: table columns a file lacks read as their default (else NULL) instead of failing.
+            ignore_extra_columns: file columns the table lacks are ignored instead of failing.
+            hive_partitioning: take columns from ``name=value`` folders of the path (None: whenever there are
+                such folders; False: never).
+
+        Returns:
+            The new snapshot id (the current one when every file is empty).
+
+        Raises:
+            SchemaMismatchError: a file has a column the table lacks, lacks one the table has, holds a type the
+                table's column does not accept (DuckDB's rules), or its path does not fit the table's partitioning;
+                nothing is written.
+            DataFileError: a file is missing or not Parquet; nothing is written.
+            InvalidOptionError: an option is not a bool, a glob matches nothing; nothing is written.
+            EncryptedLakeError: the lake is encrypted: added files are plaintext without a key, which neither DuckDB
+                nor this library reads there; nothing is written.
+            CommitFailedError, CommitConflictError, CommitStateUnknownError: see the commit protocol.
+        """
+        from pyspark_ducklake.table.add_files import AddFilesOptions, check_flag
+        from pyspark_ducklake.table.add_files import add_files as _add_files
+
+        options = AddFilesOptions(
+            check_flag(allow_missing, "allow_missing"),
+            check_flag(ignore_extra_columns, "ignore_extra_columns"),
+            None if hive_partitioning is None else check_flag(hive_partitioning, "hive_partitioning"),
+        )
+        return _add_files(self, self.table(identifier), paths, options)
+
     def resolve_snapshot(self, snapshot: int | None = None, timestamp: dt.datetime | str | None = None) -> int:
         with self.engine.connect() as conn:
             if snapshot is not None and timestamp is not None:

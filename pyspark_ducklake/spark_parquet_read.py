@@ -322,6 +322,7 @@ def _group_files(
     for t in tasks:
         if t.file.mapping_id is not None:
             raise _NotNative(f"data file {t.file.path} maps columns by name (no field ids; ducklake_add_data_files)")
+    _check_foreign_files(tasks, storage_options)
     same = tuple(ColumnRead(c, spark_type(c)) for c in schema.columns)
     layouts: list[tuple[ColumnRead, ...]]
     if altered:
@@ -343,6 +344,24 @@ def _group_files(
 _footer_cache: dict[tuple[str, int | None], pa.Schema] = {}
 _footer_lock = threading.Lock()
 FOOTER_CACHE_MAX = 20_000
+
+
+def _by_a_ducklake_writer(path: str) -> bool:
+    """Whether the file's name is one DuckDB's or this library's writers give (those always carry field ids)."""
+    parts = path.rstrip("/").rsplit("/", 2)
+    return parts[-1].startswith("ducklake-") or (len(parts) > 1 and parts[-2].startswith("ducklake-spark-"))
+
+
+def _check_foreign_files(tasks: list[FileTask], storage_options: dict[str, Any] | None) -> None:
+    """Raise _NotNative for a file some other writer registered without field ids: it binds by position, which
+    Spark's reader (matching by field id) cannot do. Only files not named by a DuckLake writer are opened."""
+    foreign = [t for t in tasks if not _by_a_ducklake_writer(t.file.path)]
+    if not foreign:
+        return
+    footers = _footers([(t.file.path, t.file.file_size_bytes) for t in foreign], storage_options)
+    for t, footer in zip(foreign, footers, strict=True):
+        if len(footer) and all(field_id(f) is None for f in footer):
+            raise _NotNative(f"data file {t.file.path} has no field ids (its columns bind by position)")
 
 
 def _footers(files: list[tuple[str, int | None]], storage_options: dict[str, Any] | None) -> list[pa.Schema]:

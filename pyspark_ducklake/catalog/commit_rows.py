@@ -311,8 +311,11 @@ def add_data_file(
     count_rows: bool = True,
     partition_id: int | None = None,
     partition_values: tuple[str | None, ...] = (),
+    path_is_relative: bool = True,
+    mapping_id: int | None = None,
 ) -> int:
-    """Register a written Parquet file; returns its data_file_id."""
+    """Register a written Parquet file (or, with ``mapping_id``, an added one at an absolute path); returns its
+    data_file_id."""
     file_id = ctx.allocate_file_id()
     if row_id_start == -1:
         row_id_start = allocate_row_ids(ctx, table.table_id, written.record_count) if count_rows else None
@@ -328,7 +331,7 @@ def add_data_file(
             end_snapshot=None,
             file_order=None,
             path=relative_path,
-            path_is_relative=True,
+            path_is_relative=path_is_relative,
             file_format="parquet",
             record_count=written.record_count,
             file_size_bytes=written.file_size_bytes,
@@ -336,7 +339,7 @@ def add_data_file(
             row_id_start=row_id_start,
             partition_id=partition_id,
             encryption_key=written.encryption_key,
-            mapping_id=None,
+            mapping_id=mapping_id,
             partial_max=partial_max,
         )
     )

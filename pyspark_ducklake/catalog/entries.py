@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pyspark_ducklake.catalog.snapshot_changes import ChangeSet
+
+if TYPE_CHECKING:
+    from pyspark_ducklake.catalog.name_mapping import NameMapping
 
 
 @dataclass(frozen=True)
@@ -87,3 +91,5 @@ class DataFileEntry:
     delete_file: DeleteFileEntry | None
     partition_id: int | None = None
     encryption_key: str | None = field(default=None, repr=False)  # encrypted lakes only (base64; io.encryption)
+    # Files registered by ducklake_add_data_files: their columns by name (catalog.name_mapping).
+    name_mapping: NameMapping | None = field(default=None, repr=False)

@@ -19,6 +19,7 @@ from pyspark_ducklake.catalog.entries import (
     SnapshotInfo,
     TableEntry,
 )
+from pyspark_ducklake.catalog.name_mapping import with_mappings
 from pyspark_ducklake.catalog.paths import checked_delete_file
 from pyspark_ducklake.catalog.types import Column, TableSchema
 from pyspark_ducklake.exceptions import (
@@ -367,7 +368,7 @@ def data_files(conn: Connection, table: TableEntry, snapshot_id: int, data_path:
                 file_key(r, encrypted, path),
             )
         )
-    return out
+    return with_mappings(conn, out)
 
 
 def table_path(table: TableEntry, data_path: str) -> str:

@@ -38,6 +38,7 @@ the changes' keys first, so that Spark tasks can read the files apart.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import os
@@ -55,6 +56,7 @@ from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog.db import Connection, Engine
 from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
 from pyspark_ducklake.catalog.inlined_tables import inlined_file_deletes
+from pyspark_ducklake.catalog.name_mapping import with_mappings
 from pyspark_ducklake.catalog.snapshot_changes import ChangeSet
 from pyspark_ducklake.catalog.types import TableSchema, arrow_field, empty_table
 from pyspark_ducklake.exceptions import InvalidOptionError, NoSuchColumnError, NoSuchSnapshotError
@@ -266,6 +268,9 @@ def plan_changes(
         )
         if task is not None:
             plan.files.append(task)
+    if any(t.file.mapping_id is not None for t in plan.files):
+        mapped = with_mappings(conn, [t.file for t in plan.files])
+        plan.files = [dataclasses.replace(t, file=f) for t, f in zip(plan.files, mapped, strict=True)]
     plan.inlined = _inlined_versions(conn, table.table_id, schema, start, end)
     return plan
 

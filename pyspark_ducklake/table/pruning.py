@@ -88,6 +88,10 @@ def prune_files(
     ids = sorted({c.column_id for terms in usable for c, _, _ in terms})
     stats = reader.file_column_stats(conn, table.table_id, ids)
     history = reader.column_types_ever(conn, table.table_id, ids)
+    if any(f.mapping_id is not None for f in files):
+        # added files keep statistics in their own types: a FLOAT file in a DOUBLE column has FLOAT bounds
+        for cid in ids:
+            history.setdefault(cid, set()).add("float32")
     keep = np.zeros(len(files), dtype=bool)
     for terms in usable:
         branch = np.ones(len(files), dtype=bool)

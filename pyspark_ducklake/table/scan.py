@@ -32,6 +32,7 @@ from pyspark_ducklake.table import filters as filters_module
 from pyspark_ducklake.table.conform import conform_table, default_array
 from pyspark_ducklake.table.data_files import DELETE_POS_ID
 from pyspark_ducklake.table.filters import FILTER_OPERATORS
+from pyspark_ducklake.table.name_mapped import apply_name_mapping, apply_positional, conform_foreign, without_field_ids
 from pyspark_ducklake.table.projection import project
 from pyspark_ducklake.table.pruning import prune_files
 
@@ -165,6 +166,11 @@ def execute_file_task(
     """
     f = task.file
     raw = read_table(f.path, storage_options=storage_options, encryption_key=f.encryption_key)
+    foreign = f.name_mapping is not None or without_field_ids(raw)
+    if f.name_mapping is not None:  # an added file: columns by name, not field id
+        raw = apply_name_mapping(raw, f.name_mapping, f.path, schema)
+    elif foreign:  # neither mapping nor field ids: by position, as DuckDB
+        raw = apply_positional(raw, schema)
     n = raw.num_rows
     ids = {field_id(raw.schema.field(i)): i for i in range(raw.num_columns)}
     row_ids, snaps = row_versions(f, raw, n)
@@ -178,7 +184,7 @@ def execute_file_task(
     if task.inlined_deleted_positions:
         pos = np.array(task.inlined_deleted_positions, dtype=np.int64)
         keep[pos[pos < n]] = False
-    data = conform_table(raw, schema)
+    data = conform_foreign(raw, schema, f.path) if foreign else conform_table(raw, schema)
     data = data.append_column(ROWID, row_ids).append_column(SNAPSHOT_ID, snaps)
     if with_positions:
         data = data.append_column(FILE_POSITION, pa.array(np.arange(n, dtype=np.int64)))

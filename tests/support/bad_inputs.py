@@ -514,6 +514,67 @@ CASES: tuple[BadInput, ...] = (
         E.InvalidOptionError,
         "set it to true or false with DuckDB",
     ),
+    # --- added files (#16 item 1): Lake.add_files / add_files(spark, ...) with DuckDB's checks
+    BadInput(
+        "add-files-extra-column",
+        "add_files() of a file with a column the table lacks",
+        E.SchemaMismatchError,
+        "pass ignore_extra_columns=True to add the file anyway",
+    ),
+    BadInput(
+        "add-files-missing-column",
+        "add_files() of a file lacking a table column",
+        E.SchemaMismatchError,
+        "pass allow_missing=True to add it anyway",
+    ),
+    BadInput(
+        "add-files-type",
+        "add_files() of a column whose type the table's does not accept (int64 into INTEGER, as DuckDB)",
+        E.SchemaMismatchError,
+        "cast the column when writing the file, or change the table's column type",
+    ),
+    BadInput(
+        "add-files-partition-missing",
+        "add_files() into a partitioned table of a file whose path has no partition folder",
+        E.SchemaMismatchError,
+        "invalid partition value for the table configuration",
+    ),
+    BadInput(
+        "add-files-hive-value",
+        "add_files() of a path whose `k=value` folder does not fit column k's type",
+        E.SchemaMismatchError,
+        "rename the folder, pass hive_partitioning=False, or change the column type",
+    ),
+    BadInput(
+        "add-files-not-parquet",
+        "add_files() of a file that is not Parquet (or is encrypted)",
+        E.DataFileError,
+        "add plain Parquet files",
+    ),
+    BadInput(
+        "add-files-flag-string",
+        'add_files(..., hive_partitioning="false")',
+        E.InvalidOptionError,
+        "must be True or False",
+    ),
+    BadInput(
+        "add-files-glob-empty",
+        "add_files() of a glob that matches no file",
+        E.InvalidOptionError,
+        "matches no file; check the path",
+    ),
+    BadInput(
+        "add-files-encrypted-lake",
+        "add_files() into an encrypted lake (DuckDB registers the files, then cannot read them)",
+        E.EncryptedLakeError,
+        "append the files' rows with lake.append instead",
+    ),
+    BadInput(
+        "added-file-changed",
+        "reading an added file that lost a column after it was registered",
+        E.DataFileError,
+        "restore the file as it was, or remove it from the table",
+    ),
     # --- accepted
     BadInput(
         "hostile-identifiers",
