@@ -127,7 +127,9 @@ def create_table(ctx: CommitContext, schema: SchemaEntry, name: str, columns: tu
     ctx.conn.execute(
         insert(T.ducklake_schema_versions).values(begin_snapshot=ctx.snapshot_id, schema_version=sv, table_id=table_id)
     )
-    if not inlining_reserved(c.name for c in columns):  # such a table never takes inlined rows
+    # such tables never take inlined rows (DuckDB creates no inlined table for VARIANT on SQLite and PostgreSQL)
+    variant = any(c.type == "variant" for top in columns for c in top.walk())
+    if not inlining_reserved(c.name for c in columns) and not variant:
         create_inlined_table(ctx, table_id, sv, TableSchema(columns))
     ctx.changes.created_tables.append((schema.schema_name, name))
     return entry

@@ -619,11 +619,11 @@ def _fixed(ints: pa.Array, t: int, n: int) -> list[bytes | None]:
 # --- values from Arrow for writing -------------------------------------------------------------------------------
 
 
-def variant_column(arr: pa.Array | pa.ChunkedArray, name: str) -> pa.StructArray:
+def variant_column(arr: pa.Array | pa.ChunkedArray, where: str) -> pa.StructArray:
     """Values for a VARIANT column from the Arrow data given to a write, checked, in :data:`VARIANT_TYPE`.
 
     Accepted: the variant struct (``value`` and ``metadata`` binaries, with or without PySpark's tag, in either
-    order) and an all-NULL column. SQL NULL stays NULL here; it is written as variant null, as DuckDB writes it.
+    order) and an all-NULL column; ``where`` names the column in errors. SQL NULL stays NULL here; it is written as variant null, as DuckDB writes it.
 
     Raises:
         InvalidVariantError: another type, or a value whose bytes are not a valid variant (the row is named).
@@ -636,7 +636,7 @@ def variant_column(arr: pa.Array | pa.ChunkedArray, name: str) -> pa.StructArray
     names = [t.field(i).name for i in range(t.num_fields)] if pa.types.is_struct(t) else []
     if sorted(names) != ["metadata", "value"] or not all(_is_binary(t.field(i).type) for i in range(2)):
         raise InvalidVariantError(
-            f"column {name!r} is VARIANT, the data has {t}; give struct<value: binary, metadata: binary> (a "
+            f"{where} is VARIANT, the data has {t}; give struct<value: binary, metadata: binary> (a "
             "variant's bytes, as PySpark's VariantVal or pyspark_ducklake.io.variant.from_python give them)"
         )
     metas = arr.field("metadata").cast(pa.binary()).to_pylist()
@@ -646,11 +646,11 @@ def variant_column(arr: pa.Array | pa.ChunkedArray, name: str) -> pa.StructArray
         if not ok:
             continue
         if m is None or v is None:
-            raise InvalidVariantError(f"column {name!r} row {i}: a variant needs both metadata and value")
+            raise InvalidVariantError(f"{where}, row {i}: a variant needs both metadata and value; nothing was written")
         try:
             decode(m, v)
         except InvalidVariantError as e:
-            raise InvalidVariantError(f"column {name!r} row {i}: {e}; nothing was written") from None
+            raise InvalidVariantError(f"{where}, row {i}: {e}; nothing was written") from None
     return pa.StructArray.from_arrays(
         [pa.array([v or b"" for v in values], pa.binary()), pa.array([m or b"" for m in metas], pa.binary())],
         fields=list(VARIANT_TYPE),

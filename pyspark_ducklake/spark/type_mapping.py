@@ -48,6 +48,7 @@ _PRIMITIVES: dict[str, T.DataType] = {
     "json": T.StringType(),
     "uuid": T.StringType(),
     "blob": T.BinaryType(),
+    "variant": T.VariantType(),
 }
 
 
@@ -134,7 +135,9 @@ def columns_from_spark(schema: T.StructType) -> TableSchema:
         UnsupportedTypeError: a Spark type DuckLake cannot hold; the message names the column.
     """
     for f in schema.fields:
-        _check_spark_type(f.name, f.dataType)
+        # a top-level VARIANT is stored as one; nested ones are refused below (DuckDB cannot write them to Parquet)
+        if not isinstance(f.dataType, T.VariantType):
+            _check_spark_type(f.name, f.dataType)
     arrow = arrow_schema_for_spark(schema)
     # Spark infers NOT NULL from expressions (spark.range's id); a table should not inherit that accident.
     return TableSchema(tuple(_nullable(c) for c in columns_from_arrow(arrow)))
@@ -148,7 +151,7 @@ def _check_spark_type(name: str, dt: T.DataType) -> None:
     unsupported = (T.CalendarIntervalType, T.DayTimeIntervalType, T.YearMonthIntervalType, T.NullType, T.VariantType)
     if isinstance(dt, unsupported):
         hint = {
-            T.VariantType: "e.g. to_json(col) for a JSON string",
+            T.VariantType: "DuckDB 1.5.5 writes VARIANT only as a top-level column; e.g. to_json(col) for a JSON string",
             T.NullType: "e.g. lit(None).cast('string'): a column of NULLs needs a type",
         }.get(type(dt), "e.g. to a string or a number of seconds")
         raise UnsupportedTypeError(
