@@ -68,7 +68,7 @@ _FIXED_SIZE = {
 }
 _EPOCH = dt.datetime(1970, 1, 1)
 _EPOCH_DATE = dt.date(1970, 1, 1)
-MAX_DEPTH = 1000  # nesting beyond this is refused (a malicious value would otherwise exhaust the stack)
+MAX_DEPTH = 300  # nesting beyond this is refused (a malicious value would otherwise exhaust the stack)
 
 
 def is_variant_type(t: pa.DataType) -> bool:
@@ -301,7 +301,7 @@ def _primitive(buf: bytes, pos: int, t: int) -> Any:
     if t in (DECIMAL4, DECIMAL8, DECIMAL16):
         scale = buf[pos]
         unscaled = _int(buf, pos + 1, _FIXED_SIZE[t] - 1)
-        return decimal.Decimal(unscaled).scaleb(-scale)
+        return decimal.Decimal(f"{unscaled}E-{scale}")  # exact: scaleb rounds to the context's 28 digits
     if t == DATE:
         return _EPOCH_DATE + dt.timedelta(days=_int(buf, pos, 4))
     if t in (TIMESTAMP, TIMESTAMP_NTZ):
@@ -391,6 +391,13 @@ def encode_decimal(unscaled: int, scale: int, precision: int) -> bytes:
     return _header(t) + bytes([scale]) + unscaled.to_bytes(n, "little", signed=True)
 
 
+def _unscaled(value: decimal.Decimal, scale: int) -> int:
+    """The integer of ``value`` at ``scale`` digits after the point, exactly (38 digits exceed the default context)."""
+    with decimal.localcontext() as ctx:
+        ctx.prec = 100
+        return int(value.scaleb(scale))
+
+
 def encode_python(value: Any, metadata: Metadata | None = None) -> bytes:
     """A Python value (as :func:`decode` returns them) as a variant value; object keys go into ``metadata``."""
     md = metadata if metadata is not None else Metadata(EMPTY_METADATA)
@@ -403,12 +410,12 @@ def encode_python(value: Any, metadata: Metadata | None = None) -> bytes:
     if isinstance(value, float):
         return _header(DOUBLE) + struct.pack("<d", value)
     if isinstance(value, decimal.Decimal):
-        sign, digits, exponent = value.as_tuple()
+        exponent = value.as_tuple().exponent
         if not isinstance(exponent, int):
             raise InvalidVariantError(f"decimal {value} has no variant encoding")
         scale = max(-exponent, 0)
-        unscaled = int(value.scaleb(scale))
-        precision = max(len(digits), scale, 1)
+        unscaled = _unscaled(value, scale)
+        precision = max(len(str(abs(unscaled))), scale, 1)
         if precision > 38:
             raise InvalidVariantError(f"decimal {value} has more than 38 digits")
         return encode_decimal(unscaled, scale, precision)
@@ -580,7 +587,7 @@ def encode_typed(arr: pa.Array) -> list[bytes | None]:
         return [None if v is None else _header(FLOAT) + struct.pack("<f", v) for v in arr.to_pylist()]
     if pa.types.is_decimal(t):
         return [
-            None if v is None else encode_decimal(int(v.scaleb(t.scale)), t.scale, t.precision)
+            None if v is None else encode_decimal(_unscaled(v, t.scale), t.scale, t.precision)
             for v in arr.to_pylist()
         ]
     if pa.types.is_date32(t):
