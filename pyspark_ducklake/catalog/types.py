@@ -211,7 +211,7 @@ def arrow_type(column: Column) -> pa.DataType:
 
 
 def unreadable_type(name: str, type_name: str) -> UnsupportedTypeError:
-    """The error for a column of a DuckLake type this library cannot read (issue #16: VARIANT, GEOMETRY, TIMETZ)."""
+    """The error for a column of a DuckLake type this library cannot read (issue #16: GEOMETRY, TIMETZ)."""
     return UnsupportedTypeError(
         f"column {name!r} has DuckLake type {type_name!r}, which pyspark-ducklake cannot read yet, so the table "
         "(and every snapshot with that column) cannot be read here; read it with DuckDB, or have DuckDB copy the "

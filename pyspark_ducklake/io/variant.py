@@ -238,7 +238,8 @@ def decode(metadata: bytes, value: bytes) -> Any:
     Raises:
         InvalidVariantError: malformed bytes (a field id beyond the dictionary, a truncated value, trailing bytes).
     """
-    keys = parse_metadata(metadata)
+    keys = parse_metadata(bytes(metadata))
+    value = bytes(value)  # PySpark's VariantVal holds bytearrays
     try:
         out = _decode(keys, value, 0, 0)
         end = value_size(value, 0)
