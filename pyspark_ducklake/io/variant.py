@@ -624,6 +624,14 @@ def _fixed(ints: pa.Array, t: int, n: int) -> list[bytes | None]:
     return [None if v is None else head + v.to_bytes(n, "little", signed=True) for v in ints.to_pylist()]
 
 
+def repeated_string(text: str, n: int) -> pa.StructArray:
+    """``n`` copies of the VARCHAR variant holding ``text`` (a VARIANT column's default, as DuckDB reads it)."""
+    return pa.StructArray.from_arrays(
+        [pa.array([encode_string(text)] * n, pa.binary()), pa.array([EMPTY_METADATA] * n, pa.binary())],
+        fields=list(VARIANT_TYPE),
+    )
+
+
 # --- values from Arrow for writing -------------------------------------------------------------------------------
 
 

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from pyspark_ducklake.catalog.stats_values import parse_stat
 from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_field, arrow_type
 from pyspark_ducklake.io.parquet import field_id
-from pyspark_ducklake.io.variant import unshred
+from pyspark_ducklake.io.variant import repeated_string, unshred
 
 
 def default_array(column: Column, n: int, *, current: bool = False) -> pa.Array:
@@ -25,6 +25,8 @@ def default_array(column: Column, n: int, *, current: bool = False) -> pa.Array:
     default for new rows (``default_value``); NULL when it has none."""
     t = arrow_type(column)
     raw = column.default_value if current else column.initial_default
+    if column.type == "variant" and raw is not None and raw != "NULL":
+        return repeated_string(raw, n)  # DuckDB reads a VARIANT column's default as the VARCHAR variant of its text
     if raw is None or raw == "NULL" or column.is_nested or column.type == "variant":
         return pa.nulls(n, t)
     value: Any = parse_stat(column, raw, inlined=True)

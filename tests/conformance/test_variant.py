@@ -301,3 +301,21 @@ def test_spark_reads_and_writes_variant(sqlite_catalog: Any, duckdb_lake: Any, s
     lake = pdl.connect(url)
     with expect_bad_input("variant-nested-spark", lake):
         nested.write.format("ducklake").mode("append").save("main.nested")
+
+
+def test_a_variant_column_added_with_a_default_reads_it_as_duckdb_does(catalog: Any, duckdb_lake: Any) -> None:
+    # DuckDB reads the default of a VARIANT column as the VARCHAR variant of its text, for old rows and new ones
+    con = duckdb_lake(catalog)
+    con.execute("CREATE TABLE lake.t (id INTEGER, v VARIANT)")
+    con.execute("INSERT INTO lake.t VALUES (1, 1::VARIANT), (2, NULL)")
+    con.execute("ALTER TABLE lake.t ADD COLUMN w VARIANT DEFAULT 42")
+    con.execute("ALTER TABLE lake.t ADD COLUMN n VARIANT DEFAULT NULL")
+    lake = pdl.connect(catalog.url)
+    lake.append("main.t", pa.table({"id": pa.array([3], pa.int32())}))  # w, n missing: their defaults
+    con.execute("INSERT INTO lake.t (id) VALUES (4)")
+    theirs = sorted(con.execute("SELECT id, w, variant_typeof(w), n FROM lake.t").fetchall())
+    assert theirs == [(i, "42", "VARCHAR", None) for i in (1, 2, 3, 4)]
+    mine = sorted(
+        (r["id"], decode(r["w"]["metadata"], r["w"]["value"]), r["n"]) for r in lake.scan("main.t").to_pylist()
+    )
+    assert mine == [(i, "42", None) for i in (1, 2, 3, 4)]
