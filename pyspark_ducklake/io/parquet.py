@@ -173,7 +173,9 @@ def write_table(
             "reachable and writable (endpoint, credentials, permissions) and retry: nothing was committed"
         ) from e
     try:
-        described = collapse_stats(table.schema, variants, _describe(leaves, arrays, metadata, nan_leaves, stats), table.num_rows)
+        described = collapse_stats(
+            table.schema, variants, _describe(leaves, arrays, metadata, nan_leaves, stats), table.num_rows
+        )
     except BaseException:
         _remove_partial(path, storage_options)  # e.g. a value the statistics refuse: no orphan file stays
         raise

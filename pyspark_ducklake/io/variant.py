@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import itertools
 import struct
 import uuid
 from collections.abc import Iterator
@@ -130,7 +131,7 @@ def parse_metadata(raw: bytes) -> list[str]:
         raise InvalidVariantError("variant metadata is truncated")
     offsets = [_uint(raw, offsets_at + i * size, size) for i in range(count + 1)]
     keys = []
-    for a, b in zip(offsets, offsets[1:], strict=False):
+    for a, b in itertools.pairwise(offsets):
         if not 0 <= a <= b or data_at + b > len(raw):
             raise InvalidVariantError("variant metadata has an offset out of range")
         try:
@@ -145,7 +146,7 @@ def encode_metadata(keys: list[str]) -> bytes:
     blobs = [k.encode("utf-8") for k in keys]
     total = sum(len(b) for b in blobs)
     size = _width(max(total, len(keys)))
-    is_sorted = all(a < b for a, b in zip(blobs, blobs[1:], strict=False))
+    is_sorted = all(a < b for a, b in itertools.pairwise(blobs))
     out = bytearray([1 | (0x10 if is_sorted else 0) | ((size - 1) << 6)])
     out += len(keys).to_bytes(size, "little")
     offset = 0
@@ -530,7 +531,11 @@ def _rebuild_object(typed: pa.StructArray, values: list[bytes | None], metas: li
             out.append(values[i])
             continue
         md = metas[i]
-        fields = {name: col[i] for name, col in shredded.items() if col[i] is not None}
+        fields: dict[str, bytes] = {}
+        for name, col in shredded.items():
+            item = col[i]
+            if item is not None:
+                fields[name] = item
         residual = values[i]
         if residual is not None:  # a partially shredded object: the fields not shredded
             if residual[0] & 3 != _OBJECT:
@@ -580,16 +585,17 @@ def encode_typed(arr: pa.Array) -> list[bytes | None]:
         return [None if v is None else _header(TRUE if v else FALSE) for v in arr.to_pylist()]
     if pa.types.is_integer(t):
         kind = {1: (INT8, 1), 2: (INT16, 2), 4: (INT32, 4), 8: (INT64, 8)}[t.bit_width // 8]
-        return [None if v is None else _header(kind[0]) + v.to_bytes(kind[1], "little", signed=True) for v in
-                arr.to_pylist()]
+        return [
+            None if v is None else _header(kind[0]) + v.to_bytes(kind[1], "little", signed=True)
+            for v in arr.to_pylist()
+        ]
     if pa.types.is_float64(t):
         return [None if v is None else _header(DOUBLE) + struct.pack("<d", v) for v in arr.to_pylist()]
     if pa.types.is_float32(t):
         return [None if v is None else _header(FLOAT) + struct.pack("<f", v) for v in arr.to_pylist()]
     if pa.types.is_decimal(t):
         return [
-            None if v is None else encode_decimal(_unscaled(v, t.scale), t.scale, t.precision)
-            for v in arr.to_pylist()
+            None if v is None else encode_decimal(_unscaled(v, t.scale), t.scale, t.precision) for v in arr.to_pylist()
         ]
     if pa.types.is_date32(t):
         return _fixed(arr.cast(pa.int32()), DATE, 4)
@@ -614,8 +620,12 @@ def encode_typed(arr: pa.Array) -> list[bytes | None]:
 def _time_us(arr: pa.Array) -> pa.Array:
     ints = arr.cast(pa.int64())
     unit = arr.type.unit
-    return pc.multiply(ints, 1_000_000) if unit == "s" else pc.multiply(ints, 1000) if unit == "ms" else (
-        pc.divide(ints, 1000)
+    return (
+        pc.multiply(ints, 1_000_000)
+        if unit == "s"
+        else pc.multiply(ints, 1000)
+        if unit == "ms"
+        else (pc.divide(ints, 1000))
     )
 
 
@@ -639,7 +649,8 @@ def variant_column(arr: pa.Array | pa.ChunkedArray, where: str) -> pa.StructArra
     """Values for a VARIANT column from the Arrow data given to a write, checked, in :data:`VARIANT_TYPE`.
 
     Accepted: the variant struct (``value`` and ``metadata`` binaries, with or without PySpark's tag, in either
-    order) and an all-NULL column; ``where`` names the column in errors. SQL NULL stays NULL here; it is written as variant null, as DuckDB writes it.
+    order) and an all-NULL column; ``where`` names the column in errors. SQL NULL stays NULL here; it is written as
+    variant null, as DuckDB writes it.
 
     Raises:
         InvalidVariantError: another type, or a value whose bytes are not a valid variant (the row is named).
@@ -648,7 +659,7 @@ def variant_column(arr: pa.Array | pa.ChunkedArray, where: str) -> pa.StructArra
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
     t = arr.type
     if pa.types.is_null(t):
-        return pa.nulls(len(arr), VARIANT_TYPE)  # type: ignore[return-value]
+        return pa.nulls(len(arr), VARIANT_TYPE)
     names = [t.field(i).name for i in range(t.num_fields)] if pa.types.is_struct(t) else []
     if sorted(names) != ["metadata", "value"] or not all(_is_binary(t.field(i).type) for i in range(2)):
         raise InvalidVariantError(

@@ -151,7 +151,7 @@ def _check_spark_type(name: str, dt: T.DataType) -> None:
     unsupported = (T.CalendarIntervalType, T.DayTimeIntervalType, T.YearMonthIntervalType, T.NullType, T.VariantType)
     if isinstance(dt, unsupported):
         hint = {
-            T.VariantType: "DuckDB 1.5.5 writes VARIANT only as a top-level column; e.g. to_json(col) for a JSON string",
+            T.VariantType: "DuckDB 1.5.5 writes VARIANT only as a top-level column; or to_json(col) for a JSON string",
             T.NullType: "e.g. lit(None).cast('string'): a column of NULLs needs a type",
         }.get(type(dt), "e.g. to a string or a number of seconds")
         raise UnsupportedTypeError(

@@ -16,7 +16,6 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
-import pytest
 from sqlalchemy import create_engine, text
 
 import pyspark_ducklake as pdl
@@ -81,7 +80,9 @@ def norm(value: Any) -> Any:
 
 def ours(lake: pdl.Lake, snapshot: int | None = None) -> list[tuple[int, Any]]:
     rows = lake.scan("main.t", snapshot=snapshot).to_pylist()
-    return sorted((r["id"], None if r["v"] is None else norm(decode(r["v"]["metadata"], r["v"]["value"]))) for r in rows)
+    return sorted(
+        (r["id"], None if r["v"] is None else norm(decode(r["v"]["metadata"], r["v"]["value"]))) for r in rows
+    )
 
 
 def duck(con: duckdb.DuckDBPyConnection, snapshot: int | None = None) -> list[tuple[int, Any]]:
@@ -128,8 +129,13 @@ def test_duckdb_shredded_variants_read_equal_at_every_snapshot_and_in_the_change
     last = lake.current_snapshot_id()
     feed = lake.table_changes("main.t", 0, last).to_pylist()
     mine = sorted(
-        (r["_change_type"], r["_rowid"], r["_snapshot_id"], r["id"], None if r["v"] is None else
-         norm(decode(r["v"]["metadata"], r["v"]["value"])))
+        (
+            r["_change_type"],
+            r["_rowid"],
+            r["_snapshot_id"],
+            r["id"],
+            None if r["v"] is None else norm(decode(r["v"]["metadata"], r["v"]["value"])),
+        )
         for r in feed
     )
     theirs = sorted(
@@ -166,9 +172,7 @@ HOSTILE = [
 ]
 
 
-def test_we_write_variant_duckdb_reads_it_back_with_its_stats_and_never_inlined(
-    catalog: Any, duckdb_lake: Any
-) -> None:
+def test_we_write_variant_duckdb_reads_it_back_with_its_stats_and_never_inlined(catalog: Any, duckdb_lake: Any) -> None:
     lake = pdl.connect(catalog.url, catalog.data_path, data_inlining_row_limit=10)
     data = variant_table(HOSTILE)
     lake.create_table("main.t", data.schema)
@@ -278,13 +282,11 @@ def test_spark_reads_and_writes_variant(sqlite_catalog: Any, duckdb_lake: Any, s
     )
 
     texts = ['{"a": 1, "b": [1.5, null, "x"]}', "42", "null", None, '"s"', '{"k\\"q": {"a.b": "ü", "": {}}}', "[]"]
-    df = spark.createDataFrame(list(enumerate(texts)), "id int, j string").select(
-        "id", F.parse_json("j").alias("v")
-    )
+    df = spark.createDataFrame(list(enumerate(texts)), "id int, j string").select("id", F.parse_json("j").alias("v"))
     df.write.format("ducklake").mode("append").save("main.w")
     outcome = pdl.write_table(df.withColumn("id", F.col("id") + 100), "main.w", mode="append")
     assert not outcome.native and "variant" in (outcome.reason or "")
-    got = {i: v for i, v in con.execute("SELECT id, v::JSON FROM lake.w").fetchall()}
+    got = dict(con.execute("SELECT id, v::JSON FROM lake.w").fetchall())
     for i, t in enumerate(texts):
         for key in (i, i + 100):
             want = None if t is None else json.loads(t)
