@@ -799,6 +799,15 @@ def write_table_stats(ctx: CommitContext) -> None:
             ctx.conn.execute(
                 update(cs).where(cs.c.table_id == table_id, cs.c.column_id == bindparam("b_column_id")), updates
             )
+        variants = [cid for cid, e in delta.columns.items() if e["column"].type == "variant"]
+        if variants:
+            # Our files are unshredded (no variant stats); a file without them clears the table's, as DuckDB does,
+            # or DuckDB would prune our rows by the stats of its shredded files.
+            ctx.conn.execute(
+                update(cs)
+                .where(cs.c.table_id == table_id, cs.c.column_id.in_(variants), cs.c.extra_stats.is_not(None))
+                .values(extra_stats=None)
+            )
         written_table_stats(ctx)[table_id] = replace(after, columns=columns)
 
 

@@ -321,3 +321,21 @@ def test_a_variant_column_added_with_a_default_reads_it_as_duckdb_does(catalog: 
         (r["id"], decode(r["w"]["metadata"], r["w"]["value"]), r["n"]) for r in lake.scan("main.t").to_pylist()
     )
     assert mine == [(i, "42", None) for i in (1, 2, 3, 4)]
+
+
+def test_our_append_clears_the_table_variant_stats_so_duckdb_does_not_prune_our_rows(
+    catalog: Any, duckdb_lake: Any
+) -> None:
+    # DuckDB keeps per-table variant stats (extra_stats) only while every file has them; a file without them (ours,
+    # or DuckDB's own unshredded ones) clears them. Left in place they bound our values wrongly: DuckDB then skips
+    # the table for `v::INTEGER = 100` and finds no row.
+    con = duckdb_lake(catalog, inlining_row_limit=0)
+    con.execute("CREATE TABLE lake.t (id INTEGER, v VARIANT)")
+    con.execute("INSERT INTO lake.t SELECT i, (i + 1)::INTEGER::VARIANT FROM range(5) r(i)")
+    stats_sql = "SELECT extra_stats FROM ducklake_table_column_stats WHERE column_id = 2"
+    assert catalog_rows(catalog.url, stats_sql)[0][0] is not None
+    lake = pdl.connect(catalog.url)
+    lake.append("main.t", variant_table([100]).set_column(0, "id", pa.array([10], pa.int32())))
+    assert catalog_rows(catalog.url, stats_sql) == [(None,)]
+    assert con.execute("SELECT id FROM lake.t WHERE v::INTEGER = 100").fetchall() == [(10,)]
+    assert con.execute("SELECT id FROM lake.t WHERE v::INTEGER > 50").fetchall() == [(10,)]
