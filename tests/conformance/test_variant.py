@@ -297,6 +297,25 @@ def test_spark_reads_and_writes_variant(sqlite_catalog: Any, duckdb_lake: Any, s
     theirs = [(r["id"], None if r["v"] is None else norm(decode(r["v"].metadata, r["v"].value))) for r in df.collect()]
     assert ours_w == sorted(theirs)
 
+    # the streaming sink: small batches (under its inlining limit of 1000 rows) still go to Parquet, as DuckDB's
+    from pyspark_ducklake import ducklake_sink
+
+    folder = f"{sqlite_catalog.data_path.rstrip('/')}-stream"
+    for k in range(2):
+        spark.range(k * 5, k * 5 + 5).write.mode("append").parquet(f"{folder}/in")
+    stream = spark.readStream.schema("id long").parquet(f"{folder}/in")
+    stream = stream.select("id", F.parse_json(F.format_string('{"n": %d, "s": "x"}', F.col("id"))).alias("v"))
+    query = stream.writeStream.foreachBatch(ducklake_sink("main.s")).option("checkpointLocation", f"{folder}/ck")
+    query.trigger(availableNow=True).start().awaitTermination()
+    assert con.execute(
+        "SELECT count(*), bool_and(v.n::BIGINT = id), bool_and(v.s::VARCHAR = 'x') FROM lake.s"
+    ).fetchone() == (
+        10,
+        True,
+        True,
+    )
+    assert catalog_rows(url, "SELECT count(*) FROM ducklake_inlined_data_tables") == [(0,)]
+
     nested = spark.createDataFrame([(1, '{"a": 1}')], "id int, j string").select(
         "id", F.struct(F.parse_json("j").alias("v")).alias("s")
     )
