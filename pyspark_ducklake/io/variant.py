@@ -91,17 +91,28 @@ def _is_binary(t: pa.DataType) -> bool:
 
 
 class Metadata:
-    """A metadata dictionary; keys missing from it can be appended (then :meth:`encode` writes a new one)."""
+    """A metadata dictionary; keys missing from it can be appended (then :meth:`encode` writes a new one).
 
-    def __init__(self, raw: bytes) -> None:
+    ``cache`` shares the parsed keys between rows with the same bytes (most rows of a column); they are copied
+    before a key is appended.
+    """
+
+    def __init__(self, raw: bytes, cache: dict[bytes, tuple[list[str], dict[str, int]]] | None = None) -> None:
         self.raw = raw
-        self.keys = parse_metadata(raw)
-        self.index = {k: i for i, k in enumerate(self.keys)}
+        parsed = cache.get(raw) if cache is not None else None
+        if parsed is None:
+            keys = parse_metadata(raw)
+            parsed = (keys, {k: i for i, k in enumerate(keys)})
+            if cache is not None:
+                cache[raw] = parsed
+        self.keys, self.index = parsed
         self.changed = False
 
     def id_of(self, key: str) -> int:
         i = self.index.get(key)
         if i is None:
+            if not self.changed:  # copy on write: the parsed keys may be shared
+                self.keys, self.index = list(self.keys), dict(self.index)
             i = len(self.keys)
             self.keys.append(key)
             self.index[key] = i
@@ -334,7 +345,12 @@ def encode_object(fields: dict[str, bytes], metadata: Metadata) -> bytes:
     names = sorted(fields)
     ids = [metadata.id_of(n) for n in names]
     values = [fields[n] for n in names]
-    total = sum(len(v) for v in values)
+    total = sum(map(len, values))
+    if total < 0x100 and len(names) < 0x100 and (not ids or max(ids) < 0x100):  # the common case: 1-byte sizes
+        offsets = [0]
+        for v in values:
+            offsets.append(offsets[-1] + len(v))
+        return bytes([_OBJECT, len(names), *ids, *offsets]) + b"".join(values)
     offset_size = _width(total)
     id_size = _width(max(ids, default=0))
     large = len(names) > 0xFF
@@ -369,8 +385,11 @@ def encode_array(elements: list[bytes]) -> bytes:
     return bytes(out)
 
 
+_HEADERS = [bytes([t << 2]) for t in range(64)]
+
+
 def _header(t: int) -> bytes:
-    return bytes([t << 2])
+    return _HEADERS[t]
 
 
 def encode_string(s: str) -> bytes:
@@ -394,10 +413,13 @@ def encode_decimal(unscaled: int, scale: int, precision: int) -> bytes:
 
 
 def _unscaled(value: decimal.Decimal, scale: int) -> int:
-    """The integer of ``value`` at ``scale`` digits after the point, exactly (38 digits exceed the default context)."""
-    with decimal.localcontext() as ctx:
-        ctx.prec = 100
-        return int(value.scaleb(scale))
+    """The integer of ``value`` at ``scale`` digits after the point, exactly (38 digits exceed the default context,
+    so not ``scaleb``)."""
+    sign, digits, exponent = value.as_tuple()
+    n = int("".join(map(str, digits))) if digits else 0
+    shift = int(exponent) + scale
+    n = n * 10**shift if shift >= 0 else n // 10**-shift
+    return -n if sign else n
 
 
 def encode_python(value: Any, metadata: Metadata | None = None) -> bytes:
@@ -486,7 +508,8 @@ def unshred(arr: pa.Array | pa.ChunkedArray) -> pa.StructArray:
     if "metadata" not in names:
         raise InvalidVariantError(f"a VARIANT column is stored without 'metadata' ({t})")
     raw_meta = arr.field("metadata").to_pylist()
-    metas = [Metadata(m) if m is not None else Metadata(EMPTY_METADATA) for m in raw_meta]
+    cache: dict[bytes, tuple[list[str], dict[str, int]]] = {}
+    metas = [Metadata(m if m is not None else EMPTY_METADATA, cache) for m in raw_meta]
     values = _rebuild(arr, metas)
     return _from_pairs([m.encode() for m in metas], values, arr.is_valid())
 
