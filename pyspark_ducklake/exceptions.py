@@ -79,6 +79,10 @@ class InvalidStringError(SchemaMismatchError):
     """A string column holds bytes that are not valid UTF-8."""
 
 
+class InvalidVariantError(SchemaMismatchError, ValueError):
+    """A VARIANT value whose bytes are not a valid Parquet variant, or data of another type for a VARIANT column."""
+
+
 class CommitError(DuckLakeError):
     """A change could not be committed."""
 

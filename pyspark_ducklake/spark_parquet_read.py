@@ -70,8 +70,9 @@ log = logging.getLogger("pyspark_ducklake.native")
 FIELD_ID = "parquet.field.id"
 FIELD_ID_READ_CONF = "spark.sql.parquet.fieldId.read.enabled"
 # DuckLake types whose Parquet form Spark's reader refuses or reads differently from DuckDB.
+# variant: Spark 4.3's reader fails on DuckDB's shredded UUID fields and keeps a top-level variant null non-NULL
 NOT_NATIVE_TYPES = frozenset(
-    {"time", "timetz", "time_ns", "timestamp_ns", "interval", "uuid", "int128", "uint128", "geometry"}
+    {"time", "timetz", "time_ns", "timestamp_ns", "interval", "uuid", "int128", "uint128", "geometry", "variant"}
 )
 GLOB_CHARACTERS = frozenset("*?[]{}\\")
 # Above this many deleted positions the anti join is left to Spark's planner instead of broadcast.

@@ -127,7 +127,9 @@ def create_table(ctx: CommitContext, schema: SchemaEntry, name: str, columns: tu
     ctx.conn.execute(
         insert(T.ducklake_schema_versions).values(begin_snapshot=ctx.snapshot_id, schema_version=sv, table_id=table_id)
     )
-    if not inlining_reserved(c.name for c in columns):  # such a table never takes inlined rows
+    # such tables never take inlined rows (DuckDB creates no inlined table for VARIANT on SQLite and PostgreSQL)
+    variant = any(c.type == "variant" for top in columns for c in top.walk())
+    if not inlining_reserved(c.name for c in columns) and not variant:
         create_inlined_table(ctx, table_id, sv, TableSchema(columns))
     ctx.changes.created_tables.append((schema.schema_name, name))
     return entry
@@ -799,6 +801,15 @@ def write_table_stats(ctx: CommitContext) -> None:
             # SET comes from the parameter keys; one statement, executed for every changed column.
             ctx.conn.execute(
                 update(cs).where(cs.c.table_id == table_id, cs.c.column_id == bindparam("b_column_id")), updates
+            )
+        variants = [cid for cid, e in delta.columns.items() if e["column"].type == "variant"]
+        if variants:
+            # Our files are unshredded (no variant stats); a file without them clears the table's, as DuckDB does,
+            # or DuckDB would prune our rows by the stats of its shredded files.
+            ctx.conn.execute(
+                update(cs)
+                .where(cs.c.table_id == table_id, cs.c.column_id.in_(variants), cs.c.extra_stats.is_not(None))
+                .values(extra_stats=None)
             )
         written_table_stats(ctx)[table_id] = replace(after, columns=columns)
 

@@ -831,6 +831,9 @@ def inline_obstacle(column: Column, array: pa.Array | pa.ChunkedArray, backend: 
 def table_inline_obstacle(columns: Sequence[Column], data: pa.Table, backend: str) -> str | None:
     """:func:`inline_obstacle` of the first column of ``data`` (matched by name) that has one, naming it."""
     for column in columns:
+        if any(c.type == "variant" for c in column.walk()):
+            return f"column {column.name!r} is VARIANT, which DuckDB never inlines on SQLite or PostgreSQL"
+    for column in columns:
         if column.is_nested and column.name in data.column_names:
             why = inline_obstacle(column, data.column(column.name), backend)
             if why is not None:

@@ -16,6 +16,7 @@ import pyarrow as pa
 from pyspark_ducklake.catalog.geometry import geometry_type
 from pyspark_ducklake.catalog.time_types import TIME_ARROW
 from pyspark_ducklake.exceptions import UnsupportedTypeError
+from pyspark_ducklake.io.variant import VARIANT_TYPE, is_variant_type
 
 NESTED_TYPES = frozenset({"list", "struct", "map"})
 
@@ -203,6 +204,8 @@ def arrow_type(column: Column) -> pa.DataType:
     dec = decimal_params(t)
     if dec is not None:
         return pa.decimal128(*dec) if dec[0] <= 38 else pa.decimal256(*dec)
+    if t == "variant":
+        return VARIANT_TYPE
     if t == "list":
         return pa.list_(arrow_field(column.children[0]))
     if t == "struct":
@@ -301,6 +304,8 @@ def column_from_arrow_field(f: pa.Field, next_id: list[int], name: str | None = 
     t = f.type
     if isinstance(t, pa.BaseExtensionType) and t.extension_name not in ("arrow.uuid", "arrow.json"):
         t = t.storage_type
+    if is_variant_type(t):
+        return Column(cid, name, "variant", f.nullable)
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t) or pa.types.is_list_view(t):
         child = column_from_arrow_field(t.value_field, next_id, "element")
         return Column(cid, name, "list", f.nullable, (child,))

@@ -23,6 +23,7 @@ from pyspark_ducklake.io import thrift_compact as tc
 from pyspark_ducklake.io.encryption import decode_key, encode_key, encrypt_file, new_key, open_encrypted, undecryptable
 from pyspark_ducklake.io.fileio import ensure_parent, filesystem
 from pyspark_ducklake.io.storage import describe_error
+from pyspark_ducklake.io.variant_parquet import collapse_stats, mark_variant_columns, to_parquet_form, variant_columns
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +149,8 @@ def write_table(
     With ``encrypt`` (an encrypted lake) the file is encrypted with a fresh key, returned base64 in
     ``encryption_key`` (see :mod:`.encryption`).
     """
+    variants = variant_columns(table)
+    table = to_parquet_form(table, variants)  # unshredded, annotated VARIANT(1) below (io.variant_parquet)
     intervals = _interval_columns(table)
     key = new_key() if encrypt else None
     leaves = leaf_fields(table.schema)
@@ -158,7 +161,9 @@ def write_table(
         paths = _leaf_paths(table.schema)
         no_stats.update(paths[i] for i in nan_leaves)
     try:
-        size, footer_size, metadata = _write_file(table, path, intervals, no_stats, compression, storage_options, key)
+        size, footer_size, metadata = _write_file(
+            table, path, intervals, no_stats, compression, storage_options, key, variants
+        )
     except DuckLakeError:
         raise
     except Exception as e:  # the store failed (unreachable, denied, full...): no half-written file may stay behind
@@ -168,7 +173,9 @@ def write_table(
             "reachable and writable (endpoint, credentials, permissions) and retry: nothing was committed"
         ) from e
     try:
-        described = _describe(leaves, arrays, metadata, nan_leaves, stats)
+        described = collapse_stats(
+            table.schema, variants, _describe(leaves, arrays, metadata, nan_leaves, stats), table.num_rows
+        )
     except BaseException:
         _remove_partial(path, storage_options)  # e.g. a value the statistics refuse: no orphan file stays
         raise
@@ -235,12 +242,13 @@ def _write_file(
     compression: str,
     storage_options: dict[str, Any] | None,
     key: bytes | None = None,
+    variants: list[str] | None = None,
 ) -> tuple[int, int, Any]:
     """Write the file (no statistics for the leaf paths ``no_stats``, encrypted with ``key`` if given); its size,
     footer size and Parquet metadata."""
     ensure_parent(path, storage_options)
     fs, p = filesystem(path, storage_options)
-    if intervals or key is not None:  # the whole file in memory: its footer is edited, or it is encrypted
+    if intervals or variants or key is not None:  # the whole file in memory: its footer is edited, or it is encrypted
         if intervals:
             plain = _interval_file_bytes(table, intervals, no_stats, compression)
         else:
@@ -251,6 +259,8 @@ def _write_file(
             writer.write_table(table, row_group_size=ROW_GROUP_SIZE)
             writer.close()
             plain = sink.getvalue().to_pybytes()
+        if variants:
+            plain = mark_variant_columns(plain, set(variants))
         data = encrypt_file(plain, key) if key is not None else plain
         with fs.open(p, "wb") as out:
             out.write(data)

@@ -53,6 +53,7 @@ _PRIMITIVES: dict[str, T.DataType] = {
     "uuid": T.StringType(),
     "blob": T.BinaryType(),
     "geometry": T.GeometryType(0),
+    "variant": T.VariantType(),
 }
 
 
@@ -152,7 +153,9 @@ def columns_from_spark(schema: T.StructType) -> TableSchema:
         UnsupportedTypeError: a Spark type DuckLake cannot hold; the message names the column.
     """
     for f in schema.fields:
-        _check_spark_type(f.name, f.dataType)
+        # a top-level VARIANT is stored as one; nested ones are refused below (DuckDB cannot write them to Parquet)
+        if not isinstance(f.dataType, T.VariantType):
+            _check_spark_type(f.name, f.dataType)
     arrow = arrow_schema_for_spark(schema)
     # Spark infers NOT NULL from expressions (spark.range's id); a table should not inherit that accident.
     return TableSchema(tuple(_nullable(c) for c in columns_from_arrow(arrow)))
@@ -174,7 +177,7 @@ def _check_spark_type(name: str, dt: T.DataType) -> None:
     )
     if isinstance(dt, unsupported):
         hint = {
-            T.VariantType: "e.g. to_json(col) for a JSON string",
+            T.VariantType: "DuckDB 1.5.5 writes VARIANT only as a top-level column; or to_json(col) for a JSON string",
             T.NullType: "e.g. lit(None).cast('string'): a column of NULLs needs a type",
             T.GeometryType: "geometry is not written yet: e.g. st_asbinary(col) for WKB in a BLOB column",
             T.GeographyType: "e.g. st_asbinary(col) for WKB in a BLOB column",

@@ -18,6 +18,7 @@ from pyspark_ducklake.catalog.stats_values import parse_stat
 from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_field, arrow_type
 from pyspark_ducklake.exceptions import UnsupportedTypeError
 from pyspark_ducklake.io.parquet import field_id
+from pyspark_ducklake.io.variant import repeated_string, unshred
 
 
 def default_array(column: Column, n: int, *, current: bool = False) -> pa.Array:
@@ -25,7 +26,9 @@ def default_array(column: Column, n: int, *, current: bool = False) -> pa.Array:
     default for new rows (``default_value``); NULL when it has none."""
     t = arrow_type(column)
     raw = column.default_value if current else column.initial_default
-    if raw is None or raw == "NULL" or column.is_nested:
+    if column.type == "variant" and raw is not None and raw != "NULL":
+        return repeated_string(raw, n)  # DuckDB reads a VARIANT column's default as the VARCHAR variant of its text
+    if raw is None or raw == "NULL" or column.is_nested or column.type == "variant":
         return pa.nulls(n, t)
     value: Any = parse_stat(column, raw, inlined=True)
     if isinstance(t, pa.BaseExtensionType):
@@ -63,6 +66,8 @@ def conform_table(data: pa.Table, schema: TableSchema, columns: list[str] | None
 
 
 def conform_array(arr: pa.Array, column: Column) -> pa.Array:
+    if column.type == "variant":  # shredded or not in the file: the unshredded pair (io.variant)
+        return unshred(arr)
     target = arrow_type(column)
     t = arr.type
     if column.type == "struct":

@@ -27,6 +27,7 @@ from pyspark_ducklake.catalog.types import (
 from pyspark_ducklake.exceptions import InvalidStringError, SchemaMismatchError, UnsupportedTypeError
 from pyspark_ducklake.io.fileio import delete_files
 from pyspark_ducklake.io.parquet import WrittenFile, write_table
+from pyspark_ducklake.io.variant import variant_column
 from pyspark_ducklake.table.conform import default_array
 from pyspark_ducklake.table.job_files import JobToken
 from pyspark_ducklake.table.partition_values import PartitionKey, partition_dir, split_by_partition
@@ -101,6 +102,9 @@ def conform_to_table(data: pa.Table, schema: TableSchema, table_name: str) -> pa
             arrays.append(filled)
             continue
         col = data.column(column.name)
+        if variant_in(column):  # checked and in the variant struct (io.variant); no Arrow cast applies
+            arrays.append(variant_values(col, column, table_name))
+            continue
         if column.is_nested:
             check_fields(col.type, column, (column.name,), table_name)
         # Matching columns stay chunked (no copy: Spark hands over many small batches); casts need one array.
@@ -109,6 +113,33 @@ def conform_to_table(data: pa.Table, schema: TableSchema, table_name: str) -> pa
         check_value_ranges(result, column)
         arrays.append(result)
     return pa.Table.from_arrays(arrays, schema=schema.arrow_schema())
+
+
+def variant_in(column: Column) -> bool:
+    """Whether the column is a VARIANT or holds one in a nested field."""
+    return any(c.type == "variant" for c in column.walk())
+
+
+def variant_values(col: pa.ChunkedArray, column: Column, table_name: str) -> pa.Array:
+    """A top-level VARIANT column's values, checked (io.variant.variant_column).
+
+    Raises:
+        UnsupportedTypeError: a VARIANT nested in a list, struct or map (DuckDB cannot write those to Parquet, and
+            never inlines VARIANT on SQLite or PostgreSQL).
+        InvalidVariantError: not variant data, or malformed variant bytes.
+        SchemaMismatchError: NULLs in a NOT NULL column.
+    """
+    if column.type != "variant":
+        raise UnsupportedTypeError(
+            f"column {column.name!r} of {table_name} has a VARIANT inside a {column.type}, which DuckDB 1.5.5 cannot "
+            "write to Parquet either (and it never inlines VARIANT): make the VARIANT a top-level column"
+        )
+    result = variant_column(col, f"column {column.name!r} of {table_name}")
+    if not column.nulls_allowed and result.null_count:
+        raise SchemaMismatchError(
+            f"column {column.name!r} of {table_name} is NOT NULL but the data has NULLs; drop or fill those rows first"
+        )
+    return result
 
 
 def _path_text(path: tuple[str, ...]) -> str:

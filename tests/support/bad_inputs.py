@@ -487,6 +487,32 @@ CASES: tuple[BadInput, ...] = (
         "read the other columns",
         match="out of the columns you select",
     ),
+    # --- VARIANT (#16 item 2)
+    BadInput(
+        "variant-malformed",
+        "VARIANT values whose bytes are not a valid Parquet variant (truncated, a field id beyond the metadata, "
+        "trailing bytes, another metadata version)",
+        E.InvalidVariantError,
+        "nothing was written",
+    ),
+    BadInput(
+        "variant-not-variant",
+        "data for a VARIANT column that is not the variant struct (e.g. a JSON string)",
+        E.InvalidVariantError,
+        "give struct<value: binary, metadata: binary>",
+    ),
+    BadInput(
+        "variant-nested",
+        "rows for a VARIANT nested in a struct, list or map (DuckDB 1.5.5 cannot write those to Parquet either)",
+        E.UnsupportedTypeError,
+        "make the VARIANT a top-level column",
+    ),
+    BadInput(
+        "variant-nested-spark",
+        "a Spark DataFrame with a VARIANT inside a struct, array or map, creating a table",
+        E.UnsupportedTypeError,
+        "DuckDB 1.5.5 writes VARIANT only as a top-level column",
+    ),
     # --- deletion vectors (#16 item 5): DuckDB's puffin delete files, read and written
     BadInput(
         "dv-corrupt",
