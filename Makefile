@@ -5,6 +5,9 @@ SHELL := bash
 
 PYTHON := .venv/bin/python
 PYTEST_ARGS ?=
+# Two pytest-xdist workers: most of a run waits on JVM start-ups, Spark jobs and subprocesses, so two halve it on
+# two cores; the fault tests share one worker (tests/support/faults.py). `PYTEST_ARGS="-n 0"` runs in one process.
+PYTEST_WORKERS := -n 2 --dist loadgroup
 
 # Run pytest and pass its exit code on, except that 5 ("no tests collected") is a failure too.
 define run_pytest
@@ -29,16 +32,16 @@ demo-python: install ## Run examples/quickstart.py: the Python API without Spark
 	$(PYTHON) examples/quickstart.py
 
 test: install ## Run the whole test suite (starts the test PostgreSQL as needed); PYTEST_ARGS="..." adds options
-	@$(call run_pytest,)
+	@$(call run_pytest,$(PYTEST_WORKERS))
 
 test-unit: install ## Run tests/unit
 	@$(call run_pytest,tests/unit)
 
 test-integration: install ## Run tests/integration (Spark, PostgreSQL)
-	@$(call run_pytest,tests/integration)
+	@$(call run_pytest,$(PYTEST_WORKERS) tests/integration)
 
 test-conformance: install ## Run tests/conformance (against DuckDB's ducklake extension)
-	@$(call run_pytest,tests/conformance)
+	@$(call run_pytest,$(PYTEST_WORKERS) tests/conformance)
 
 test-property: install ## Run tests/property: hypothesis against DuckDB, fixed examples (profile ci), about a minute
 	@$(call run_pytest,tests/property)

@@ -43,6 +43,7 @@ import pyspark_ducklake as pdl
 from pyspark_ducklake import ducklake_sink
 from pyspark_ducklake.exceptions import CommitStateUnknownError, DuckLakeError
 from tests.support.faults import (
+    FAULTS_WORKER,
     SOURCE_SCHEMA,
     assert_exact,
     assert_no_orphans_after_cleanup,
@@ -60,7 +61,7 @@ STREAMS = ("a", "b")
 APPENDERS = 2
 SCHEMA = pa.schema([("id", pa.int64()), ("kind", pa.string()), ("amount", pa.float64())])
 
-pytestmark = pytest.mark.timeout(SECONDS + 300)
+pytestmark = [pytest.mark.timeout(SECONDS + 300), FAULTS_WORKER]
 
 
 @pytest.mark.timeout(LOAD_SECONDS + 400)

@@ -32,6 +32,7 @@ import pyspark_ducklake as pdl
 from pyspark_ducklake._faults import AFTER_CATALOG_COMMIT, AFTER_FILES_WRITTEN, DURING_FLUSH, ENV
 from tests.support.catalogs import REPO_ROOT
 from tests.support.faults import (
+    FAULTS_WORKER,
     assert_exact,
     assert_no_orphans_after_cleanup,
     batch_ids_by_app,
@@ -48,7 +49,7 @@ ROW_COUNTS = [5, 40, 80, 600, 1500]  # inlined (<= 100) and Parquet micro-batche
 INLINE_LIMIT, FLUSH_ROWS = 100, 150
 CRASH_POINTS = [AFTER_FILES_WRITTEN, AFTER_CATALOG_COMMIT, DURING_FLUSH]
 
-pytestmark = pytest.mark.timeout(900)  # about 3-4 minutes on an idle 2-core machine
+pytestmark = [pytest.mark.timeout(900), FAULTS_WORKER]  # about 3-4 minutes on an idle 2-core machine
 
 
 @dataclass

@@ -30,6 +30,7 @@ import pyspark_ducklake as pdl
 from pyspark_ducklake import ducklake_sink
 from tests.support.catalogs import create_database, pg_admin_engine, postgres_location
 from tests.support.faults import (
+    FAULTS_WORKER,
     assert_exact,
     assert_no_orphans_after_cleanup,
     batch_ids_by_app,
@@ -45,7 +46,7 @@ OUTAGE_S = 20
 # Micro-batch sizes: inlined (<= 100 rows) and Parquet ones; flush_rows=150 makes flushes happen too.
 SIZES = [30, 700, 40, 60, 900, 20, 500, 50, 45]
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), FAULTS_WORKER]
 
 
 @pytest.fixture

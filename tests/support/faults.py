@@ -18,12 +18,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import pyspark_ducklake as pdl
 from tests.support.catalogs import REPO_ROOT
 from tests.support.duck import LakeLocation, open_duckdb
 
 FIGURES_DIR = REPO_ROOT / ".cache" / "reliability"
 SOURCE_SCHEMA = "id BIGINT, kind STRING, amount DOUBLE"
+# `make test` runs two pytest-xdist workers (--dist loadgroup): the fault tests share one, so that no two of them
+# (each loads the machine on purpose, and measures under that load) run at the same time.
+FAULTS_WORKER = pytest.mark.xdist_group("faults")
 
 
 def write_source_file(folder: Path, index: int, rows: int) -> list[int]:
