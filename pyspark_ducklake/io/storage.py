@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pyspark_ducklake.exceptions import InvalidOptionError
+from pyspark_ducklake.io.object_stores import secret_values
 
 S3_PROTOCOLS = ("s3", "s3a")
 OPTION_PREFIX = "ducklake.s3."
@@ -118,6 +119,7 @@ def secrets_of(options: Mapping[str, Any] | None) -> list[str]:
     values = [str(v) for k, v in (options or {}).items() if k in ("secret", "token") and v]
     env = s3_settings_from_env()
     values += [env[name] for name in SECRET_SETTINGS if env.get(name)]
+    values += secret_values(options)
     return [v for v in values if len(v) >= 4]
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from pyspark_ducklake.catalog.location import redact_location
 from pyspark_ducklake.catalog.transaction import RetryConfig
 from pyspark_ducklake.exceptions import LakeNotConfiguredError
+from pyspark_ducklake.io.object_stores import STORES, fsspec_options, settings_from_options, store_of
 from pyspark_ducklake.io.storage import s3_settings_from_options, s3fs_options
 from pyspark_ducklake.lake import Lake
 from pyspark_ducklake.options import (
@@ -73,6 +74,8 @@ class LakeConfig:
     # ducklake.s3.* settings from options and Spark conf (secrets: never in the repr)
     s3: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     encrypted: bool | None = None  # option 'encrypted': create the lake encrypted / check the lake's setting
+    # ducklake.gcs.* / ducklake.azure.* settings as (store, name, value) (secrets: never in the repr)
+    stores: tuple[tuple[str, str, str], ...] = field(default=(), repr=False)
 
     def __repr__(self) -> str:
         # the catalog URL may carry a password and the s3 settings secrets: neither appears
@@ -86,7 +89,15 @@ class LakeConfig:
 
     @property
     def storage_options(self) -> dict[str, Any] | None:
-        """fsspec (s3fs) options for the data path; the environment's ``AWS_*`` fill in what is not set."""
+        """fsspec options for the data path: gcsfs / adlfs ones for a ``gs://`` / ``az://`` data path (or, the data
+        path unknown, when only that store is configured), else s3fs ones (the environment's ``AWS_*`` fill in what is
+        not set)."""
+        store = store_of(self.data_path)
+        configured = {name for name, _, _ in self.stores}
+        if store is None and self.data_path is None and len(configured) == 1 and not self.s3:
+            store = next(s for s in STORES if s.name in configured)
+        if store is not None:
+            return fsspec_options({k: v for name, k, v in self.stores if name == store.name}) or None
         return s3fs_options(dict(self.s3)) or None
 
     @classmethod
@@ -125,6 +136,9 @@ class LakeConfig:
             retry=retry_config(options),
             catalog_source=source,
             s3=_s3_settings(options, conf),
+            stores=tuple(
+                sorted((st, k, v) for st, kv in settings_from_options(options, conf).items() for k, v in kv.items())
+            ),
             encrypted=None if encrypted is None else parse_bool(encrypted, ENCRYPTED),
         )
 
