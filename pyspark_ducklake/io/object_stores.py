@@ -144,3 +144,27 @@ def open_filesystem(protocol: str, options: Mapping[str, Any]) -> Any:
 
         return GCSFileSystem(**options)
     return None
+
+
+def duckdb_azure_secret_params(options: Mapping[str, Any] | None) -> dict[str, str]:
+    """adlfs ``options`` (else ``AZURE_STORAGE_*``) as the parameters of DuckDB's ``CREATE SECRET (TYPE azure)``: a
+    connection string, given or built from an account name and key; else the account name for DuckDB's credential
+    chain (``az login``, managed identity, environment)."""
+    opts = dict(options or {})
+    for name, variable in (
+        ("connection_string", "AZURE_STORAGE_CONNECTION_STRING"),
+        ("account_name", "AZURE_STORAGE_ACCOUNT_NAME"),
+        ("account_key", "AZURE_STORAGE_ACCOUNT_KEY"),
+    ):
+        if not opts.get(name) and os.environ.get(variable):
+            opts[name] = os.environ[variable]
+    if opts.get("connection_string"):
+        return {"CONNECTION_STRING": str(opts["connection_string"])}
+    if opts.get("account_name") and opts.get("account_key"):
+        return {
+            "CONNECTION_STRING": f"DefaultEndpointsProtocol=https;AccountName={opts['account_name']};"
+            f"AccountKey={opts['account_key']};EndpointSuffix=core.windows.net"
+        }
+    if opts.get("account_name"):
+        return {"PROVIDER": "credential_chain", "ACCOUNT_NAME": str(opts["account_name"])}
+    return {}

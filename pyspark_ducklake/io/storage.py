@@ -135,6 +135,21 @@ def describe_error(error: BaseException, options: Mapping[str, Any] | None = Non
     return redact(f"{type(error).__name__}: {error}", options)
 
 
+def scrubbed(error: BaseException, options: Mapping[str, Any] | None = None) -> BaseException:
+    """``error`` to chain (``raise ... from``) under our own error: itself, or, when its text or a cause's holds a
+    secret (gcsfs puts a raw OAuth token in the URL it reports), a bare ``OSError`` with the text scrubbed, so that no
+    printed traceback shows the secret."""
+    secrets = secrets_of(options)
+    texts, seen, e = [], set(), error
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        texts.append(str(e))
+        e = e.__cause__ or e.__context__
+    if any(secret in text for secret in secrets for text in texts):
+        return OSError(describe_error(error, options))
+    return error
+
+
 def duckdb_secret_params(options: Mapping[str, Any] | None) -> dict[str, str]:
     """s3fs ``options`` (completed from the environment) as the parameters of DuckDB's ``CREATE SECRET (TYPE s3)``.
 
