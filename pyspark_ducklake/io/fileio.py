@@ -34,6 +34,8 @@ def filesystem(path: str, storage_options: dict[str, Any] | None = None) -> tupl
         opts = with_env_defaults(opts)
         # Other processes (executors, other writers) add files: a cached listing would hide them from reads.
         opts.setdefault("use_listings_cache", False)
+    elif store_of(path) is not None:
+        opts = {"use_listings_cache": False, **opts}  # as for S3
     key = (protocol, tuple(sorted((k, repr(v)) for k, v in opts.items())))
     with _lock:
         fs = _cache.get(key)
