@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyspark_ducklake.exceptions import InvalidOptionError
+from pyspark_ducklake.io.object_stores import CONF_KEYS as STORE_CONF_KEYS
+from pyspark_ducklake.io.object_stores import STORES, store_of_option, unknown_setting_error
 from pyspark_ducklake.io.storage import CONF_KEYS as S3_CONF_KEYS
 from pyspark_ducklake.io.storage import CONF_PREFIX as S3_CONF_PREFIX
 from pyspark_ducklake.io.storage import OPTION_PREFIX as S3_OPTION_PREFIX
 from pyspark_ducklake.io.storage import S3_SETTINGS
-from pyspark_ducklake.io.object_stores import CONF_KEYS as STORE_CONF_KEYS
-from pyspark_ducklake.io.object_stores import STORES, store_of_option, unknown_setting_error
 
 CATALOG = "catalog"
 DATA_PATH = "dataPath"
@@ -431,9 +431,10 @@ OPTIONS: tuple[Option, ...] = (
         "storage_options",
         frozenset({Entry.CONNECT, Entry.SINK}),
         parse_mapping,
-        "Spark conf `spark.ducklake.s3.*`, `AWS_*`",
-        "fsspec (s3fs) options for the data path (credentials, endpoint…); Spark takes `ducklake.s3.<name>` "
-        "options instead; see [Object storage](#object-storage)",
+        "Spark conf `spark.ducklake.s3.*` / `gcs.*` / `azure.*`, `AWS_*`, `AZURE_STORAGE_*`",
+        "fsspec (s3fs, gcsfs, adlfs) options for the data path (credentials, endpoint…); Spark takes "
+        "`ducklake.s3.<name>`, `ducklake.gcs.<name>`, `ducklake.azure.<name>` options instead; see "
+        "[Object storage](#object-storage)",
         LAKE,
     ),
     Option("author", frozenset({Entry.CONNECT}), parse_text, "none", "the `author` of every snapshot committed", LAKE),

@@ -11,6 +11,7 @@ message or a ``repr`` (:func:`secret_values` feeds :func:`pyspark_ducklake.io.st
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -81,6 +82,9 @@ def store_of_option(key: str) -> Store | None:
 
 def unknown_setting_error(key: str, store: Store, where: str = "", hint: str = "") -> InvalidOptionError:
     names = ", ".join(store.option_prefix + n for n in store.settings)
+    if not hint:
+        close = difflib.get_close_matches(key.lower(), [store.option_prefix + n for n in store.settings], n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
     # hint: "; did you mean '...'?" or empty
     return InvalidOptionError(f"unknown option {key!r}{where}{hint or ';'} the {store.name} options are {names}")
 
@@ -102,14 +106,14 @@ def settings_from_options(
                 if value:
                     out.setdefault(store.name, {})[name] = str(value)
     for key, value in options.items():
-        store = store_of_option(key)
-        if store is None:
+        found = store_of_option(key)
+        if found is None:
             continue
-        name = key[len(store.option_prefix) :].lower()
-        if name not in store.settings:
-            raise unknown_setting_error(key, store)
+        name = key[len(found.option_prefix) :].lower()
+        if name not in found.settings:
+            raise unknown_setting_error(key, found)
         if value:
-            out.setdefault(store.name, {})[name] = str(value)
+            out.setdefault(found.name, {})[name] = str(value)
     return out
 
 
@@ -136,10 +140,10 @@ def open_filesystem(protocol: str, options: Mapping[str, Any]) -> Any:
     """gcsfs / adlfs filesystem for ``protocol``, or None to let fsspec choose.
 
     gcsfs >= 2025 probes every bucket over gRPC for Google's zonal / hierarchical buckets, which a custom endpoint
-    (an emulator, a proxy) does not serve: each probe waits 60 s. With ``endpoint_url`` set the plain JSON-API
-    filesystem is used instead.
+    (an emulator, a proxy) does not serve: each probe waits 60 s. With ``endpoint_url`` (or
+    ``STORAGE_EMULATOR_HOST``) set the plain JSON-API filesystem is used instead.
     """
-    if protocol in GCS.protocols and options.get("endpoint_url"):
+    if protocol in GCS.protocols and (options.get("endpoint_url") or os.environ.get("STORAGE_EMULATOR_HOST")):
         from gcsfs.core import GCSFileSystem
 
         return GCSFileSystem(**options)

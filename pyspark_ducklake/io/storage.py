@@ -140,7 +140,9 @@ def scrubbed(error: BaseException, options: Mapping[str, Any] | None = None) -> 
     secret (gcsfs puts a raw OAuth token in the URL it reports), a bare ``OSError`` with the text scrubbed, so that no
     printed traceback shows the secret."""
     secrets = secrets_of(options)
-    texts, seen, e = [], set(), error
+    texts: list[str] = []
+    seen: set[int] = set()
+    e: BaseException | None = error
     while e is not None and id(e) not in seen:
         seen.add(id(e))
         texts.append(str(e))

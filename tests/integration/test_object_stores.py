@@ -76,7 +76,9 @@ def test_python_api_on_object_store(sqlite_catalog: Any, emulator: Emulator, buc
     """Create, append (Parquet and inlined), delete, flush, change feed, orphans on gs:// / az://; DuckDB agrees."""
     scheme = SCHEMES[emulator.kind]
     data_path = f"{scheme}://{bucket}/lake/"
-    lake = pdl.connect(sqlite_catalog.url, data_path, storage_options=emulator.storage_options(), data_inlining_row_limit=10)
+    lake = pdl.connect(
+        sqlite_catalog.url, data_path, storage_options=emulator.storage_options(), data_inlining_row_limit=10
+    )
     assert lake.data_path == data_path  # stored verbatim, as DuckDB attaches it
     lake.create_table("main.t", SCHEMA)
     lake.append("main.t", rows(0, 100))
@@ -181,9 +183,7 @@ def test_spark_batch_change_feed_and_sink_on_object_store(
             .option("startingSnapshot", first)
             .load("main.sp")
         )
-        spark_feed = Counter(
-            (r["id"], r["kind"], r["amount"], r["_change_type"]) for r in changes.collect()
-        )
+        spark_feed = Counter((r["id"], r["kind"], r["amount"], r["_change_type"]) for r in changes.collect())
         ours = lake.table_changes("main.sp", first, second)
         assert spark_feed == feed(ours.select(["id", "kind", "amount", "_change_type"]))
         assert sum(spark_feed.values()) == 3000 + 3000 + 40
@@ -192,7 +192,9 @@ def test_spark_batch_change_feed_and_sink_on_object_store(
         source = tmp_path / "in"
         source.mkdir()
         pq.write_table(rows(10_000, 2000), source / "part-0.parquet")
-        sink = ducklake_sink("main.events", catalog=sqlite_catalog.url, app_id="store-stream", data_inlining_row_limit=0)
+        sink = ducklake_sink(
+            "main.events", catalog=sqlite_catalog.url, app_id="store-stream", data_inlining_row_limit=0
+        )
         query = (
             spark.readStream.schema("id BIGINT, kind STRING, amount DOUBLE")
             .parquet(str(source))

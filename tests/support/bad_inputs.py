@@ -486,6 +486,19 @@ CASES: tuple[BadInput, ...] = (
         E.InvalidOptionError,
         "set it to true or false with DuckDB",
     ),
+    # --- object stores (#16 item 9): gs://, az:// / abfss://
+    BadInput(
+        "store-option-misspelt",
+        "misspelt `ducklake.gcs.*` / `ducklake.azure.*` option (or `spark.ducklake.<store>.*` conf)",
+        E.InvalidOptionError,
+        "did you mean 'ducklake.gcs.endpoint_url'?",
+    ),
+    BadInput(
+        "store-extra-missing",
+        "`gs://` / `az://` / `abfss://` data path without gcsfs / adlfs installed",
+        E.NotInstalledError,
+        "pip install 'pyspark-ducklake[gcs]'",
+    ),
     # --- accepted
     BadInput(
         "hostile-identifiers",

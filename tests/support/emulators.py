@@ -79,7 +79,9 @@ def _start(kind: str, command: list[str], folder: Path, ready: Callable[[Emulato
     deadline = time.monotonic() + timeout
     while True:
         if process.poll() is not None:
-            raise RuntimeError(f"{kind} emulator exited with {process.returncode}: {(folder / f'{kind}.log').read_text()}")
+            raise RuntimeError(
+                f"{kind} emulator exited with {process.returncode}: {(folder / f'{kind}.log').read_text()}"
+            )
         try:
             ready(emulator)
             return emulator
