@@ -220,3 +220,24 @@ def test_spark_batch_change_feed_and_sink_on_object_store(
     for text in (captured.out, captured.err, json.dumps(lake_options.get("catalog"))):
         assert secret is None or secret not in text
     lake.close()
+
+
+@pytest.mark.parametrize("emulator", ["azure"], indirect=True)
+def test_abfss_data_path_keeps_its_spelling(sqlite_catalog: Any, emulator: Emulator, bucket: str) -> None:
+    """``abfss://container@account.dfs.core.windows.net/…`` (adlfs over Azurite's blob API): the store lists it as
+    ``container/…``; the orphan scan spells it back as the catalog does (it listed ``abfss://container/…`` before,
+    outside the data path, and found no orphan at all)."""
+    data_path = f"abfss://{bucket}@devstoreaccount1.dfs.core.windows.net/lake/"
+    lake = pdl.connect(
+        sqlite_catalog.url, data_path, storage_options=emulator.storage_options(), data_inlining_row_limit=0
+    )
+    lake.create_table("main.t", SCHEMA)
+    lake.append("main.t", rows(0, 100))
+    lake.delete("main.t", [("id", "<", 10)])
+    stray = f"{data_path}main/t/ducklake-stray.parquet"
+    emulator.filesystem().pipe(f"{bucket}/lake/main/t/ducklake-stray.parquet", b"PAR1 partial")
+    assert lake.orphan_files(older_than=ZERO) == [stray]
+    lake.delete_orphan_files(older_than=ZERO)
+    assert canonical_rows(lake.scan("main.t")) == canonical_rows(rows(10, 90))
+    assert len(emulator.keys(bucket, "az")) == 2  # the data file and the delete file
+    lake.close()
