@@ -181,17 +181,24 @@ STATIC_REDACTION_DEFAULT = "(?i)secret|password|token|access[.]?key"
 # A value holding a URL with a password (scheme://user:password@host): Spark redacts a conf or option whose key or
 # value matches its redaction regexes.
 URL_PASSWORD_REGEX = r"://[^/\s@:]*:[^/\s@]*@"
+# ducklake.azure.account_key / connection_string (and an AccountKey= inside a value): Spark's default patterns
+# (secret, password, token, access key) miss them
+STORE_SECRET_REGEX = r"(?i)account_?key|connection_?string"
 _warned: set[str] = set()
 
 
 def hide_url_passwords_in_spark_ui(spark: Any) -> None:
-    """Add :data:`URL_PASSWORD_REGEX` to the session's ``spark.sql.redaction.options.regex``, so that a catalog URL
-    with a password set as runtime conf (``spark.conf.set``) or option shows as ``*********(redacted)`` in the
+    """Add :data:`URL_PASSWORD_REGEX` and :data:`STORE_SECRET_REGEX` to the session's
+    ``spark.sql.redaction.options.regex``, so that a catalog URL with a password, or an Azure account key or
+    connection string, set as runtime conf (``spark.conf.set``) or option shows as ``*********(redacted)`` in the
     SQL tab of the Spark UI, ``SET`` output and plans. (libpq's ``password=`` is already matched by Spark's default
     ``spark.redaction.regex``.)"""
     current = spark.conf.get(OPTIONS_REDACTION_CONF, None) or "(?i)url"
     if URL_PASSWORD_REGEX not in current:
-        spark.conf.set(OPTIONS_REDACTION_CONF, f"{current}|{URL_PASSWORD_REGEX}")
+        current = f"{current}|{URL_PASSWORD_REGEX}"
+        spark.conf.set(OPTIONS_REDACTION_CONF, current)
+    if STORE_SECRET_REGEX not in current:
+        spark.conf.set(OPTIONS_REDACTION_CONF, f"{current}|{STORE_SECRET_REGEX}")
 
 
 def _warn_static_passwords(conf: Mapping[str, str], static_regex: str) -> None:
