@@ -151,7 +151,7 @@ def test_spark_batch_change_feed_and_sink_on_object_store(
     spark: Any, sqlite_catalog: Any, emulator: Emulator, bucket: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """Executors write and read gs:// / az:// with the settings as ``ducklake.<store>.*`` options, then as Spark conf
-    (also read by the sink); no credentials in the environment."""
+    (also read by the sink), then as writeStream options; no credentials in the environment."""
     from pyspark.sql import functions as F
 
     from pyspark_ducklake import ducklake_sink
@@ -214,6 +214,22 @@ def test_spark_batch_change_feed_and_sink_on_object_store(
             spark.conf.unset("spark." + key)
         pdl.register(spark)
     assert canonical_rows(lake.scan("main.events")) == canonical_rows(rows(10_000, 2000))
+
+    # writeStream.format('ducklake'), the settings as its options (the conf is unset by now)
+    query = (
+        spark.readStream.schema("id BIGINT, kind STRING, amount DOUBLE")
+        .parquet(str(source))
+        .writeStream.format("ducklake")
+        .options(**lake_options)
+        .option("data_inlining_row_limit", "0")
+        .option("checkpointLocation", str(tmp_path / "checkpoint-ws"))
+        .trigger(availableNow=True)
+        .start("main.ws")
+    )
+    query.awaitTermination(120)
+    assert query.exception() is None
+    assert canonical_rows(lake.scan("main.ws")) == canonical_rows(rows(10_000, 2000))
+    assert any(k.startswith(f"{data_path}main/ws/") for k in emulator.keys(bucket, scheme))
     assert any(k.startswith(f"{data_path}main/events/") for k in emulator.keys(bucket, scheme))
     assert_duckdb_reads(lake, "sp", [first, second])
     assert_duckdb_reads(lake, "events", [lake.snapshots()[-1].snapshot_id])
