@@ -89,12 +89,16 @@ class LakeConfig:
 
     @property
     def storage_options(self) -> dict[str, Any] | None:
-        """fsspec options for the data path: gcsfs / adlfs ones for a ``gs://`` / ``az://`` data path (or, the data
-        path unknown, when only that store is configured), else s3fs ones (the environment's ``AWS_*`` fill in what is
+        """fsspec options for the data path (see :meth:`storage_options_for`)."""
+        return self.storage_options_for(self.data_path)
+
+    def storage_options_for(self, data_path: str | None) -> dict[str, Any] | None:
+        """fsspec options for ``data_path``: gcsfs / adlfs ones for a ``gs://`` / ``az://`` path (or, the path
+        unknown, when only that store is configured), else s3fs ones (the environment's ``AWS_*`` fill in what is
         not set)."""
-        store = store_of(self.data_path)
+        store = store_of(data_path)
         configured = {name for name, _, _ in self.stores}
-        if store is None and self.data_path is None and len(configured) == 1 and not self.s3:
+        if store is None and data_path is None and len(configured) == 1 and not self.s3:
             store = next(s for s in STORES if s.name in configured)
         if store is not None:
             return fsspec_options({k: v for name, k, v in self.stores if name == store.name}) or None
@@ -150,7 +154,11 @@ class LakeConfig:
             "storage_options": self.storage_options,
             "encrypted": self.encrypted,
         }
-        return Lake(self.catalog, self.data_path, **{**settings, **kwargs})
+        lake = Lake(self.catalog, self.data_path, **{**settings, **kwargs})
+        if self.data_path is None and "storage_options" not in kwargs:
+            # the data path came from the catalog: the settings of its store, not of another one configured
+            lake.storage_options = self.storage_options_for(lake.data_path)
+        return lake
 
 
 def spark_conf(spark: Any) -> dict[str, str]:

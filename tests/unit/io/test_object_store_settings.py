@@ -43,6 +43,19 @@ def test_store_settings_come_from_options_then_conf_and_follow_the_data_path() -
         assert KEY not in repr(config) and KEY not in str(config)
 
 
+def test_a_lake_found_in_the_catalog_gets_its_own_stores_settings(tmp_path: Path) -> None:
+    """No dataPath given: the catalog's gs:// data path picks the gcs settings, never the s3 ones also configured."""
+    catalog = f"sqlite:///{tmp_path / 'c.sqlite'}"
+    pdl.connect(catalog, "gs://bucket/lake/").close()
+    conf = {"spark.ducklake.s3.region": "eu", "spark.ducklake.gcs.project": "p"}
+    lake = LakeConfig.resolve({"catalog": catalog}, conf.get).connect()
+    assert lake.storage_options == {"project": "p"}
+    lake.close()
+    lake = LakeConfig.resolve({"catalog": catalog, "ducklake.s3.region": "eu"}).connect()
+    assert lake.storage_options is None  # s3fs arguments would break gcsfs
+    lake.close()
+
+
 def test_misspelt_store_setting_names_the_right_one(tmp_path: Path) -> None:
     lake = pdl.connect(f"sqlite:///{tmp_path / 'c.sqlite'}", str(tmp_path / "data"))
     with expect_bad_input("store-option-misspelt", lake):
