@@ -83,12 +83,16 @@ def open_in_duckdb(lake: Any, alias: str = "lake") -> Any:
     """A DuckDB connection with ``lake`` (a :class:`pyspark_ducklake.Lake`) attached as ``alias``.
 
     For an ``s3://`` data path it also loads ``httpfs`` (the ``duckdb-extension-httpfs`` wheel) and creates a
-    temporary S3 secret from the lake's storage options and the ``AWS_*`` environment.
+    temporary S3 secret from the lake's storage options and the ``AWS_*`` environment; for ``az://`` / ``abfss://``
+    it loads ``azure`` (the ``duckdb-extension-azure`` wheel) and creates an Azure secret the same way. A ``gs://``
+    lake needs a GCS secret (HMAC keys) the caller creates.
     """
     con = connect_duckdb()
     try:
         if lake.data_path.startswith(("s3://", "s3a://")):
             add_s3_secret(con, lake.storage_options)
+        elif lake.data_path.startswith(("az://", "abfs://", "abfss://")):
+            add_azure_secret(con, lake.storage_options)
         con.execute(attach_sql(lake.location.duckdb_attach(), lake.data_path, alias))
     except BaseException:
         con.close()
@@ -106,4 +110,17 @@ def add_s3_secret(con: Any, storage_options: dict[str, Any] | None = None, name:
 
     con.execute(f"LOAD {sql_string(extension_path('duckdb_extension_httpfs', 'httpfs'))}")
     params = ["TYPE s3", *(f"{k} {sql_string(v)}" for k, v in duckdb_secret_params(storage_options).items())]
+    con.execute(f"CREATE OR REPLACE TEMPORARY SECRET {sql_identifier(name)} ({', '.join(params)})")
+
+
+def add_azure_secret(con: Any, storage_options: dict[str, Any] | None = None, name: str = "ducklake_azure") -> None:
+    """Load ``azure`` into ``con`` and create a temporary Azure secret from adlfs options and ``AZURE_STORAGE_*``.
+
+    Raises:
+        NotInstalledError: the ``duckdb-extension-azure`` wheel is missing.
+    """
+    from pyspark_ducklake.io.object_stores import duckdb_azure_secret_params
+
+    con.execute(f"LOAD {sql_string(extension_path('duckdb_extension_azure', 'azure'))}")
+    params = ["TYPE azure", *(f"{k} {sql_string(v)}" for k, v in duckdb_azure_secret_params(storage_options).items())]
     con.execute(f"CREATE OR REPLACE TEMPORARY SECRET {sql_identifier(name)} ({', '.join(params)})")

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyspark_ducklake.exceptions import InvalidOptionError
+from pyspark_ducklake.io.object_stores import CONF_KEYS as STORE_CONF_KEYS
+from pyspark_ducklake.io.object_stores import STORES, store_of_option, unknown_setting_error
 from pyspark_ducklake.io.storage import CONF_KEYS as S3_CONF_KEYS
 from pyspark_ducklake.io.storage import CONF_PREFIX as S3_CONF_PREFIX
 from pyspark_ducklake.io.storage import OPTION_PREFIX as S3_OPTION_PREFIX
@@ -41,7 +43,7 @@ SPARK_CONF_DATA_PATH = "spark.ducklake.dataPath"
 ENV_CATALOG = "DUCKLAKE_CATALOG"
 ENV_DATA_PATH = "DUCKLAKE_DATA_PATH"
 # Spark conf keys a lake reads: where it is and the object-store settings (spark.ducklake.s3.*).
-SPARK_CONF_KEYS = (SPARK_CONF_CATALOG, SPARK_CONF_DATA_PATH, *S3_CONF_KEYS)
+SPARK_CONF_KEYS = (SPARK_CONF_CATALOG, SPARK_CONF_DATA_PATH, *S3_CONF_KEYS, *STORE_CONF_KEYS)
 
 
 # --- parsers: one per kind of value ---------------------------------------------------------------------------------
@@ -429,9 +431,10 @@ OPTIONS: tuple[Option, ...] = (
         "storage_options",
         frozenset({Entry.CONNECT, Entry.SINK}),
         parse_mapping,
-        "Spark conf `spark.ducklake.s3.*`, `AWS_*`",
-        "fsspec (s3fs) options for the data path (credentials, endpoint…); Spark takes `ducklake.s3.<name>` "
-        "options instead; see [Object storage](#object-storage)",
+        "Spark conf `spark.ducklake.s3.*` / `gcs.*` / `azure.*`, `AWS_*`, `AZURE_STORAGE_*`",
+        "fsspec (s3fs, gcsfs, adlfs) options for the data path (credentials, endpoint…); Spark takes "
+        "`ducklake.s3.<name>`, `ducklake.gcs.<name>`, `ducklake.azure.<name>` options instead; see "
+        "[Object storage](#object-storage)",
         LAKE,
     ),
     Option("author", frozenset({Entry.CONNECT}), parse_text, "none", "the `author` of every snapshot committed", LAKE),
@@ -673,6 +676,12 @@ def lookup(key: str, *entries: Entry) -> Option | None:
                 f"{', '.join(S3_OPTION_PREFIX + n for n in S3_SETTINGS)}"
             )
         return None
+    store = store_of_option(key) if spark else None
+    if store is not None:
+        if lower[len(store.option_prefix) :] not in store.settings:
+            hint = _suggest(key, [store.option_prefix + n for n in store.settings])
+            raise unknown_setting_error(key, store, f" for {where}", hint)
+        return None
     for entry in entries:
         option = _BY_ENTRY[entry].get(lower)
         if option is not None:
@@ -685,10 +694,12 @@ def lookup(key: str, *entries: Entry) -> Option | None:
     accepted = [(e, o) for e in entries for o in options_for(e)]
     names = [s for _, o in accepted for s in o.spellings]
     names += [S3_OPTION_PREFIX + n for n in S3_SETTINGS] if spark else []
+    names += [st.option_prefix + n for st in STORES for n in st.settings] if spark else []
     documented = list(dict.fromkeys(o.display(e) for e, o in accepted if o.section is not None))
     raise InvalidOptionError(
         f"unknown option {key!r} for {where}{_suggest(key, names)} Its options are: {', '.join(documented)}"
         + (f", {S3_OPTION_PREFIX}<name>" if spark else "")
+        + ("".join(f", {st.option_prefix}<name>" for st in STORES) if spark else "")
         + " (names are case-insensitive; see the README's option tables)"
     )
 
@@ -748,7 +759,8 @@ def check_spark_conf(keys: Iterable[str]) -> None:
         hint = _suggest(key, known.values())
         raise InvalidOptionError(
             f"unknown Spark conf {key!r}{hint} The DuckLake conf keys are {SPARK_CONF_CATALOG}, "
-            f"{SPARK_CONF_DATA_PATH} and {S3_CONF_PREFIX}<name> ({', '.join(S3_SETTINGS)})"
+            f"{SPARK_CONF_DATA_PATH}, {S3_CONF_PREFIX}<name> ({', '.join(S3_SETTINGS)})"
+            + "".join(f", {st.conf_prefix}<name> ({', '.join(st.settings)})" for st in STORES)
         )
 
 

@@ -8,7 +8,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 VENV=.venv
 STAMP="$VENV/.setup-stamp"
 PYTHON="${PYTHON:-python3}"
-EXTRAS="postgres,kafka,s3"
+EXTRAS="postgres,kafka,s3,gcs,azure"
 GROUPS_TO_INSTALL=(test dev)
 
 want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
@@ -53,6 +53,11 @@ echo "setup: installing pyspark-ducklake[$EXTRAS] (editable) and groups: ${GROUP
 
 if ! command -v java >/dev/null; then
     echo "setup: warning: no 'java' on PATH; Spark needs a JDK 17 (apt-get install openjdk-17-jre-headless)" >&2
+fi
+
+# Azurite (npm) for the az:// tests, into .cache/azurite; without npm those tests fail and say how to get it
+if command -v npm >/dev/null; then bash scripts/azurite.sh install >/dev/null; else
+    echo "setup: warning: no 'npm' on PATH; the Azure tests need it for Azurite (apt-get install nodejs npm)" >&2
 fi
 
 echo "$want" >"$STAMP"

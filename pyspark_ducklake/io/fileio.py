@@ -13,6 +13,7 @@ from fsspec.core import url_to_fs
 from fsspec.registry import known_implementations
 
 from pyspark_ducklake.exceptions import DataFileError, NotInstalledError
+from pyspark_ducklake.io.object_stores import open_filesystem, store_of
 from pyspark_ducklake.io.storage import S3_PROTOCOLS, describe_error, with_env_defaults
 
 log = logging.getLogger(__name__)
@@ -33,16 +34,21 @@ def filesystem(path: str, storage_options: dict[str, Any] | None = None) -> tupl
         opts = with_env_defaults(opts)
         # Other processes (executors, other writers) add files: a cached listing would hide them from reads.
         opts.setdefault("use_listings_cache", False)
+    elif store_of(path) is not None:
+        opts = {"use_listings_cache": False, **opts}  # as for S3
     key = (protocol, tuple(sorted((k, repr(v)) for k, v in opts.items())))
     with _lock:
         fs = _cache.get(key)
     try:
         if fs is None:
-            fs, _ = url_to_fs(path, **opts)
+            fs = open_filesystem(protocol, opts)
+            if fs is None:
+                fs, _ = url_to_fs(path, **opts)
             with _lock:
                 _cache[key] = fs
     except ImportError as e:
-        extra = "s3" if protocol in ("s3", "s3a") else protocol
+        store = store_of(path)
+        extra = "s3" if protocol in ("s3", "s3a") else store.extra if store else protocol
         raise NotInstalledError(
             f"no filesystem for {protocol}:// paths: pip install 'pyspark-ducklake[{extra}]' ({e})"
         ) from e
@@ -99,8 +105,18 @@ def list_files(root: str, storage_options: dict[str, Any] | None = None) -> list
     for path, info in sorted(found.items()):
         if info.get("type", "file") != "file":
             continue
-        out.append((path if not prefix or path.startswith(prefix) else prefix + path.lstrip("/"), _mtime(info)))
+        out.append((_spelled_as_root(root, p, path, prefix), _mtime(info)))
     return out
+
+
+def _spelled_as_root(root: str, stripped_root: str, path: str, prefix: str) -> str:
+    if not prefix or path.startswith(prefix):
+        return path
+    base = stripped_root.rstrip("/")
+    # abfss://container@account.dfs.core.windows.net/x lists as container/x: keep the root's spelling
+    if base and path.startswith(base + "/"):
+        return root.rstrip("/") + path[len(base) :]
+    return prefix + path.lstrip("/")
 
 
 def _mtime(info: dict[str, Any]) -> dt.datetime | None:

@@ -22,7 +22,7 @@ from pyspark_ducklake.exceptions import DataFileError, DuckLakeError, EncryptedL
 from pyspark_ducklake.io import thrift_compact as tc
 from pyspark_ducklake.io.encryption import decode_key, encode_key, encrypt_file, new_key, open_encrypted, undecryptable
 from pyspark_ducklake.io.fileio import ensure_parent, filesystem
-from pyspark_ducklake.io.storage import describe_error
+from pyspark_ducklake.io.storage import describe_error, scrubbed
 from pyspark_ducklake.io.variant_parquet import collapse_stats, mark_variant_columns, to_parquet_form, variant_columns
 
 log = logging.getLogger(__name__)
@@ -171,7 +171,7 @@ def write_table(
         raise DataFileError(
             f"could not write data file {path}: {describe_error(e, storage_options)}; check that the data path is "
             "reachable and writable (endpoint, credentials, permissions) and retry: nothing was committed"
-        ) from e
+        ) from scrubbed(e, storage_options)
     try:
         described = collapse_stats(
             table.schema, variants, _describe(leaves, arrays, metadata, nan_leaves, stats), table.num_rows
@@ -597,7 +597,7 @@ def _read_encrypted(
         raise DataFileError(
             f"data file {path} could not be read: {describe_error(e, storage_options)}; check that the data path is "
             "reachable and retry"
-        ) from e
+        ) from scrubbed(e, storage_options)
     pf = open_encrypted(data, key, path)
     try:
         return pf.read(columns=pick(pf.schema_arrow), use_threads=True)

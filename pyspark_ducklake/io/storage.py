@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pyspark_ducklake.exceptions import InvalidOptionError
+from pyspark_ducklake.io.object_stores import secret_values
 
 S3_PROTOCOLS = ("s3", "s3a")
 OPTION_PREFIX = "ducklake.s3."
@@ -118,6 +119,7 @@ def secrets_of(options: Mapping[str, Any] | None) -> list[str]:
     values = [str(v) for k, v in (options or {}).items() if k in ("secret", "token") and v]
     env = s3_settings_from_env()
     values += [env[name] for name in SECRET_SETTINGS if env.get(name)]
+    values += secret_values(options)
     return [v for v in values if len(v) >= 4]
 
 
@@ -131,6 +133,23 @@ def redact(text: str, options: Mapping[str, Any] | None = None) -> str:
 def describe_error(error: BaseException, options: Mapping[str, Any] | None = None) -> str:
     """``Class: message`` of a storage error, secrets scrubbed."""
     return redact(f"{type(error).__name__}: {error}", options)
+
+
+def scrubbed(error: BaseException, options: Mapping[str, Any] | None = None) -> BaseException:
+    """``error`` to chain (``raise ... from``) under our own error: itself, or, when its text or a cause's holds a
+    secret (gcsfs puts a raw OAuth token in the URL it reports), a bare ``OSError`` with the text scrubbed, so that no
+    printed traceback shows the secret."""
+    secrets = secrets_of(options)
+    texts: list[str] = []
+    seen: set[int] = set()
+    e: BaseException | None = error
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        texts.append(str(e))
+        e = e.__cause__ or e.__context__
+    if any(secret in text for secret in secrets for text in texts):
+        return OSError(describe_error(error, options))
+    return error
 
 
 def duckdb_secret_params(options: Mapping[str, Any] | None) -> dict[str, str]:

@@ -12,6 +12,7 @@ from typing import Any
 from pyspark_ducklake.catalog.location import redact_location
 from pyspark_ducklake.catalog.transaction import RetryConfig
 from pyspark_ducklake.exceptions import LakeNotConfiguredError
+from pyspark_ducklake.io.object_stores import STORES, fsspec_options, settings_from_options, store_of
 from pyspark_ducklake.io.storage import s3_settings_from_options, s3fs_options
 from pyspark_ducklake.lake import Lake
 from pyspark_ducklake.options import (
@@ -73,6 +74,8 @@ class LakeConfig:
     # ducklake.s3.* settings from options and Spark conf (secrets: never in the repr)
     s3: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     encrypted: bool | None = None  # option 'encrypted': create the lake encrypted / check the lake's setting
+    # ducklake.gcs.* / ducklake.azure.* settings as (store, name, value) (secrets: never in the repr)
+    stores: tuple[tuple[str, str, str], ...] = field(default=(), repr=False)
 
     def __repr__(self) -> str:
         # the catalog URL may carry a password and the s3 settings secrets: neither appears
@@ -86,7 +89,19 @@ class LakeConfig:
 
     @property
     def storage_options(self) -> dict[str, Any] | None:
-        """fsspec (s3fs) options for the data path; the environment's ``AWS_*`` fill in what is not set."""
+        """fsspec options for the data path (see :meth:`storage_options_for`)."""
+        return self.storage_options_for(self.data_path)
+
+    def storage_options_for(self, data_path: str | None) -> dict[str, Any] | None:
+        """fsspec options for ``data_path``: gcsfs / adlfs ones for a ``gs://`` / ``az://`` path (or, the path
+        unknown, when only that store is configured), else s3fs ones (the environment's ``AWS_*`` fill in what is
+        not set)."""
+        store = store_of(data_path)
+        configured = {name for name, _, _ in self.stores}
+        if store is None and data_path is None and len(configured) == 1 and not self.s3:
+            store = next(s for s in STORES if s.name in configured)
+        if store is not None:
+            return fsspec_options({k: v for name, k, v in self.stores if name == store.name}) or None
         return s3fs_options(dict(self.s3)) or None
 
     @classmethod
@@ -125,6 +140,9 @@ class LakeConfig:
             retry=retry_config(options),
             catalog_source=source,
             s3=_s3_settings(options, conf),
+            stores=tuple(
+                sorted((st, k, v) for st, kv in settings_from_options(options, conf).items() for k, v in kv.items())
+            ),
             encrypted=None if encrypted is None else parse_bool(encrypted, ENCRYPTED),
         )
 
@@ -136,7 +154,11 @@ class LakeConfig:
             "storage_options": self.storage_options,
             "encrypted": self.encrypted,
         }
-        return Lake(self.catalog, self.data_path, **{**settings, **kwargs})
+        lake = Lake(self.catalog, self.data_path, **{**settings, **kwargs})
+        if self.data_path is None and "storage_options" not in kwargs:
+            # the data path came from the catalog: the settings of its store, not of another one configured
+            lake.storage_options = self.storage_options_for(lake.data_path)
+        return lake
 
 
 def spark_conf(spark: Any) -> dict[str, str]:
@@ -167,17 +189,24 @@ STATIC_REDACTION_DEFAULT = "(?i)secret|password|token|access[.]?key"
 # A value holding a URL with a password (scheme://user:password@host): Spark redacts a conf or option whose key or
 # value matches its redaction regexes.
 URL_PASSWORD_REGEX = r"://[^/\s@:]*:[^/\s@]*@"
+# ducklake.azure.account_key / connection_string (and an AccountKey= inside a value): Spark's default patterns
+# (secret, password, token, access key) miss them
+STORE_SECRET_REGEX = r"(?i)account_?key|connection_?string"
 _warned: set[str] = set()
 
 
 def hide_url_passwords_in_spark_ui(spark: Any) -> None:
-    """Add :data:`URL_PASSWORD_REGEX` to the session's ``spark.sql.redaction.options.regex``, so that a catalog URL
-    with a password set as runtime conf (``spark.conf.set``) or option shows as ``*********(redacted)`` in the
+    """Add :data:`URL_PASSWORD_REGEX` and :data:`STORE_SECRET_REGEX` to the session's
+    ``spark.sql.redaction.options.regex``, so that a catalog URL with a password, or an Azure account key or
+    connection string, set as runtime conf (``spark.conf.set``) or option shows as ``*********(redacted)`` in the
     SQL tab of the Spark UI, ``SET`` output and plans. (libpq's ``password=`` is already matched by Spark's default
     ``spark.redaction.regex``.)"""
     current = spark.conf.get(OPTIONS_REDACTION_CONF, None) or "(?i)url"
     if URL_PASSWORD_REGEX not in current:
-        spark.conf.set(OPTIONS_REDACTION_CONF, f"{current}|{URL_PASSWORD_REGEX}")
+        current = f"{current}|{URL_PASSWORD_REGEX}"
+        spark.conf.set(OPTIONS_REDACTION_CONF, current)
+    if STORE_SECRET_REGEX not in current:
+        spark.conf.set(OPTIONS_REDACTION_CONF, f"{current}|{STORE_SECRET_REGEX}")
 
 
 def _warn_static_passwords(conf: Mapping[str, str], static_regex: str) -> None:

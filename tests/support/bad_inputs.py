@@ -601,6 +601,19 @@ CASES: tuple[BadInput, ...] = (
         E.DataFileError,
         "restore the file as it was, or remove it from the table",
     ),
+    # --- object stores (#16 item 9): gs://, az:// / abfss://
+    BadInput(
+        "store-option-misspelt",
+        "misspelt `ducklake.gcs.*` / `ducklake.azure.*` option (or `spark.ducklake.<store>.*` conf)",
+        E.InvalidOptionError,
+        "did you mean 'ducklake.gcs.endpoint_url'?",
+    ),
+    BadInput(
+        "store-extra-missing",
+        "`gs://` / `az://` / `abfss://` data path without gcsfs / adlfs installed",
+        E.NotInstalledError,
+        "pip install 'pyspark-ducklake[gcs]'",
+    ),
     # --- accepted
     BadInput(
         "hostile-identifiers",

@@ -83,7 +83,11 @@ def test_options_module_imports_nothing_above_it() -> None:
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     ours = {m for m in imported if m.startswith("pyspark_ducklake")}
-    assert ours <= {"pyspark_ducklake.exceptions", "pyspark_ducklake.io.storage"}, ours
+    assert ours <= {
+        "pyspark_ducklake.exceptions",
+        "pyspark_ducklake.io.storage",
+        "pyspark_ducklake.io.object_stores",
+    }, ours
     assert not any(m.split(".")[0] in ("pyspark", "sqlalchemy") for m in imported)
 
 
