@@ -12,10 +12,12 @@ import datetime as dt
 import decimal
 import json
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pytest
 from sqlalchemy import create_engine, text
 
 import pyspark_ducklake as pdl
@@ -243,7 +245,22 @@ def test_bad_variant_writes_are_refused_with_nothing_written(sqlite_catalog: Any
         lake.append("main.n", nested)
 
 
-def test_spark_reads_and_writes_variant(sqlite_catalog: Any, duckdb_lake: Any, spark: Any) -> None:
+@pytest.fixture
+def lake_conf(spark: Any, sqlite_catalog: Any) -> Iterator[None]:
+    """The session's ``spark.ducklake.*`` conf names the lake; unset and registered again afterwards (the one
+    SparkSession serves every test, and ``register`` captures the conf)."""
+    spark.conf.set("spark.ducklake.catalog", sqlite_catalog.url)
+    spark.conf.set("spark.ducklake.dataPath", sqlite_catalog.data_path)
+    pdl.register(spark)
+    try:
+        yield
+    finally:
+        spark.conf.unset("spark.ducklake.catalog")
+        spark.conf.unset("spark.ducklake.dataPath")
+        pdl.register(spark)
+
+
+def test_spark_reads_and_writes_variant(sqlite_catalog: Any, duckdb_lake: Any, spark: Any, lake_conf: None) -> None:
     from pyspark.sql import functions as F
 
     from pyspark_ducklake.spark_parquet_read import plan_read
@@ -251,9 +268,6 @@ def test_spark_reads_and_writes_variant(sqlite_catalog: Any, duckdb_lake: Any, s
     con = duckdb_lake(sqlite_catalog, inlining_row_limit=10)
     duckdb_history(con)
     url = sqlite_catalog.url
-    spark.conf.set("spark.ducklake.catalog", url)
-    spark.conf.set("spark.ducklake.dataPath", sqlite_catalog.data_path)
-    pdl.register(spark)
 
     def spark_rows(df: Any) -> list[tuple[int, Any]]:
         return sorted(
