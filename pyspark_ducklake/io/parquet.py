@@ -22,6 +22,7 @@ from pyspark_ducklake.exceptions import DataFileError, DuckLakeError, EncryptedL
 from pyspark_ducklake.io import thrift_compact as tc
 from pyspark_ducklake.io.encryption import decode_key, encode_key, encrypt_file, new_key, open_encrypted, undecryptable
 from pyspark_ducklake.io.fileio import ensure_parent, filesystem
+from pyspark_ducklake.io.parquet_footer import edit_top_level_columns
 from pyspark_ducklake.io.storage import describe_error, scrubbed
 from pyspark_ducklake.io.variant_parquet import collapse_stats, mark_variant_columns, to_parquet_form, variant_columns
 
@@ -482,51 +483,17 @@ def _interval_file_bytes(table: pa.Table, intervals: list[str], no_stats: set[st
 def mark_interval_columns(data: bytes, names: set[str]) -> bytes:
     """Rewrite a Parquet file's footer so the top-level FLBA(12) columns ``names`` carry converted type INTERVAL.
 
-    Data pages do not move (the footer follows them); every other footer field is re-encoded byte for byte.
+    Raises:
+        DataFileError: a named column is missing or not FIXED_LEN_BYTE_ARRAY(12).
     """
-    if len(data) < 12 or data[-4:] != b"PAR1" or data[:4] != b"PAR1":
-        raise DataFileError("not a plain (unencrypted) Parquet file")
-    footer_len = struct.unpack("<I", data[-8:-4])[0]
-    start = len(data) - 8 - footer_len
-    meta, end = tc.decode_struct(data, start)
-    if end != len(data) - 8:
-        raise DataFileError("Parquet footer does not end where its length says")
-    schema_field = meta.get(2)
-    if schema_field is None or not isinstance(schema_field.value, tc.ListValue):
-        raise DataFileError("Parquet footer has no schema")
-    elements: list[tc.Struct] = schema_field.value.items
 
-    def children(el: tc.Struct) -> int:
-        f = el.get(5)
-        return int(f.value) if f is not None else 0
+    def mark(name: str, el: tc.Struct) -> None:
+        type_f, len_f = el.get(1), el.get(2)
+        if type_f is None or type_f.value != _FLBA or len_f is None or len_f.value != 12:
+            raise DataFileError(f"column {name!r} is not FIXED_LEN_BYTE_ARRAY(12) in the written file")
+        el.set(6, tc.I32, CONVERTED_TYPE_INTERVAL)
 
-    def subtree(i: int) -> int:
-        count = 1
-        j = i + 1
-        for _ in range(children(elements[i])):
-            k = subtree(j)
-            j += k
-            count += k
-        return count
-
-    found: set[str] = set()
-    i = 1
-    for _ in range(children(elements[0])):
-        el = elements[i]
-        name_f = el.get(4)
-        name = bytes(name_f.value).decode() if name_f is not None else None
-        if name in names:
-            type_f, len_f = el.get(1), el.get(2)
-            if type_f is None or type_f.value != _FLBA or len_f is None or len_f.value != 12:
-                raise DataFileError(f"column {name!r} is not FIXED_LEN_BYTE_ARRAY(12) in the written file")
-            el.set(6, tc.I32, CONVERTED_TYPE_INTERVAL)
-            found.add(name)
-        i += subtree(i)
-    missing = names - found
-    if missing:
-        raise DataFileError(f"columns {sorted(missing)} not found in the written file's schema")
-    footer = tc.encode_struct(meta)
-    return data[:start] + footer + struct.pack("<I", len(footer)) + b"PAR1"
+    return edit_top_level_columns(data, names, mark)
 
 
 def read_table(

@@ -10,13 +10,12 @@ where nothing is shredded: ``value_count`` = rows, ``null_count`` = 0, no min/ma
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 import pyarrow as pa
 
-from pyspark_ducklake.exceptions import DataFileError
 from pyspark_ducklake.io import thrift_compact as tc
+from pyspark_ducklake.io.parquet_footer import edit_top_level_columns
 from pyspark_ducklake.io.variant import PARQUET_TYPE, is_variant_type, parquet_form
 
 _SPEC_VERSION = 1
@@ -46,54 +45,17 @@ def to_parquet_form(table: pa.Table, names: list[str]) -> pa.Table:
 
 
 def mark_variant_columns(data: bytes, names: set[str]) -> bytes:
-    """Rewrite a plain Parquet file's footer so the top-level groups ``names`` carry the ``VARIANT(1)`` logical
-    type (data pages do not move; every other footer field is re-encoded as it was).
+    """Rewrite a plain Parquet file's footer so the top-level groups ``names`` carry the ``VARIANT(1)`` logical type.
 
     Raises:
         DataFileError: the file is not plain Parquet, or a named group is missing.
     """
-    if len(data) < 12 or data[-4:] != b"PAR1" or data[:4] != b"PAR1":
-        raise DataFileError("not a plain (unencrypted) Parquet file")
-    footer_len = struct.unpack("<I", data[-8:-4])[0]
-    start = len(data) - 8 - footer_len
-    meta, end = tc.decode_struct(data, start)
-    if end != len(data) - 8:
-        raise DataFileError("Parquet footer does not end where its length says")
-    schema_field = meta.get(2)
-    if schema_field is None or not isinstance(schema_field.value, tc.ListValue):
-        raise DataFileError("Parquet footer has no schema")
-    elements: list[tc.Struct] = schema_field.value.items
-    found: set[str] = set()
-    i = 1
-    for _ in range(_children(elements[0])):
-        el = elements[i]
-        name_f = el.get(4)
-        name = bytes(name_f.value).decode() if name_f is not None else None
-        if name in names:
-            variant = tc.Struct([tc.Field(1, tc.BYTE, _SPEC_VERSION)])
-            el.set(_LOGICAL_TYPE, tc.STRUCT, tc.Struct([tc.Field(_VARIANT, tc.STRUCT, variant)]))
-            found.add(name)
-        i += _subtree(elements, i)
-    missing = names - found
-    if missing:
-        raise DataFileError(f"columns {sorted(missing)} not found in the written file's schema")
-    footer = tc.encode_struct(meta)
-    return data[:start] + footer + struct.pack("<I", len(footer)) + b"PAR1"
 
+    def mark(_name: str, el: tc.Struct) -> None:
+        variant = tc.Struct([tc.Field(1, tc.BYTE, _SPEC_VERSION)])
+        el.set(_LOGICAL_TYPE, tc.STRUCT, tc.Struct([tc.Field(_VARIANT, tc.STRUCT, variant)]))
 
-def _children(el: tc.Struct) -> int:
-    f = el.get(5)
-    return int(f.value) if f is not None else 0
-
-
-def _subtree(elements: list[tc.Struct], i: int) -> int:
-    count = 1
-    j = i + 1
-    for _ in range(_children(elements[i])):
-        k = _subtree(elements, j)
-        j += k
-        count += k
-    return count
+    return edit_top_level_columns(data, names, mark)
 
 
 def collapse_stats(schema: pa.Schema, names: list[str], described: list[Any], rows: int) -> list[Any]:
