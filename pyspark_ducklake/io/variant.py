@@ -358,14 +358,7 @@ def encode_object(fields: dict[str, bytes], metadata: Metadata) -> bytes:
     out += len(names).to_bytes(4 if large else 1, "little")
     for i in ids:
         out += i.to_bytes(id_size, "little")
-    offset = 0
-    for v in values:
-        out += offset.to_bytes(offset_size, "little")
-        offset += len(v)
-    out += offset.to_bytes(offset_size, "little")
-    for v in values:
-        out += v
-    return bytes(out)
+    return _with_offsets(out, values, offset_size)
 
 
 def encode_array(elements: list[bytes]) -> bytes:
@@ -375,12 +368,17 @@ def encode_array(elements: list[bytes]) -> bytes:
     large = len(elements) > 0xFF
     out = bytearray([_ARRAY | ((offset_size - 1) << 2) | (int(large) << 4)])
     out += len(elements).to_bytes(4 if large else 1, "little")
+    return _with_offsets(out, elements, offset_size)
+
+
+def _with_offsets(out: bytearray, values: list[bytes], offset_size: int) -> bytes:
+    """``out`` (an object's or array's header) followed by the values' offsets, the end offset and the values."""
     offset = 0
-    for v in elements:
+    for v in values:
         out += offset.to_bytes(offset_size, "little")
         offset += len(v)
     out += offset.to_bytes(offset_size, "little")
-    for v in elements:
+    for v in values:
         out += v
     return bytes(out)
 
