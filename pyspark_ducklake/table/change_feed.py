@@ -92,7 +92,7 @@ UPDATE_PREIMAGE = "update_preimage"
 UPDATE_POSTIMAGE = "update_postimage"
 
 _ALL_ROWS = 2**62  # a snapshot id newer than any: read every row version of a file
-_MAX_THREADS = 4  # files read at once by table_changes
+_MAX_THREADS = 4  # threads of table_changes (files read at once, columns gathered at once)
 _COMPACTED = re.compile(r"(?:^|,)compacted_table:(\d+)")
 
 SnapshotRef = int | dt.datetime
@@ -629,8 +629,8 @@ def _reorder(rows: pa.Table, order: np.ndarray) -> pa.Table:
     run_lengths = np.diff(np.append(run_starts, n))
     long = run_lengths >= _MIN_RUN
     if not long.any():
-        return rows.take(pa.array(order))
-    gathered = rows.take(pa.array(order[np.repeat(~long, run_lengths)]))
+        return _take(rows, order)
+    gathered = _take(rows, order[np.repeat(~long, run_lengths)])
     # Segments: each long run alone, and each stretch of short runs between them.
     new_segment = long.copy()
     new_segment[1:] |= long[:-1]
@@ -646,6 +646,19 @@ def _reorder(rows: pa.Table, order: np.ndarray) -> pa.Table:
             pieces.append(gathered.slice(taken, size))
             taken += size
     return pa.concat_tables(pieces)
+
+
+_PARALLEL_TAKE = 65_536  # rows gathered from which each column is gathered in its own thread
+
+
+def _take(rows: pa.Table, indices: np.ndarray) -> pa.Table:
+    """``rows.take(indices)``; a large gather takes the columns in threads (pyarrow's take is one column after
+    another, and releases the GIL), which halves it on two cores."""
+    idx = pa.array(indices)
+    if len(indices) < _PARALLEL_TAKE or rows.num_columns < 2:
+        return rows.take(idx)
+    columns = in_threads([functools.partial(pc.take, column, idx) for column in rows.columns])
+    return pa.Table.from_arrays(columns, schema=rows.schema)
 
 
 CHANGE_KINDS = pa.array([INSERT, DELETE, UPDATE_PREIMAGE, UPDATE_POSTIMAGE], pa.string())
@@ -730,7 +743,7 @@ def table_changes(
 
 
 def in_threads(calls: list[functools.partial[_T]]) -> list[_T]:
-    """Run the file tasks a few at a time: Parquet decoding releases the GIL, so files overlap their waits."""
+    """Run calls a few at a time (file tasks, column gathers): pyarrow releases the GIL, so they overlap."""
     workers = min(len(calls), os.cpu_count() or 1, _MAX_THREADS)
     if workers <= 1:
         return [call() for call in calls]

@@ -57,12 +57,21 @@ def _match(file_fields: list[tuple[pa.Field, pa.Array]], column: Column) -> tupl
 def conform_table(data: pa.Table, schema: TableSchema, columns: list[str] | None = None) -> pa.Table:
     """Project and convert a file's table to ``schema`` (optionally only ``columns``)."""
     wanted = [c for c in schema.columns if columns is None or c.name in columns]
-    fields = [(data.schema.field(i), data.column(i).combine_chunks()) for i in range(data.num_columns)]
-    arrays = []
+    fields = [(data.schema.field(i), data.column(i)) for i in range(data.num_columns)]
+    arrays: list[pa.Array | pa.ChunkedArray] = []
     for column in wanted:
         m = _match(fields, column)
-        arrays.append(default_array(column, data.num_rows) if m is None else conform_array(m[1], column))
+        if m is None:
+            arrays.append(default_array(column, data.num_rows))
+        elif column.type not in _NESTED and m[1].type == arrow_type(column):
+            arrays.append(m[1])  # already the table's type: kept as read, row groups and all (no copy)
+        else:
+            arrays.append(conform_array(m[1].combine_chunks(), column))
     return pa.Table.from_arrays(arrays, schema=pa.schema([arrow_field(c) for c in wanted]))
+
+
+# Conformed child by child (matched by field id, so equal Arrow types are not enough), and VARIANT (un-shredded).
+_NESTED = frozenset({"struct", "list", "map", "variant"})
 
 
 def conform_array(arr: pa.Array, column: Column) -> pa.Array:
