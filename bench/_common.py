@@ -239,15 +239,25 @@ class ForeignLoad:
         with self._lock:
             return dict(self.by_process)
 
-    def wait_quiet(self, max_wait: float, window: float = 3.0, threshold: float = 0.1) -> float:
-        """Wait until foreign processes used < ``threshold`` cores over ``window`` seconds; returns the wait."""
+    def wait_quiet(
+        self, max_wait: float, window: float = 3.0, threshold: float = 0.1, *, own_too: bool = False
+    ) -> float:
+        """Wait until foreign processes used < ``threshold`` cores over ``window`` seconds; returns the wait.
+
+        ``own_too``: this benchmark's own processes as well, so a JVM still collecting garbage or finishing a job
+        after the previous measurement (it runs on, on the same cores) does not slow the next one.
+        """
         if not self.available:
             return 0.0
+
+        def used() -> float:
+            return self.now() + (self.own()[0] if own_too else 0.0)
+
         t0 = time.perf_counter()
         while True:
-            before = self.now()
+            before = used()
             time.sleep(window)
-            if (self.now() - before) / window < threshold or time.perf_counter() - t0 >= max_wait:
+            if (used() - before) / window < threshold or time.perf_counter() - t0 >= max_wait:
                 return time.perf_counter() - t0 - window
 
     def close(self) -> None:

@@ -479,7 +479,7 @@ def main(argv: list[str] | None = None) -> int:
             for name, fn in operations:
                 tries: list[Measurement] = []
                 for _ in range(args.max_tries):
-                    waited = load.wait_quiet(args.quiet_wait)
+                    waited = load.wait_quiet(args.quiet_wait, own_too=True)
                     m = measure(load, fn)
                     tries.append(m)
                     attempts.append(

@@ -394,7 +394,7 @@ class Bench:
         a = self.args
         best: Timed | None = None
         for _ in range(a.max_tries):
-            self.load.wait_quiet(a.quiet_wait)
+            self.load.wait_quiet(a.quiet_wait, own_too=True)
             inner: list[float | None] = []
             m: Measurement = measure(self.load, functools.partial(_call_into, fn, inner))
             seconds = inner[0] if inner and inner[0] is not None else m.seconds
