@@ -123,6 +123,19 @@ full_page_writes = off
 EOF
 }
 
+# Logical decoding for Debezium's PostgreSQL connector (scripts/debezium.sh): added to clusters made before it too.
+# Takes effect at the next start of the server.
+logical_wal() {
+    grep -q '^wal_level = logical' "$DATA/postgresql.conf" && return 0
+    cat >>"$DATA/postgresql.conf" <<'EOF'
+
+# scripts/postgres.sh: logical decoding (Debezium's PostgreSQL connector).
+wal_level = logical
+max_replication_slots = 20
+max_wal_senders = 20
+EOF
+}
+
 # A postmaster.pid left by a server that no longer exists (e.g. a machine handed over) can block start-up when its
 # PID has been reused by another process.
 remove_stale_pid() {
@@ -153,6 +166,7 @@ start() {
         die "port $PORT is taken by a PostgreSQL that refuses trust login as '$SUPERUSER'; set DUCKLAKE_PG_PORT"
     fi
     init_cluster
+    logical_wal
     remove_stale_pid
     log "starting on $HOST:$PORT (log: $LOG)"
     if ! as_owner "$BIN/pg_ctl" start -D "$DATA" -l "$LOG" -w -t 60 -o "-p $PORT" >/dev/null; then
