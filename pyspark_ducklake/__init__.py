@@ -61,6 +61,16 @@ def add_files(spark: object, table: str, paths: object, **options: object) -> in
     return _add_files(spark, table, paths, **options)  # type: ignore[arg-type]
 
 
+def debezium(df: object, schema: object, **options: object) -> object:
+    """Debezium's change events (Kafka messages) as the rows they leave plus ``op`` and ``lsn``, for an upsert; see
+    :func:`pyspark_ducklake.spark_debezium.debezium`."""
+    from pyspark_ducklake.options import check_keywords
+    from pyspark_ducklake.spark_debezium import debezium as _debezium
+
+    check_keywords(options, ("value_column", "op_column", "order_column", "timestamp_unit"), "debezium()")
+    return _debezium(df, schema, **options)  # type: ignore[arg-type]
+
+
 def register(spark: object) -> object:
     """Register the ``ducklake`` Spark data source (``spark.read.format("ducklake")``) with ``spark``."""
     from pyspark_ducklake.datasource import register as _register
@@ -76,6 +86,7 @@ __all__ = [
     "__version__",
     "add_files",
     "connect",
+    "debezium",
     "ducklake_sink",
     "read_table",
     "register",
