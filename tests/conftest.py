@@ -175,3 +175,33 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     )
     yield session
     session.stop()
+
+
+def _lake_conf(session: SparkSession) -> dict[str, str]:
+    return {k: v for k, v in session.conf.getAll.items() if k.lower().startswith("spark.ducklake.")}
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_lake_conf(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test using the shared SparkSession must leave its ``spark.ducklake.*`` conf as it found it: a leaked
+    catalog or data path sends later tests on the same worker to another lake (``register`` captures the conf).
+    One conf read before and after each Spark test; a leak fails the test that leaked and is cleaned up."""
+    if "spark" not in request.fixturenames:
+        yield
+        return
+    session: SparkSession = request.getfixturevalue("spark")
+    before = _lake_conf(session)
+    yield
+    after = _lake_conf(session)
+    leaked = sorted(k for k in after.keys() | before.keys() if after.get(k) != before.get(k))
+    if not leaked:
+        return
+    for key in leaked:
+        if key in before:
+            session.conf.set(key, before[key])
+        else:
+            session.conf.unset(key)
+    import pyspark_ducklake as pdl
+
+    pdl.register(session)
+    pytest.fail(f"the test changed Spark conf {', '.join(leaked)} and left it so; unset it (and register again)")
