@@ -16,7 +16,9 @@ delete files and inlined rows) and builds a plain DataFrame out of it:
 What Spark's reader cannot read exactly makes the whole read fall back to the Python data source
 (``spark.read.format("ducklake")``) at the same snapshot, with the reason logged (logger
 ``pyspark_ducklake.native``) and kept on the plan: columns of type TIME, TIMESTAMP_NS, INTERVAL, UUID, HUGEINT or
-UHUGEINT; files registered with a name mapping (``ducklake_add_data_files``, no field ids); files whose stored type
+UHUGEINT; nested columns of files registered with a name mapping (``ducklake_add_data_files``, no field ids: their
+top-level columns are read by name, partition values from the path), and such files with column names differing only
+in case (Spark matches names case-insensitively); files without field ids or a mapping; files whose stored type
 is one of those or is not the table's type or a promotion of it; struct fields added with a default or changed in
 type since a file was written;
 data paths whose scheme Spark's Hadoop has no filesystem for (``s3://`` without hadoop-aws) or that contain glob
@@ -56,6 +58,7 @@ from pyspark_ducklake.spark.type_mapping import arrow_schema_for_spark, spark_sc
 from pyspark_ducklake.spark.unreadable import with_unreadable
 from pyspark_ducklake.table.conform import default_array
 from pyspark_ducklake.table.identifiers import parse_identifier
+from pyspark_ducklake.table.name_mapped import hive_values, partition_array
 from pyspark_ducklake.table.projection import readable
 from pyspark_ducklake.table.scan import (
     SNAPSHOT_ID_FIELD_ID,
@@ -77,10 +80,14 @@ NOT_NATIVE_TYPES = frozenset(
 GLOB_CHARACTERS = frozenset("*?[]{}\\")
 # Above this many deleted positions the anti join is left to Spark's planner instead of broadcast.
 BROADCAST_DELETES_MAX = 2_000_000
-# Up to this many deleted positions (in this many files) they are a filter instead of a join.
-DELETE_FILTER_MAX = 10_000
+# Up to this many deleted positions (in this many files) they are a filter instead of a join. Spark parses and
+# analyses a filter of 10,000 positions in about 1.5 s (measured under load), while the broadcast anti join of the
+# same costs about 0.3 s to plan and as much to run: the filter only wins for few positions.
+DELETE_FILTER_MAX = 1_000
 DELETE_FILTER_FILES_MAX = 64
 FOOTER_THREADS = 8
+# Added files in more distinct partitions than this (one Parquet read each) go through the data source instead.
+MAPPED_GROUPS_MAX = 256
 
 _FILE_COLUMN = "__ducklake_file"
 _POSITION_COLUMN = "__ducklake_pos"
@@ -100,6 +107,11 @@ class ColumnRead:
     # the column, which then reads as its initial default.
     read_type: T.DataType | None
     cast: bool = False
+    # Files registered with a name mapping (no field ids): the file's column to read by name, or, for a hive
+    # partition column, its value from the file's path (DuckDB's text; None with ``partition`` is NULL).
+    source: str | None = None
+    partition: bool = False
+    value: str | None = None
 
 
 @dataclass
@@ -320,9 +332,8 @@ def spark_path(path: str) -> str:
 def _group_files(
     tasks: list[FileTask], schema: TableSchema, altered: bool, storage_options: dict[str, Any] | None
 ) -> list[FileGroup]:
-    for t in tasks:
-        if t.file.mapping_id is not None:
-            raise _NotNative(f"data file {t.file.path} maps columns by name (no field ids; ducklake_add_data_files)")
+    mapped = [t for t in tasks if t.file.name_mapping is not None]
+    tasks = [t for t in tasks if t.file.name_mapping is None]
     _check_foreign_files(tasks, storage_options)
     same = tuple(ColumnRead(c, spark_type(c)) for c in schema.columns)
     layouts: list[tuple[ColumnRead, ...]]
@@ -331,6 +342,10 @@ def _group_files(
         layouts = [_layout(footer, schema, t.file.path) for t, footer in zip(tasks, footers, strict=True)]
     else:
         layouts = [same] * len(tasks)
+    if mapped:
+        footers = _footers([(t.file.path, t.file.file_size_bytes) for t in mapped], storage_options)
+        layouts += [_mapped_layout(footer, schema, t) for t, footer in zip(mapped, footers, strict=True)]
+        tasks += mapped
     groups: dict[tuple[Any, ...], FileGroup] = {}
     for t, layout in zip(tasks, layouts, strict=True):
         deletes = t.file.delete_file is not None or bool(t.inlined_deleted_positions)
@@ -339,7 +354,44 @@ def _group_files(
         if key not in groups:
             groups[key] = FileGroup(layout, deletes, partial)
         groups[key].files.append(t)
+    if len(groups) > MAPPED_GROUPS_MAX:
+        raise _NotNative(f"the files need {len(groups)} separate Parquet reads (added files' partition values)")
     return list(groups.values())
+
+
+def _mapped_layout(footer: pa.Schema, schema: TableSchema, task: FileTask) -> tuple[ColumnRead, ...]:
+    """How a file registered with a name mapping (``ducklake_add_data_files``) is read by Spark: top-level columns by
+    their name in the file, partition columns as their value in the path, columns the mapping lacks as their
+    default; as ``table.name_mapped`` reads it. What Spark cannot match exactly raises _NotNative."""
+    path, mapping = task.file.path, task.file.name_mapping
+    assert mapping is not None
+    lowered = [f.name.lower() for f in footer]
+    if len(set(lowered)) != len(lowered):  # Spark matches names case-insensitively
+        raise _NotNative(f"data file {path} has column names differing only in case")
+    nodes = {n.target_field_id: n for n in mapping.nodes}
+    hive: dict[str, str | None] | None = None
+    out = []
+    for c in schema.columns:
+        node = nodes.get(c.column_id)
+        if node is None:
+            if c.initial_default not in (None, "NULL") and not c.is_nested:
+                _default_table([c])
+            out.append(ColumnRead(c, None))
+            continue
+        if node.is_partition:
+            hive = hive_values(path) if hive is None else hive
+            if node.source_name not in hive:
+                raise _NotNative(f"data file {path} lacks the partition folder of column {c.name}")
+            out.append(ColumnRead(c, spark_type(c), partition=True, value=hive[node.source_name]))
+            continue
+        if c.is_nested or node.children:
+            raise _NotNative(f"nested column {c.name} of added file {path} (fields matched by name)")
+        f = next((f for f in footer if f.name == node.source_name), None)
+        if f is None:
+            raise _NotNative(f"data file {path} lacks column {node.source_name!r} of its name mapping")
+        read_type = _stored_type(f, c, path)
+        out.append(ColumnRead(c, read_type, read_type != spark_type(c), source=f.name))
+    return tuple(out)
 
 
 _footer_cache: dict[tuple[str, int | None], pa.Schema] = {}
@@ -513,9 +565,12 @@ def with_field_ids(column: Column, dtype: T.DataType) -> T.DataType:
 
 def _group_frame(spark: SparkSession, group: FileGroup, read: NativeRead, target: T.StructType) -> DataFrame:
     fields = [
-        T.StructField(r.column.name, with_field_ids(r.column, r.read_type), True, {FIELD_ID: r.column.column_id})
+        # By name (no field id) for an added file's column, by field id otherwise.
+        T.StructField(r.source, r.read_type)
+        if r.source is not None
+        else T.StructField(r.column.name, with_field_ids(r.column, r.read_type), True, {FIELD_ID: r.column.column_id})
         for r in group.layout
-        if r.read_type is not None
+        if r.read_type is not None and not r.partition
     ]
     if group.partial:
         fields.append(T.StructField(_SNAPSHOT_COLUMN, T.LongType(), True, {FIELD_ID: SNAPSHOT_ID_FIELD_ID}))
@@ -531,12 +586,15 @@ def _group_frame(spark: SparkSession, group: FileGroup, read: NativeRead, target
         df = df.where(F.col(_SNAPSHOT_COLUMN).isNull() | (F.col(_SNAPSHOT_COLUMN) <= F.lit(read.snapshot)))
     columns = []
     for r, f in zip(group.layout, target.fields, strict=True):
-        if r.read_type is None:
+        name = f.name if r.source is None else r.source
+        if r.partition:
+            columns.append(partition_literal(r.column, r.value, f.dataType).alias(f.name))
+        elif r.read_type is None:
             columns.append(default_literal(r.column, f.dataType).alias(f.name))
         elif r.cast:
-            columns.append(column_named(f.name).cast(f.dataType).alias(f.name))
+            columns.append(column_named(name).cast(f.dataType).alias(f.name))
         else:
-            columns.append(column_named(f.name))
+            columns.append(column_named(name).alias(f.name))
     return df.select(*columns)
 
 
@@ -549,6 +607,27 @@ def default_literal(column: Column, dtype: T.DataType, *, current: bool = False)
     """The column's initial default (``current``: its default for new rows) as a Spark literal of ``dtype``."""
     has = _has_default(column, current=current)
     value = _default_table([column], current=current).column(0)[0].as_py() if has else None
+    return _literal(value, dtype)
+
+
+def partition_literal(column: Column, text: str | None, dtype: T.DataType) -> SparkColumn:
+    """An added file's partition value from its path (DuckDB's text, parsed as the data source parses it) as a
+    Spark literal of ``dtype``.
+
+    Raises:
+        _NotNative: the text is not a value of the column's type (the data source raises the read's error).
+    """
+    if text is None:
+        return F.lit(None).cast(dtype)
+    try:
+        table = pa.table({column.name: partition_array(column, text, 1)})
+        batch = to_spark_batch(table, arrow_schema_for_spark(spark_schema(TableSchema((column,)))))
+    except (ValueError, TypeError, ArithmeticError, pa.ArrowException) as e:
+        raise _NotNative(f"partition value {text!r} of column {column.name} does not convert: {e}") from e
+    return _literal(batch.column(0)[0].as_py(), dtype)
+
+
+def _literal(value: Any, dtype: T.DataType) -> SparkColumn:
     if value is None:
         return F.lit(None).cast(dtype)
     if isinstance(dtype, T.TimestampType):
@@ -581,11 +660,17 @@ def _remove_deleted(spark: SparkSession, df: DataFrame, group: FileGroup, read: 
     # the file metadata column itself, also where the table has a column named _metadata (which hides it by name)
     metadata = df.metadataColumn("_metadata")
     path, position = metadata.getField("file_path"), metadata.getField("row_index")
-    if total <= DELETE_FILTER_MAX and len(deleted) <= DELETE_FILTER_FILES_MAX:
-        if not deleted:
-            return df
-        gone = reduce(lambda a, b: a | b, [(path == key) & position.isin(p) for key, p in deleted])
-        return df.where(~gone)
+    if not deleted:
+        return df
+    shadowed = any(c.lower() == "_metadata" for c in df.columns)  # SQL text would name the table's column
+    if total <= DELETE_FILTER_MAX and len(deleted) <= DELETE_FILTER_FILES_MAX and not shadowed:
+        # One SQL text, parsed on the JVM: Column.isin sends each position through py4j on its own (seconds for
+        # thousands of positions).
+        gone = " OR ".join(
+            f"(_metadata.file_path = {_sql_string(key)} AND _metadata.row_index IN ({', '.join(map(str, p))}))"
+            for key, p in deleted
+        )
+        return df.where(f"NOT ({gone})")
     files = pa.array([key for key, p in deleted for _ in p], pa.string())
     positions = pa.array([x for _, p in deleted for x in p], pa.int64())
     table = spark.createDataFrame(pa.table({_FILE_COLUMN: files, _POSITION_COLUMN: positions}))
@@ -593,6 +678,12 @@ def _remove_deleted(spark: SparkSession, df: DataFrame, group: FileGroup, read: 
         table = F.broadcast(table)
     located = df.select("*", path.alias(_FILE_COLUMN), position.alias(_POSITION_COLUMN))
     return located.join(table, [_FILE_COLUMN, _POSITION_COLUMN], "left_anti").drop(_FILE_COLUMN, _POSITION_COLUMN)
+
+
+def _sql_string(text: str) -> str:
+    """``text`` as a Spark SQL expression: a cast of its UTF-8 bytes as a hex literal, which needs no escaping
+    whatever the path holds and however the session's parser treats backslashes (a constant, folded once)."""
+    return f"CAST(X'{text.encode().hex()}' AS STRING)"
 
 
 def _qualified_paths(spark: SparkSession, paths: Iterable[str]) -> list[str]:

@@ -93,7 +93,7 @@ def _map_array(arr: pa.Array, node: MappingNode, path: str) -> pa.Array:
     return arr
 
 
-def _partition_array(column: Column, value: str | None, n: int) -> pa.Array:
+def partition_array(column: Column, value: str | None, n: int) -> pa.Array:
     t = arrow_type(column)
     if value is None:
         return pa.nulls(n, t)
@@ -126,7 +126,7 @@ def apply_name_mapping(raw: pa.Table, mapping: NameMapping, path: str, schema: T
                     "registered; move it back, or remove it from the table"
                 )
             try:
-                arr = _partition_array(column, hive.get(node.source_name), n)
+                arr = partition_array(column, hive.get(node.source_name), n)
             except (ValueError, TypeError, ArithmeticError, pa.ArrowException) as e:
                 raise DataFileError(
                     f"data file {path}: partition value {node.source_name}={hive.get(node.source_name)!r} in its "
@@ -177,4 +177,12 @@ def apply_positional(raw: pa.Table, schema: TableSchema) -> pa.Table:
     return pa.Table.from_arrays([raw.column(i) for i in range(n)], schema=pa.schema(fields))
 
 
-__all__ = ["HIVE_NULL", "apply_name_mapping", "apply_positional", "conform_foreign", "hive_values", "without_field_ids"]
+__all__ = [
+    "HIVE_NULL",
+    "apply_name_mapping",
+    "apply_positional",
+    "conform_foreign",
+    "hive_values",
+    "partition_array",
+    "without_field_ids",
+]

@@ -248,10 +248,13 @@ def test_spark_reads_added_files_through_both_read_paths(spark: Any, catalog: An
     duckdb_added_history(catalog, tmp_path / "ext")
     con = duck(catalog)
     try:
-        for table in ("t", "hs"):
+        for table in ("t", "hs", "h", "p"):
             snaps = table_snapshots(con, table)[-4:]  # Spark runs the scan's own file reads (every snapshot above)
             reason = plan_read(spark, f"main.{table}", catalog=catalog.url).reason
-            assert reason is not None and "by name" in reason  # the documented fallback to the data source
+            if table == "t":  # a struct whose fields the mapping matches by name: the documented fallback
+                assert reason is not None and "nested column s of added file" in reason
+            else:  # Spark's Parquet reader, columns by name, hive partition values from the paths
+                assert reason is None, reason
             native = [pdl.read_table(spark, f"main.{table}", snapshot=s, catalog=catalog.url) for s in snaps]
             source = [
                 spark.read.format("ducklake").option("catalog", catalog.url).option("snapshot", s).load(f"main.{table}")
@@ -692,6 +695,41 @@ def test_spark_reads_a_file_without_mapping_or_field_ids_by_position(
     assert reason is not None and "no field ids" in reason  # Spark's reader fails on such a file: fall back
     got = pdl.read_table(spark, "main.t", catalog=sqlite_catalog.url).toArrow()
     assert canon(got) == [(1, "x", None), (2, "y", None)]
+
+
+def test_spark_fast_path_reads_flat_added_files_by_name_as_duckdb(spark: Any, catalog: Any, tmp_path: Path) -> None:
+    """Added files with top-level columns only go through Spark's Parquet reader (by name, no field ids): a renamed
+    column, a promoted type, a column added later with a default, DuckDB's deletes; a file whose column names differ
+    only in case (Spark matches names case-insensitively) sends the read to the data source. Both equal DuckDB."""
+    from pyspark_ducklake.spark_parquet_read import plan_read
+
+    ext = tmp_path / "flat_ext"
+    ext.mkdir()
+    pq.write_table(pa.table({"id": pa.array([1, 2, 3], pa.int32()), "Name": ["a", "b", None]}), ext / "a.parquet")
+    pq.write_table(pa.table({"id": pa.array([4, 5], pa.int32()), "nm": ["d", "e"]}), ext / "b.parquet")
+    pq.write_table(pa.table({"id": pa.array([6], pa.int32()), "nm": ["f"], "NM": ["shadow"]}), ext / "c.parquet")
+    con = duck(catalog)
+    try:
+        con.execute("CREATE TABLE lake.flat(id BIGINT, Name VARCHAR)")
+        con.execute(f"CALL ducklake_add_data_files('lake', 'flat', '{ext / 'a.parquet'}')")
+        con.execute("ALTER TABLE lake.flat RENAME COLUMN Name TO nm")
+        con.execute(f"CALL ducklake_add_data_files('lake', 'flat', '{ext / 'b.parquet'}')")
+        con.execute("ALTER TABLE lake.flat ADD COLUMN extra INTEGER DEFAULT 7")
+        con.execute("DELETE FROM lake.flat WHERE id IN (2, 5)")
+        con.execute("INSERT INTO lake.flat VALUES (10, 'native', 1)")
+        assert plan_read(spark, "main.flat", catalog=catalog.url).reason is None
+        got = pdl.read_table(spark, "main.flat", catalog=catalog.url).toArrow()
+        assert canon(got) == duck_rows(con, "flat")
+        con.execute(
+            f"CALL ducklake_add_data_files('lake', 'flat', '{ext / 'c.parquet'}', allow_missing => true, "
+            "ignore_extra_columns => true)"
+        )
+        reason = plan_read(spark, "main.flat", catalog=catalog.url).reason
+        assert reason is not None and "differing only in case" in reason
+        got = pdl.read_table(spark, "main.flat", catalog=catalog.url).toArrow()
+        assert canon(got) == duck_rows(con, "flat")
+    finally:
+        con.close()
 
 
 def test_a_file_without_mapping_or_field_ids_binds_columns_by_position_as_duckdb(

@@ -158,23 +158,26 @@ def test_duckdb_written_history(spark: SparkSession, catalog: Any) -> None:
 
 def test_duckdb_partitioned_table_with_special_path(spark: SparkSession, sqlite_catalog: Any) -> None:
     # Partitioned histories run on both catalogs in test_our_written_history; this one adds DuckDB's own layout
-    # and a table folder whose name Spark's file paths must URL-encode (space, ü) for the delete filter to match.
+    # and a table folder whose name Spark's file paths must URL-encode (space, ü) for the delete filter to match,
+    # with a quote inside the delete filter's SQL text.
     catalog = sqlite_catalog
+    name = "p t ü 'q"
+    table = f'lake.main."{name}"'
     con = open_duckdb(catalog, inlining_row_limit=10)
     try:
-        con.execute('CREATE TABLE lake.main."p t ü" (id INTEGER, k VARCHAR, ts TIMESTAMP, v DOUBLE)')
-        con.execute('ALTER TABLE lake.main."p t ü" SET PARTITIONED BY (k, year(ts))')
+        con.execute(f"CREATE TABLE {table} (id INTEGER, k VARCHAR, ts TIMESTAMP, v DOUBLE)")
+        con.execute(f"ALTER TABLE {table} SET PARTITIONED BY (k, year(ts))")
         con.execute(
-            "INSERT INTO lake.main.\"p t ü\" SELECT i, CASE WHEN i % 3 = 0 THEN NULL ELSE 'k #' || (i % 2) END, "
+            f"INSERT INTO {table} SELECT i, CASE WHEN i % 3 = 0 THEN NULL ELSE 'k #' || (i % 2) END, "
             "TIMESTAMP '2020-01-01' + INTERVAL (i * 50) DAY, i / 4 FROM range(200) r(i)"
         )
-        con.execute('DELETE FROM lake.main."p t ü" WHERE id % 9 = 0')
-        con.execute('ALTER TABLE lake.main."p t ü" SET PARTITIONED BY (month(ts))')
+        con.execute(f"DELETE FROM {table} WHERE id % 9 = 0")
+        con.execute(f"ALTER TABLE {table} SET PARTITIONED BY (month(ts))")
         con.execute(
-            "INSERT INTO lake.main.\"p t ü\" SELECT i, 'x', TIMESTAMP '2021-01-01' + INTERVAL (i) DAY, 0 FROM range(500, 560) r(i)"
+            f"INSERT INTO {table} SELECT i, 'x', TIMESTAMP '2021-01-01' + INTERVAL (i) DAY, 0 FROM range(500, 560) r(i)"
         )
-        con.execute('UPDATE lake.main."p t ü" SET v = -1 WHERE id % 5 = 0')
-        assert_native_equals_duckdb(spark, catalog, con, "p t ü")
+        con.execute(f"UPDATE {table} SET v = -1 WHERE id % 5 = 0")
+        assert_native_equals_duckdb(spark, catalog, con, name)
     finally:
         con.close()
 
