@@ -16,7 +16,7 @@ define run_pytest
 	exit $$rc
 endef
 
-.PHONY: help install fuzz test-property soak bench-concurrency bench-batch bench-sink bench-kafka bench-feed demo demo-python kafka-start kafka-stop kafka-demo test-kafka test test-unit test-conformance test-integration lint format pg-start pg-stop clean
+.PHONY: help install fuzz test-property soak bench-concurrency bench-batch bench-duckdb-tables bench-sink bench-kafka bench-feed demo demo-python kafka-start kafka-stop kafka-demo test-kafka test test-unit test-conformance test-integration lint format pg-start pg-stop clean
 
 help: ## List the targets
 	@echo "usage: make <target>"
@@ -83,6 +83,9 @@ bench-concurrency: install ## Concurrent writers on one table: ops/s, p50/p99, c
 
 bench-batch: install ## Spark batch write/read vs plain Parquet, 5M rows, SQLite and PostgreSQL (bench/README.md)
 	$(PYTHON) bench/batch_bench.py --rows 5000000 --repeat 3 --backends sqlite,postgres --out bench/results/batch.json
+
+bench-duckdb-tables: install ## Spark reads of DuckDB-written tables (deletion vectors, added files, variant): path taken and speed vs Parquet (bench/README.md)
+	$(PYTHON) bench/duckdb_tables_bench.py --rows 3000000 --repeat 5 --out bench/results/duckdb_tables.json
 
 bench-sink: install ## foreachBatch sink vs Delta Lake: 2,000 small + 3 large batches, 100k-snapshot latency, ~45 min (bench/README.md)
 	bash bench/fetch_delta.sh --venv >/dev/null
