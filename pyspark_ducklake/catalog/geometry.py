@@ -57,11 +57,13 @@ def is_geometry(dtype: pa.DataType) -> bool:
 
 
 def spark_geometry_srid(f: pa.Field) -> int | None:
-    """The SRID of a field in the Arrow form PySpark gives Spark's ``GeometryType`` (``struct<srid, wkb>`` with
-    field metadata ``geometry: true``), or None for any other field."""
-    meta = f.metadata or {}
+    """The SRID of a field in the Arrow form PySpark gives Spark's ``GeometryType`` (``struct<srid, wkb>``, the
+    ``wkb`` field's metadata saying ``geometry: true`` and the SRID), or None for any other field."""
     t = f.type
-    if meta.get(b"geometry") != b"true" or not pa.types.is_struct(t) or sorted(x.name for x in t) != ["srid", "wkb"]:
+    if not pa.types.is_struct(t) or sorted(x.name for x in t) != ["srid", "wkb"]:
+        return None
+    meta = t.field("wkb").metadata or {}
+    if meta.get(b"geometry") != b"true":
         return None
     try:
         return int(meta.get(b"srid", b"0"))

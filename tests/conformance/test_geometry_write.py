@@ -264,11 +264,11 @@ def test_bad_geometry_writes_are_refused_with_nothing_written(sqlite_catalog: An
     lake.create_table("main.g", schema)
     good = wkb(con, "POINT(1 2)")
 
-    def table(g: list[Any], nested: Any = None, gtype: pa.DataType = pa.binary()) -> pa.Table:
+    def table(g: list[Any], nested: Any = None, gtype: pa.DataType | None = None) -> pa.Table:
         return pa.table(
             {
                 "id": pa.array(range(len(g)), pa.int64()),
-                "g": pa.array(g, gtype),
+                "g": pa.array(g, gtype or pa.binary()),
                 "l": pa.array(nested or [None] * len(g), pa.list_(pa.struct([("a", pa.binary())]))),
             }
         )
