@@ -131,11 +131,17 @@ def create_table(ctx: CommitContext, schema: SchemaEntry, name: str, columns: tu
     )
     # such tables never take inlined rows (DuckDB creates no inlined table for VARIANT on SQLite and PostgreSQL,
     # nor for GEOMETRY: ducklake-format-2.md §5)
-    never = any(c.type in NEVER_INLINED_TYPES for top in columns for c in top.walk())
-    if not inlining_reserved(c.name for c in columns) and not never:
+    if takes_inlined_rows(columns):
         create_inlined_table(ctx, table_id, sv, TableSchema(columns))
     ctx.changes.created_tables.append((schema.schema_name, name))
     return entry
+
+
+def takes_inlined_rows(columns: tuple[Column, ...]) -> bool:
+    """Whether a table of ``columns`` gets an inlined-data table: none with a name inlining reserves, none holding a
+    type DuckDB never inlines (VARIANT, GEOMETRY, at any depth)."""
+    never = any(c.type in NEVER_INLINED_TYPES for top in columns for c in top.walk())
+    return not never and not inlining_reserved(c.name for c in columns)
 
 
 def check_table_name_free(conn: Connection, schema: SchemaEntry, name: str, snapshot_id: int) -> None:

@@ -133,6 +133,7 @@ def file_stats(url: str, table: str) -> list[tuple[Any, ...]]:
     )
 
 
+BOUNDS = ("xmin", "xmax", "ymin", "ymax", "zmin", "zmax", "mmin", "mmax")
 LIST_STRUCT_LEAF = 13  # ls.element.a
 
 
@@ -323,3 +324,26 @@ class _CrsWkb(pa.ExtensionType):
     @classmethod
     def __arrow_ext_deserialize__(cls, storage_type: pa.DataType, serialized: bytes) -> _CrsWkb:
         return cls()
+
+
+def test_geometry_added_to_a_table_with_inlined_rows_then_flushed(catalog: Any, duckdb_lake: Any) -> None:
+    con = duckdb_lake(catalog, inlining_row_limit=10)
+    con.execute("CREATE TABLE lake.main.h (id BIGINT)")
+    con.execute("INSERT INTO lake.main.h VALUES (1), (2)")  # inlined
+    inlined_before = catalog_rows(catalog.url, "SELECT table_name FROM ducklake_inlined_data_tables")
+    lake = pdl.connect(catalog.url, catalog.data_path)
+    lake.add_column("main.h", "g", geometry_type())
+    point = wkb(con, "POINT(3 4)")
+    lake.append("main.h", pa.table({"id": pa.array([3], pa.int64()), "g": pa.array([point])}))
+    # the new row went to Parquet and no inlined-data table was made for the new schema, as DuckDB does
+    assert catalog_rows(catalog.url, "SELECT table_name FROM ducklake_inlined_data_tables") == inlined_before
+    assert catalog_rows(catalog.url, "SELECT count(*) FROM ducklake_data_file")[0][0] == 1
+    lake.flush_inlined_data("main.h")
+    con.execute("SET VARIABLE x = 1")
+    got = con.execute("SELECT id, ST_AsWKB(g) FROM lake.main.h ORDER BY id").fetchall()
+    assert [(i, None if b is None else bytes(b)) for i, b in got] == [(1, None), (2, None), (3, point)]
+    ours = lake.scan("main.h").cast(pa.schema([("id", pa.int64()), ("g", pa.binary())])).to_pylist()
+    assert sorted((r["id"], r["g"]) for r in ours) == [(1, None), (2, None), (3, point)]
+    # the flushed file holds the rows of the schema before g (g reads NULL); our Parquet file has g's statistics
+    geo = [json.loads(r[6]) for r in file_stats(catalog.url, "h") if r[0] == 2]
+    assert geo == [{"bbox": {**dict.fromkeys(BOUNDS), "xmin": 3, "xmax": 3, "ymin": 4, "ymax": 4}, "types": ["point"]}]
