@@ -28,6 +28,14 @@ _SUFFIX = {(False, False): "", (True, False): "_z", (False, True): "_m", (True, 
 _EWKB_Z, _EWKB_M, _EWKB_SRID = 0x80000000, 0x40000000, 0x20000000
 _MULTI_PART = {4: 1, 5: 2, 6: 3}  # MULTIPOINT holds POINTs, MULTILINESTRING LINESTRINGs, MULTIPOLYGON POLYGONs
 _EMPTY = (math.inf, -math.inf)
+_SMALL = 64  # coordinates (numbers) up to which a run is read with struct, beyond with numpy
+# little-endian ISO points, the common case, are summarised for a whole array at once: header -> (type, width)
+_POINT_HEADERS = {
+    b"\x01" + struct.pack("<I", 1): ("point", 2),
+    b"\x01" + struct.pack("<I", 1001): ("point_z", 3),
+    b"\x01" + struct.pack("<I", 2001): ("point_m", 3),
+    b"\x01" + struct.pack("<I", 3001): ("point_zm", 4),
+}
 
 
 @dataclass(frozen=True)
@@ -124,11 +132,22 @@ class _Reader:
         raw = self.take(8 * n * width)
         if not n:
             return
+        slots = [(0, 0), (1, 1)] + ([(2, 2)] if has_z else []) + ([(width - 1, 3)] if has_m else [])
+        if n * width <= _SMALL:  # a few numbers: plain Python beats numpy's per-call cost
+            flat = struct.unpack(f"{'>' if big else '<'}{n * width}d", raw)
+            if big:
+                self.out += struct.pack(f"<{n * width}d", *flat)
+            else:
+                self.out += raw
+            for col, slot in slots:
+                present = [v for v in flat[col::width] if v == v]  # NaN != NaN: left out
+                if present:
+                    self.bounds[2 * slot] = min(self.bounds[2 * slot], *present)
+                    self.bounds[2 * slot + 1] = max(self.bounds[2 * slot + 1], *present)
+            return
         values = np.frombuffer(raw, ">f8" if big else "<f8").reshape(n, width)
         self.out += raw if not big else values.astype("<f8").tobytes()
-        columns = [0, 1] + ([2] if has_z else []) + ([width - 1] if has_m else [])
-        slots = [0, 1] + ([2] if has_z else []) + ([3] if has_m else [])
-        for col, slot in zip(columns, slots, strict=True):
+        for col, slot in slots:
             v = values[:, col]
             v = v[~np.isnan(v)]
             if len(v):
@@ -167,14 +186,20 @@ def normalize_array(values: pa.Array, where: str) -> tuple[pa.Array, GeoSummary]
         InvalidGeometryError: a value that is not WKB DuckDB reads; ``where`` names the column, the message the row.
         UnsupportedTypeError: an EWKB value with a non-zero SRID.
     """
-    out: list[bytes | None] = []
+    storage = values.storage if isinstance(values, pa.ExtensionArray) else values
+    storage = storage.cast(pa.binary())
     types: set[str] = set()
-    bounds = list(_EMPTY * 4)
-    changed = False
-    for i, v in enumerate(values.to_pylist()):
-        if v is None:
-            out.append(None)
-            continue
+    bounds: tuple[float, ...] = _EMPTY * 4
+    rest = np.ones(len(storage), dtype=bool) if len(storage) else np.zeros(0, dtype=bool)
+    if storage.null_count:
+        rest &= storage.is_valid().to_numpy(zero_copy_only=False)
+    if len(storage):
+        bounds = _points_at_once(storage, rest, types)
+    out: list[bytes | None] | None = None
+    todo = np.flatnonzero(rest)
+    every = storage.to_pylist() if len(todo) else []
+    for i in todo:
+        v = every[i]
         try:
             norm, name, b = normalize(v)
         except InvalidGeometryError as e:
@@ -184,13 +209,52 @@ def normalize_array(values: pa.Array, where: str) -> tuple[pa.Array, GeoSummary]
             ) from None
         except UnsupportedTypeError as e:
             raise UnsupportedTypeError(f"{where}, value {i}: {e}") from None
-        changed = changed or norm != v
-        out.append(norm)
+        if norm != v:
+            if out is None:
+                out = list(every)
+            out[i] = norm
         types.add(name)
-        bounds = list(widen(bounds, b))
-    storage = values.storage if isinstance(values, pa.ExtensionArray) else values
-    result = pa.array(out, pa.binary()) if changed else storage.cast(pa.binary())
+        bounds = widen(bounds, b)
+    result = pa.array(out, pa.binary()) if out is not None else storage
     return result, GeoSummary(frozenset(types), tuple(bounds))
+
+
+def _points_at_once(storage: pa.BinaryArray, rest: np.ndarray, types: set[str]) -> tuple[float, ...]:
+    """Summarise the little-endian ISO points of ``storage`` with numpy, clearing them from ``rest`` (the values
+    still to walk one by one); adds their type names to ``types`` and returns their bounding box."""
+    bounds: tuple[float, ...] = _EMPTY * 4
+    offsets_buf, data_buf = storage.buffers()[1], storage.buffers()[2]
+    if data_buf is None:
+        return bounds
+    offsets = np.frombuffer(offsets_buf, np.int32)[storage.offset : storage.offset + len(storage) + 1]
+    data = np.frombuffer(data_buf, np.uint8)
+    lengths = np.diff(offsets)
+    starts = offsets[:-1]
+    for header, (name, width) in _POINT_HEADERS.items():
+        hit = rest & (lengths == 5 + 8 * width)
+        if not hit.any():
+            continue
+        where = np.flatnonzero(hit)
+        head = data[starts[where, None] + np.arange(5)]
+        match = (head == np.frombuffer(header, np.uint8)).all(axis=1)
+        where = where[match]
+        if not len(where):
+            continue
+        body = data[starts[where, None] + np.arange(5, 5 + 8 * width)]
+        coords = np.ascontiguousarray(body).view("<f8").reshape(len(where), width)
+        box = list(_EMPTY * 4)
+        slots = [(0, 0), (1, 1)] + ([(2, 2)] if name.endswith(("_z", "_zm")) else [])
+        if name.endswith(("_m", "_zm")):
+            slots.append((width - 1, 3))
+        for col, slot in slots:
+            v = coords[:, col]
+            v = v[~np.isnan(v)]
+            if len(v):
+                box[2 * slot], box[2 * slot + 1] = float(v.min()), float(v.max())
+        bounds = widen(bounds, box)
+        types.add(name)
+        rest[where] = False
+    return bounds
 
 
 __all__ = ["TYPE_NAMES", "GeoSummary", "is_wkb_type", "normalize", "normalize_array", "summarize", "widen"]

@@ -105,3 +105,27 @@ def test_array_summary_and_extra_stats_text(duck_wkb: dict[str, bytes]) -> None:
     )
     assert empty.merge(summary) == summary == summary.merge(GeoSummary())
     assert parse_geo_stats("not json") is None and parse_geo_stats(None) is None
+
+
+def test_array_summary_equals_the_fold_of_its_values(duck_wkb: dict[str, bytes]) -> None:
+    """Little-endian points are summarised for the whole array at once; the result is the per-value fold, for
+    sliced arrays, NaN ordinates, big-endian points (walked one by one) and every other shape too."""
+    nan_point = b"\x01" + struct.pack("<I3d", 1001, math.nan, 5.0, -2.0)
+    be_point = b"\x00" + struct.pack(">I2d", 1, -9.0, 9.0)
+    zm_points = [b"\x01" + struct.pack("<I4d", 3001, i, -i, i * 2, i * 3) for i in range(5)]
+    m_point = b"\x01" + struct.pack("<I3d", 2001, 0.5, 0.25, -8.0)
+    values = [*duck_wkb.values(), nan_point, be_point, *zm_points, m_point, None] * 3
+    arr = pa.array(values, pa.binary())
+    for part in (arr, arr.slice(7, 30), arr.slice(len(values) - 9)):
+        out, summary = normalize_array(part, "g")
+        want = GeoSummary()
+        expected_out = []
+        for v in part.to_pylist():
+            if v is None:
+                expected_out.append(None)
+                continue
+            value, name, box = normalize(v)
+            expected_out.append(value)
+            want = want.merge(GeoSummary(frozenset({name}), tuple(box)))
+        assert summary == want
+        assert out.to_pylist() == expected_out
