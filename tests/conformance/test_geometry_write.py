@@ -347,3 +347,41 @@ def test_geometry_added_to_a_table_with_inlined_rows_then_flushed(catalog: Any, 
     # the flushed file holds the rows of the schema before g (g reads NULL); our Parquet file has g's statistics
     geo = [json.loads(r[6]) for r in file_stats(catalog.url, "h") if r[0] == 2]
     assert geo == [{"bbox": {**dict.fromkeys(BOUNDS), "xmin": 3, "xmax": 3, "ymin": 4, "ymax": 4}, "types": ["point"]}]
+
+
+def test_spark_writes_geometry_on_both_catalogs(spark: Any, catalog: Any, duckdb_lake: Any) -> None:
+    """Spark's GeometryType(0), top level and in a list of structs, through the sink (two batches) and the data
+    source into one table, merged by the Spark compaction job: DuckDB reads DuckDB's ISO WKB of every value (Spark
+    keeps a big-endian value's bytes; we store DuckDB's form), with the union of the files' types in the table row."""
+    pdl.register(spark)
+    con = duckdb_lake(catalog)
+    shapes = [wkb(con, s) for s in SHAPES]
+    values = [*shapes, big_endian(shapes[0]), None]
+    frame = spark.createDataFrame([(i, v) for i, v in enumerate(values)], "id BIGINT, w BINARY").selectExpr(
+        "id",
+        "st_geomfromwkb(w) AS g",
+        "CASE WHEN id % 2 = 0 THEN array(named_struct('a', st_geomfromwkb(w)), NULL) END AS ls",
+    )
+    url = catalog.url
+    sink = pdl.ducklake_sink("main.sg", catalog=url, app_id="geometry-spark")
+    sink(frame.where("id < 5"), 0)
+    sink(frame.where("id >= 5 AND id < 10"), 1)
+    frame.where("id >= 10").write.format("ducklake").option("catalog", url).mode("append").save("main.sg")
+    from pyspark_ducklake.batch.compaction_job import merge_adjacent_files
+
+    merge_adjacent_files(spark, "main.sg", catalog=url)
+    assert catalog_rows(url, "SELECT count(*) FROM ducklake_inlined_data_tables") == [(0,)]
+    con.execute("SET VARIABLE x = 1")
+    normal = [None if v is None else shapes[0] if v == big_endian(shapes[0]) else v for v in values]
+    got = con.execute(
+        "SELECT id, ST_AsWKB(g), CASE WHEN ls IS NULL THEN NULL ELSE "
+        "[CASE WHEN x IS NULL THEN NULL ELSE ST_AsWKB(x.a) END FOR x IN ls] END FROM lake.main.sg ORDER BY id"
+    ).fetchall()
+    assert [
+        (i, None if g is None else bytes(g), None if ls is None else [None if b is None else bytes(b) for b in ls])
+        for i, g, ls in got
+    ] == [(i, v, [v, None] if i % 2 == 0 else None) for i, v in enumerate(normal)]
+    table_geo = json.loads(next(r[5] for r in table_stats(url, "sg") if r[0] == 2))
+    file_types = [json.loads(r[6])["types"] for r in file_stats(url, "sg") if r[0] == 2]
+    assert table_geo["types"] == sorted({t for types in file_types for t in types})
+    assert set(table_geo["types"]) >= {"point", "point_zm", "geometrycollection", "multipolygon_z"}
