@@ -311,7 +311,13 @@ def column_from_arrow_field(f: pa.Field, next_id: list[int], name: str | None = 
     t = f.type
     if isinstance(t, pa.BaseExtensionType) and t.extension_name not in ("arrow.uuid", "arrow.json", GEOARROW_WKB):
         t = t.storage_type
-    if spark_geometry_srid(f) is not None:  # Spark's GeometryType as PySpark gives it to Arrow
+    srid = spark_geometry_srid(f)
+    if srid is not None:  # Spark's GeometryType as PySpark gives it to Arrow
+        if srid != 0:
+            raise UnsupportedTypeError(
+                f"column {name!r}: a geometry with SRID {srid}, and DuckLake keeps no SRID or CRS; set it to 0 first "
+                "(st_setsrid(col, 0) in Spark) if the coordinates need no CRS to be read"
+            )
         return Column(cid, name, "geometry", f.nullable)
     if is_variant_type(t):
         return Column(cid, name, "variant", f.nullable)

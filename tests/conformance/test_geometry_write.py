@@ -301,6 +301,14 @@ def test_bad_geometry_writes_are_refused_with_nothing_written(sqlite_catalog: An
                 {"id": pa.array([1], pa.int64()), "g": pa.ExtensionArray.from_storage(crs_type, pa.array([good]))}
             ),
         )
+    # PySpark's Arrow form of a geometry: struct<srid, wkb>, the wkb field tagged; SRIDs other than 0 are refused
+    wkb_field = pa.field("wkb", pa.binary(), False, {"geometry": "true", "srid": "4326"})
+    spark_form = pa.struct([pa.field("srid", pa.int32(), False), wkb_field])
+    with expect_bad_input("geometry-srid", lake):
+        lake.create_table("main.s", pa.schema([pa.field("g", spark_form)]))
+    values = pa.array([{"srid": 0, "wkb": good}, {"srid": 4326, "wkb": good}], spark_form)
+    with expect_bad_input("geometry-srid", lake):
+        lake.append("main.g", pa.table({"id": pa.array([1, 2], pa.int64()), "g": values}))
     with expect_bad_input("geometry-not-wkb", lake):
         lake.append("main.g", table(["POINT(1 2)"], gtype=pa.string()))
     # EWKB with SRID 0 and Z/M flags is DuckDB's ISO form once stored
@@ -385,3 +393,48 @@ def test_spark_writes_geometry_on_both_catalogs(spark: Any, catalog: Any, duckdb
     file_types = [json.loads(r[6])["types"] for r in file_stats(url, "sg") if r[0] == 2]
     assert table_geo["types"] == sorted({t for types in file_types for t in types})
     assert set(table_geo["types"]) >= {"point", "point_zm", "geometrycollection", "multipolygon_z"}
+
+
+def test_add_files_with_geometry_as_duckdb_adds_them(catalog: Any, duckdb_lake: Any, tmp_path: Path) -> None:
+    """A Parquet file with a Geometry column (pyarrow's) added by us and by DuckDB's ducklake_add_data_files: the same
+    extra_stats (DuckDB leaves the counts NULL, pyarrow wrote no Statistics; we count from the values), and DuckDB
+    reads ours; a file holding malformed WKB is refused with nothing added."""
+    con = duckdb_lake(catalog)
+    shapes = [wkb(con, s) for s in SHAPES]
+    gt = geometry_type()
+    good = tmp_path / "good.parquet"
+    values = [*shapes, None]
+    pq.write_table(
+        pa.table(
+            {
+                "id": pa.array(range(len(values)), pa.int64()),
+                "g": pa.ExtensionArray.from_storage(gt, pa.array(values, pa.binary())),
+            }
+        ),
+        good,
+        store_schema=False,
+    )
+    for name in ("ours", "theirs"):
+        con.execute(f"CREATE TABLE lake.main.{name} (id BIGINT, g GEOMETRY)")
+    con.execute(f"CALL ducklake_add_data_files('lake', 'theirs', '{good}')")
+    lake = pdl.connect(catalog.url, catalog.data_path)
+    lake.add_files("main.ours", [str(good)])
+    ours, theirs = file_stats(catalog.url, "ours"), file_stats(catalog.url, "theirs")
+    assert [(r[0], r[6]) for r in ours] == [(r[0], r[6]) for r in theirs]
+    assert [r for r in ours if r[0] == 2][0][1:3] == (len(shapes), 1)
+    con.execute("SET VARIABLE x = 1")
+    got = con.execute("SELECT id, ST_AsWKB(g) FROM lake.main.ours ORDER BY id").fetchall()
+    assert [(i, None if b is None else bytes(b)) for i, b in got] == list(enumerate(values))
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "id": pa.array([1, 2], pa.int64()),
+                "g": pa.ExtensionArray.from_storage(gt, pa.array([shapes[0], shapes[0][:9]])),
+            }
+        ),
+        bad,
+        store_schema=False,
+    )
+    with expect_bad_input("geometry-malformed", lake):
+        lake.add_files("main.ours", [str(bad)])
