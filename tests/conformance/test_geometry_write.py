@@ -421,7 +421,7 @@ def test_add_files_with_geometry_as_duckdb_adds_them(catalog: Any, duckdb_lake: 
     lake.add_files("main.ours", [str(good)])
     ours, theirs = file_stats(catalog.url, "ours"), file_stats(catalog.url, "theirs")
     assert [(r[0], r[6]) for r in ours] == [(r[0], r[6]) for r in theirs]
-    assert [r for r in ours if r[0] == 2][0][1:3] == (len(shapes), 1)
+    assert next(r for r in ours if r[0] == 2)[1:3] == (len(shapes), 1)
     con.execute("SET VARIABLE x = 1")
     got = con.execute("SELECT id, ST_AsWKB(g) FROM lake.main.ours ORDER BY id").fetchall()
     assert [(i, None if b is None else bytes(b)) for i, b in got] == list(enumerate(values))
