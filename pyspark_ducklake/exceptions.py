@@ -83,6 +83,10 @@ class InvalidVariantError(SchemaMismatchError, ValueError):
     """A VARIANT value whose bytes are not a valid Parquet variant, or data of another type for a VARIANT column."""
 
 
+class InvalidGeometryError(SchemaMismatchError, ValueError):
+    """A GEOMETRY value that is not WKB DuckDB reads (truncated, an unknown type, inconsistent Z/M...)."""
+
+
 class CommitError(DuckLakeError):
     """A change could not be committed."""
 

@@ -16,7 +16,8 @@ calendar and decimals in the standard form: the session conf is set for the dura
 
 Writes that this path cannot make exact fall back to the ``ducklake`` data source (``df.write.format("ducklake")``),
 with the reason logged (logger ``pyspark_ducklake.native``) and returned: partitioned tables, column types Spark
-cannot write as DuckLake stores them (unsigned, HUGEINT, TIME, TIMESTAMP_S/MS/NS, INTERVAL, UUID, JSON), NOT NULL
+cannot write as DuckLake stores them (unsigned, HUGEINT, TIME, TIMESTAMP_S/MS/NS, INTERVAL, UUID, JSON; GEOMETRY: Spark
+writes a geometry's WKB as given, big-endian or EWKB, where DuckDB gives back little-endian ISO WKB), NOT NULL
 columns, DataFrame columns that need more than a lossless promotion, data paths that are not on the local
 filesystem (the footers are rewritten in place) and encrypted lakes (Spark encrypts Parquet only through a KMS
 factory class on the JVM; the data source encrypts each file with its own key, as DuckDB does).

@@ -18,7 +18,7 @@ from pyspark_ducklake.catalog.partitioning import (
     parse_partition_keys,
 )
 from pyspark_ducklake.catalog.transaction import CommitContext, SkipCommit
-from pyspark_ducklake.catalog.types import TableSchema
+from pyspark_ducklake.catalog.types import TableSchema, empty_table
 from pyspark_ducklake.exceptions import (
     CommitConflictError,
     CommitStateUnknownError,
@@ -124,7 +124,7 @@ def plan_write(config: LakeConfig, identifier: str, options: dict[str, str], spa
                 encrypted=lake.info.encrypted,
             )
         # Validate the incoming columns against the table now, so a mismatch fails before any task runs.
-        conform_to_table(new_schema.arrow_schema().empty_table(), table.table_schema, table.name)
+        conform_to_table(empty_table(new_schema.arrow_schema()), table.table_schema, table.name)
         if partition_option:
             wanted = parse_partition_keys(partition_option, table.table_schema)
             current = [(k.column.column_id, k.transform) for k in table.partition_keys]

@@ -24,13 +24,14 @@ from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.catalog.catalog import uuid7
 from pyspark_ducklake.catalog.entries import SchemaEntry, TableEntry
+from pyspark_ducklake.catalog.geometry import geo_stats_text, parse_geo_stats
 from pyspark_ducklake.catalog.inlined_codec import encode_values, inlined_sql_type
 from pyspark_ducklake.catalog.partitioning import record_partition_values
 from pyspark_ducklake.catalog.paths import path_component
 from pyspark_ducklake.catalog.reserved import inlining_reserved
 from pyspark_ducklake.catalog.stats_values import array_min_max, storable_stat, widen
 from pyspark_ducklake.catalog.transaction import CommitContext, now_utc
-from pyspark_ducklake.catalog.types import Column, TableSchema, find_folded, validate_columns
+from pyspark_ducklake.catalog.types import NEVER_INLINED_TYPES, Column, TableSchema, find_folded, validate_columns
 from pyspark_ducklake.exceptions import (
     InvalidIdentifierError,
     NotATableError,
@@ -40,6 +41,7 @@ from pyspark_ducklake.exceptions import (
 )
 from pyspark_ducklake.io.deletion_vector import PARQUET, PUFFIN, WrittenDeletionVector
 from pyspark_ducklake.io.parquet import WrittenFile, leaf_arrays
+from pyspark_ducklake.io.wkb import GeoSummary
 
 
 def create_schema(ctx: CommitContext, name: str) -> int:
@@ -127,12 +129,19 @@ def create_table(ctx: CommitContext, schema: SchemaEntry, name: str, columns: tu
     ctx.conn.execute(
         insert(T.ducklake_schema_versions).values(begin_snapshot=ctx.snapshot_id, schema_version=sv, table_id=table_id)
     )
-    # such tables never take inlined rows (DuckDB creates no inlined table for VARIANT on SQLite and PostgreSQL)
-    variant = any(c.type == "variant" for top in columns for c in top.walk())
-    if not inlining_reserved(c.name for c in columns) and not variant:
+    # such tables never take inlined rows (DuckDB creates no inlined table for VARIANT on SQLite and PostgreSQL,
+    # nor for GEOMETRY: ducklake-format-2.md §5)
+    if takes_inlined_rows(columns):
         create_inlined_table(ctx, table_id, sv, TableSchema(columns))
     ctx.changes.created_tables.append((schema.schema_name, name))
     return entry
+
+
+def takes_inlined_rows(columns: tuple[Column, ...]) -> bool:
+    """Whether a table of ``columns`` gets an inlined-data table: none with a name inlining reserves, none holding a
+    type DuckDB never inlines (VARIANT, GEOMETRY, at any depth)."""
+    never = any(c.type in NEVER_INLINED_TYPES for top in columns for c in top.walk())
+    return not never and not inlining_reserved(c.name for c in columns)
 
 
 def check_table_name_free(conn: Connection, schema: SchemaEntry, name: str, snapshot_id: int) -> None:
@@ -287,12 +296,16 @@ def note_column_values(
     hi: str | None,
     has_null: bool,
     has_nan: bool | None,
+    geo: GeoSummary | None = None,
 ) -> None:
-    """Fold one file's (or inlined batch's) min/max strings into the commit's table-level statistics."""
+    """Fold one file's (or inlined batch's) min/max strings (and a GEOMETRY leaf's types and bounding box) into
+    the commit's table-level statistics."""
     delta = _stats_delta(ctx, table_id)
     entry = delta.columns.setdefault(
-        column.column_id, {"column": column, "lo": None, "hi": None, "null": False, "nan": None}
+        column.column_id, {"column": column, "lo": None, "hi": None, "null": False, "nan": None, "geo": None}
     )
+    if geo is not None:
+        entry["geo"] = geo if entry["geo"] is None else entry["geo"].merge(geo)
     if lo is not None or hi is not None:
         entry["lo"], entry["hi"] = widen(column, entry["lo"], entry["hi"], lo, hi)
     entry["null"] = entry["null"] or has_null
@@ -364,10 +377,12 @@ def add_data_file(
                 "min_value": storable_stat(s.min_value),
                 "max_value": storable_stat(s.max_value),
                 "contains_nan": s.contains_nan,
-                "extra_stats": None,
+                "extra_stats": geo_stats_text(s.geo) if s.geo is not None else None,
             }
         )
-        note_column_values(ctx, table.table_id, column, s.min_value, s.max_value, s.null_count > 0, s.contains_nan)
+        note_column_values(
+            ctx, table.table_id, column, s.min_value, s.max_value, s.null_count > 0, s.contains_nan, s.geo
+        )
     if rows:
         ctx.conn.execute(insert(T.ducklake_file_column_stats), rows)
     if count_rows:
@@ -784,7 +799,9 @@ def write_table_stats(ctx: CommitContext) -> None:
                     # not cover (DuckDB answers count(col) from contains_null). Leave it unknown, as DuckDB does.
                     continue
                 new = ColumnStats(e["null"], e["nan"], storable_stat(e["lo"]), storable_stat(e["hi"]))
-                inserts.append({"table_id": table_id, "column_id": column_id, **asdict(new), "extra_stats": None})
+                geo = e.get("geo")
+                extra = geo_stats_text(geo) if geo is not None else None
+                inserts.append({"table_id": table_id, "column_id": column_id, **asdict(new), "extra_stats": extra})
             else:
                 lo, hi = widen(e["column"], old.min_value, old.max_value, e["lo"], e["hi"])
                 nan = old.contains_nan
@@ -802,6 +819,7 @@ def write_table_stats(ctx: CommitContext) -> None:
             ctx.conn.execute(
                 update(cs).where(cs.c.table_id == table_id, cs.c.column_id == bindparam("b_column_id")), updates
             )
+        _widen_geo_stats(ctx, table_id, {cid: e["geo"] for cid, e in delta.columns.items() if e.get("geo")}, existing)
         variants = [cid for cid, e in delta.columns.items() if e["column"].type == "variant"]
         if variants:
             # Our files are unshredded (no variant stats); a file without them clears the table's, as DuckDB does,
@@ -812,6 +830,31 @@ def write_table_stats(ctx: CommitContext) -> None:
                 .values(extra_stats=None)
             )
         written_table_stats(ctx)[table_id] = replace(after, columns=columns)
+
+
+def _widen_geo_stats(
+    ctx: CommitContext, table_id: int, geos: dict[int, GeoSummary], existing: dict[int, ColumnStats]
+) -> None:
+    """Union this commit's GEOMETRY summaries into the table rows' ``extra_stats`` (new rows got theirs already),
+    as DuckDB merges its per-file geo stats: types united, bounding boxes widened."""
+    cs = T.ducklake_table_column_stats
+    known = [cid for cid in geos if cid in existing]
+    if not known:
+        return
+    rows = ctx.conn.execute(
+        select(cs.c.column_id, cs.c.extra_stats).where(cs.c.table_id == table_id, cs.c.column_id.in_(known))
+    )
+    updates = []
+    for column_id, text in rows:
+        old = parse_geo_stats(text)
+        merged = geos[column_id] if old is None else old.merge(geos[column_id])
+        new_text = geo_stats_text(merged)
+        if new_text != text:
+            updates.append({"b_column_id": column_id, "extra_stats": new_text})
+    if updates:
+        ctx.conn.execute(
+            update(cs).where(cs.c.table_id == table_id, cs.c.column_id == bindparam("b_column_id")), updates
+        )
 
 
 def schedule_file_deletion(ctx: CommitContext, file_id: int, path: str) -> None:

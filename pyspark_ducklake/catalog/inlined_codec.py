@@ -88,7 +88,7 @@ from pyspark_ducklake.catalog.stats_values import (
     storage_values,
     to_python,
 )
-from pyspark_ducklake.catalog.types import Column, arrow_type, decimal_params
+from pyspark_ducklake.catalog.types import NEVER_INLINED_TYPES, Column, arrow_type, decimal_params
 from pyspark_ducklake.exceptions import InlinedDataError, UnsupportedTypeError
 
 BACKENDS = ("sqlite", "postgresql")
@@ -831,8 +831,9 @@ def inline_obstacle(column: Column, array: pa.Array | pa.ChunkedArray, backend: 
 def table_inline_obstacle(columns: Sequence[Column], data: pa.Table, backend: str) -> str | None:
     """:func:`inline_obstacle` of the first column of ``data`` (matched by name) that has one, naming it."""
     for column in columns:
-        if any(c.type == "variant" for c in column.walk()):
-            return f"column {column.name!r} is VARIANT, which DuckDB never inlines on SQLite or PostgreSQL"
+        kinds = sorted({c.type.upper() for c in column.walk() if c.type in NEVER_INLINED_TYPES})
+        if kinds:
+            return f"column {column.name!r} holds {kinds[0]}, which DuckDB never inlines on SQLite or PostgreSQL"
     for column in columns:
         if column.is_nested and column.name in data.column_names:
             why = inline_obstacle(column, data.column(column.name), backend)

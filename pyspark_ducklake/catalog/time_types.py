@@ -42,9 +42,8 @@ def parse_time_text(text: str, type_name: str) -> int:
     return parse_time(text, TIME_PER_SECOND[type_name])
 
 
-# Types read here but not written yet: their catalog statistics (GEOMETRY's bounding boxes) and inlined text are
-# not DuckDB's yet.
-READ_ONLY_TYPES = frozenset({"timetz", "time_ns", "geometry"})
+# Types read here but not written yet: their inlined text is not DuckDB's yet.
+READ_ONLY_TYPES = frozenset({"timetz", "time_ns"})
 
 
 def check_writable(columns: Iterable[Column], table_name: str) -> None:

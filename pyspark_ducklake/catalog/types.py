@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from pyspark_ducklake.catalog.geometry import geometry_type
+from pyspark_ducklake.catalog.geometry import GEOARROW_WKB, geometry_type, spark_geometry_srid
 from pyspark_ducklake.catalog.time_types import TIME_ARROW
 from pyspark_ducklake.exceptions import UnsupportedTypeError
 from pyspark_ducklake.io.variant import VARIANT_TYPE, is_variant_type
@@ -136,6 +136,11 @@ class TableSchema:
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
+# Types DuckDB never inlines (no inlined-data table for a table holding one, ducklake-format-2.md §5): rows of such
+# a table always go to Parquet.
+NEVER_INLINED_TYPES = frozenset({"variant", "geometry"})
+
+
 def fold_name(name: str) -> str:
     """A name as DuckDB compares identifiers: ASCII letters case-insensitively, everything else exactly
     (``T`` and ``t`` are one table, ``Ü`` and ``ü`` two)."""
@@ -254,6 +259,8 @@ def ducklake_type(dtype: pa.DataType, *, where: str = "") -> str:
             return "uuid"
         if name == "arrow.json":
             return "json"
+        if name == GEOARROW_WKB:
+            return "geometry"
         raise UnsupportedTypeError(f"column {where!r}: Arrow extension type {name!r} is not supported by DuckLake")
     if pa.types.is_large_string(dtype) or pa.types.is_string_view(dtype):
         return "varchar"
@@ -302,8 +309,16 @@ def column_from_arrow_field(f: pa.Field, next_id: list[int], name: str | None = 
     next_id[0] += 1
     name = f.name if name is None else name
     t = f.type
-    if isinstance(t, pa.BaseExtensionType) and t.extension_name not in ("arrow.uuid", "arrow.json"):
+    if isinstance(t, pa.BaseExtensionType) and t.extension_name not in ("arrow.uuid", "arrow.json", GEOARROW_WKB):
         t = t.storage_type
+    srid = spark_geometry_srid(f)
+    if srid is not None:  # Spark's GeometryType as PySpark gives it to Arrow
+        if srid != 0:
+            raise UnsupportedTypeError(
+                f"column {name!r}: a geometry with SRID {srid}, and DuckLake keeps no SRID or CRS; set it to 0 first "
+                "(st_setsrid(col, 0) in Spark) if the coordinates need no CRS to be read"
+            )
+        return Column(cid, name, "geometry", f.nullable)
     if is_variant_type(t):
         return Column(cid, name, "variant", f.nullable)
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t) or pa.types.is_list_view(t):

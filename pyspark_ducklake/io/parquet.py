@@ -25,6 +25,7 @@ from pyspark_ducklake.io.fileio import ensure_parent, filesystem
 from pyspark_ducklake.io.parquet_footer import edit_top_level_columns
 from pyspark_ducklake.io.storage import describe_error, scrubbed
 from pyspark_ducklake.io.variant_parquet import collapse_stats, mark_variant_columns, to_parquet_form, variant_columns
+from pyspark_ducklake.io.wkb import GeoSummary, is_wkb_type, summarize
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,7 @@ class LeafStats:
     min_value: Any = None
     max_value: Any = None
     contains_nan: bool | None = None
+    geo: GeoSummary | None = None  # a GEOMETRY leaf's types and bounding box (the catalog's extra_stats)
 
 
 @dataclass(frozen=True)
@@ -109,19 +111,50 @@ def leaf_arrays(table: pa.Table) -> list[pa.Array]:
         if isinstance(t, pa.BaseExtensionType):
             out.append(arr.storage)
         elif pa.types.is_list(t) or pa.types.is_large_list(t):
-            walk(arr.flatten())
+            walk(flatten_list(arr))
         elif pa.types.is_map(t):
             walk(arr.keys)
             walk(arr.items)
         elif pa.types.is_struct(t):
             # flatten() folds the parent's nulls into the children, as Parquet's definition levels do
-            for child in arr.flatten():
+            for child in flatten_struct(arr):
                 walk(child)
         else:
             out.append(arr)
 
     for col in table.columns:
         walk(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col)
+    return out
+
+
+def flatten_list(arr: pa.ListArray) -> pa.Array:
+    """The values of the lists (``ListArray.flatten``, which pyarrow cannot do for some extension-typed values, such
+    as a struct holding ``geoarrow.wkb`` under all-NULL lists; then the values the offsets span)."""
+    try:
+        return arr.flatten()
+    except pa.ArrowNotImplementedError:
+        offsets = arr.offsets
+        first, last = offsets[0].as_py(), offsets[-1].as_py()
+        return arr.values.slice(first, last - first)
+
+
+def flatten_struct(arr: pa.StructArray) -> list[pa.Array]:
+    """The struct's fields with its NULLs folded in (``StructArray.flatten``, which pyarrow cannot do for some
+    extension-typed fields, such as ``geoarrow.wkb`` in an empty or all-NULL struct array)."""
+    try:
+        return list(arr.flatten())
+    except pa.ArrowNotImplementedError:
+        pass
+    out = []
+    for i in range(arr.type.num_fields):
+        child = arr.field(i)
+        if arr.null_count:
+            storage = child.storage if isinstance(child, pa.ExtensionArray) else child
+            storage = pc.if_else(arr.is_valid(), storage, pa.scalar(None, storage.type))
+            child = (
+                pa.ExtensionArray.from_storage(child.type, storage) if isinstance(child, pa.ExtensionArray) else storage
+            )
+        out.append(child)
     return out
 
 
@@ -205,7 +238,14 @@ def _describe(
             if chunk.statistics is not None and chunk.statistics.has_null_count:
                 null_count += chunk.statistics.null_count
         fid = field_id(lf)
-        if lf.type == INTERVAL:
+        geo = None
+        if is_wkb_type(lf.type):
+            # pyarrow writes GeospatialStatistics but no Statistics (so no null count) for a GEOMETRY leaf: NULLs at
+            # every level (a NULL or empty list, a NULL struct) are the leaf's slots without a value, as in Parquet
+            null_count = value_count - (len(arr) - arr.null_count)
+            lo, hi, nan = None, None, None
+            geo = summarize(arr)
+        elif lf.type == INTERVAL:
             # no statistics in the file (DuckDB writes none for INTERVAL): count nulls here, no min/max
             null_count = arr.null_count
             lo, hi, nan = None, None, None
@@ -217,7 +257,9 @@ def _describe(
             lo, hi, nan = stats(fid, arr) if stats is not None and fid is not None else (None, None, None)
         # DuckDB's value_count counts non-NULL values only (Parquet's num_values counts NULL slots too)
         value_count = max(value_count - null_count, 0)
-        described.append(LeafStats(fid if fid is not None else -1, size_bytes, value_count, null_count, lo, hi, nan))
+        described.append(
+            LeafStats(fid if fid is not None else -1, size_bytes, value_count, null_count, lo, hi, nan, geo)
+        )
     return described
 
 
@@ -334,7 +376,9 @@ def _leaf_arrays(arr: pa.Array) -> list[pa.Array]:
         return [leaf for i in range(t.num_fields) for leaf in _leaf_arrays(arr.field(i))]
     if pa.types.is_map(t):
         return [*_leaf_arrays(arr.keys), *_leaf_arrays(arr.items)]
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _leaf_arrays(flatten_list(arr))
+    if pa.types.is_fixed_size_list(t):
         return _leaf_arrays(arr.flatten())
     return [arr]
 

@@ -172,14 +172,17 @@ def _check_spark_type(name: str, dt: T.DataType) -> None:
         T.YearMonthIntervalType,
         T.NullType,
         T.VariantType,
-        T.GeometryType,
         T.GeographyType,
     )
+    if isinstance(dt, T.GeometryType) and dt.srid != 0:
+        raise UnsupportedTypeError(
+            f"column {name!r}: Spark type {dt.simpleString()} has SRID {dt.srid}, and DuckLake keeps no SRID or CRS; "
+            "st_setsrid(col, 0) first if the coordinates need no CRS to be read"
+        )
     if isinstance(dt, unsupported):
         hint = {
             T.VariantType: "DuckDB 1.5.5 writes VARIANT only as a top-level column; or to_json(col) for a JSON string",
             T.NullType: "e.g. lit(None).cast('string'): a column of NULLs needs a type",
-            T.GeometryType: "geometry is not written yet: e.g. st_asbinary(col) for WKB in a BLOB column",
             T.GeographyType: "e.g. st_asbinary(col) for WKB in a BLOB column",
         }.get(type(dt), "e.g. to a string or a number of seconds")
         raise UnsupportedTypeError(

@@ -34,6 +34,7 @@ from pyspark_ducklake.exceptions import (
 from pyspark_ducklake.io.fileio import filesystem
 from pyspark_ducklake.io.parquet import LeafStats, WrittenFile, leaf_arrays, read_table
 from pyspark_ducklake.io.parquet_schema_tree import SchemaNode, derived_type, footer_schema
+from pyspark_ducklake.io.wkb import normalize_array
 from pyspark_ducklake.table.commit import commit, current_schema
 from pyspark_ducklake.table.lake_table import LakeTable
 from pyspark_ducklake.table.name_mapped import hive_values
@@ -308,6 +309,13 @@ def _leaf_stats(
                 values += chunk.num_values
                 if chunk.statistics is not None and chunk.statistics.has_null_count:
                     nulls += chunk.statistics.null_count
+            if source == "geometry":
+                # no min/max; types and box from the values (refused if not WKB DuckDB reads). pyarrow writes no
+                # Statistics for a geometry leaf, so the NULLs are counted from the values (DuckDB leaves them NULL)
+                present = len(arrays[leaf]) - arrays[leaf].null_count
+                geo = normalize_array(arrays[leaf], f'column "{by_id[cid].name}" of file {path}')[1]
+                out.append(LeafStats(cid, size, present, max(values - present, 0), None, None, None, geo))
+                continue
             lo, hi, _ = leaf_min_max(Column(cid, by_id[cid].name, source), arrays[leaf])
             # contains_nan stays NULL: DuckDB takes stats from the footer, which does not say
             out.append(LeafStats(cid, size, max(values - nulls, 0), nulls, lo, hi, None))

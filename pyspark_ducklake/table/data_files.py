@@ -29,6 +29,7 @@ from pyspark_ducklake.io.fileio import delete_files
 from pyspark_ducklake.io.parquet import WrittenFile, write_table
 from pyspark_ducklake.io.variant import variant_column
 from pyspark_ducklake.table.conform import default_array
+from pyspark_ducklake.table.geometry_values import geometry_in, geometry_values
 from pyspark_ducklake.table.job_files import JobToken
 from pyspark_ducklake.table.partition_values import PartitionKey, partition_dir, split_by_partition
 
@@ -72,7 +73,9 @@ def conform_to_table(data: pa.Table, schema: TableSchema, table_name: str) -> pa
         SchemaMismatchError: an unknown column or field, a missing NOT NULL column, a type that does not convert
             losslessly, or a date/timestamp DuckDB cannot hold; the message names the column and says what to do.
             Nothing has been written.
-        UnsupportedTypeError: the table has a column of a type read but not written here (TIMETZ, TIME_NS).
+        UnsupportedTypeError: the table has a column of a type read but not written here (TIMETZ, TIME_NS), or a
+            geometry carries an SRID or CRS (DuckLake keeps none).
+        InvalidGeometryError: a GEOMETRY value that is not WKB DuckDB reads (table.geometry_values).
     """
     check_writable(schema.columns, table_name)
     known = set(schema.names())
@@ -102,6 +105,8 @@ def conform_to_table(data: pa.Table, schema: TableSchema, table_name: str) -> pa
             arrays.append(filled)
             continue
         col = data.column(column.name)
+        if geometry_in(column):  # checked, normalised WKB in geoarrow.wkb at every GEOMETRY position
+            col = pa.chunked_array([geometry_values(col, column, f"column {column.name!r} of {table_name}")])
         if variant_in(column):  # checked and in the variant struct (io.variant); no Arrow cast applies
             arrays.append(variant_values(col, column, table_name))
             continue

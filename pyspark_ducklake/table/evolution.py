@@ -7,10 +7,9 @@ from typing import Any
 
 from pyspark_ducklake.catalog import column_rows as column_rows_sql
 from pyspark_ducklake.catalog import reader
-from pyspark_ducklake.catalog.commit_rows import column_rows, create_inlined_table
+from pyspark_ducklake.catalog.commit_rows import column_rows, create_inlined_table, takes_inlined_rows
 from pyspark_ducklake.catalog.db import Connection
 from pyspark_ducklake.catalog.entries import TableEntry
-from pyspark_ducklake.catalog.reserved import inlining_reserved
 from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.catalog.types import Column, TableSchema, can_promote, find_folded
 from pyspark_ducklake.exceptions import InvalidIdentifierError, NoSuchColumnError, SchemaMismatchError
@@ -105,7 +104,7 @@ def finish_alter(ctx: CommitContext, table: TableEntry) -> None:
         recorded.add(table.table_id)
         column_rows_sql.record_schema_version(ctx.conn, table.table_id, ctx.snapshot_id, sv)
     schema = reader.table_schema(ctx.conn, table.table_id, ctx.snapshot_id)
-    if not inlining_reserved(schema.names()):  # such a table never takes inlined rows
+    if takes_inlined_rows(schema.columns):  # else the table never takes inlined rows (as in DuckDB)
         create_inlined_table(ctx, table.table_id, sv, schema)
     ctx.changes.altered_tables.add(table.table_id)
 

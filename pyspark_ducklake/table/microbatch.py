@@ -31,7 +31,7 @@ from pyspark_ducklake.catalog.partitioning import (
 from pyspark_ducklake.catalog.paths import checked_table_dir
 from pyspark_ducklake.catalog.reserved import check_column_names, inlining_reserved
 from pyspark_ducklake.catalog.transaction import CommitContext, RetryConfig, SkipCommit
-from pyspark_ducklake.catalog.types import Column, TableSchema, find_folded, validate_columns
+from pyspark_ducklake.catalog.types import Column, TableSchema, empty_table, find_folded, validate_columns
 from pyspark_ducklake.exceptions import (
     CommitConflictError,
     NoSuchTableError,
@@ -293,7 +293,7 @@ class MicroBatchCommitter:
             target, added = evolution.merge_new_fields(current, incoming, max_id + 1, self.qualified_name)
             validate_columns(target.columns, f"table {self.qualified_name}")
         # Type check against the table now, before any task writes a file.
-        conform_to_table(incoming.arrow_schema().empty_table(), target, self.qualified_name)
+        conform_to_table(empty_table(incoming.arrow_schema()), target, self.qualified_name)
         tplan = _TablePlan(snapshot, entry, target, added, spec, ())
         table_dir = checked_table_dir(R.table_path(entry, lake.data_path), lake.data_path, self.qualified_name)
         bplan = self._batch_plan(table_dir, target, resolve_keys(spec, target))

@@ -1,6 +1,7 @@
 """Issue #16 item 3: GEOMETRY written by DuckDB (always Parquet: DuckDB never inlines it), top-level and nested in
 lists, structs and maps, read as GeoArrow WKB in Python and as ``GeometryType(0)`` in Spark, at every snapshot and
-in the change feed, byte for byte what DuckDB's ``ST_AsWKB`` gives. Writing GEOMETRY is refused (not yet)."""
+in the change feed, byte for byte what DuckDB's ``ST_AsWKB`` gives; and Spark writes them back (the write side's
+Python tests: test_geometry_write.py)."""
 
 from __future__ import annotations
 
@@ -100,7 +101,7 @@ def test_geometry_duckdb_wrote_reads_as_geoarrow_wkb(catalog: Any) -> None:
         lake.close()
 
 
-def test_geometry_reads_in_spark_as_geometry_type_and_is_not_written(spark: Any, sqlite_catalog: Any) -> None:
+def test_geometry_reads_in_spark_as_geometry_type_and_writes_back(spark: Any, sqlite_catalog: Any) -> None:
     expected, _, snaps = _duckdb_history(sqlite_catalog)
     pdl.register(spark)
     url = sqlite_catalog.url
@@ -119,11 +120,37 @@ def test_geometry_reads_in_spark_as_geometry_type_and_is_not_written(spark: Any,
         )
         for r in nested
     } == want_nested
+    # and written back through Spark: the data source, the fast path and the sink, read by DuckDB byte for byte
     lake = pdl.connect(url)
     try:
-        with expect_bad_input("write-read-only-type", lake):
-            lake.append("main.g", pa.table({"id": pa.array([100], pa.int64())}))
-        with expect_bad_input("spark-geometry-write", lake):
-            source.write.format("ducklake").option("catalog", url).mode("append").save("main.g2")
+        wanted = sorted(want, key=lambda r: r[0])
+        source.select("id", "g").write.format("ducklake").option("catalog", url).mode("append").save("main.g2")
+        pdl.write_table(source.select("id", "g"), "main.g3", catalog=url)
+        nested = source.select("id", "l", "s")
+        nested.write.format("ducklake").option("catalog", url).mode("append").save("main.g4")
+        source.select("id", "g").createOrReplaceTempView("geo_src")
+        sink = pdl.ducklake_sink("main.g5", catalog=url, app_id="geometry-test")
+        sink(spark.table("geo_src"), 0)
+        con = open_duckdb(sqlite_catalog)
+        try:
+            for name in ("g2", "g3", "g5"):
+                got = con.execute(f"SELECT id, ST_AsWKB(g) FROM lake.main.{name} ORDER BY id").fetchall()
+                assert [(i, None if b is None else bytes(b)) for i, b in got] == wanted, name
+            nested_sql = DUCK_WKB.split(", CASE WHEN m")[0].replace("ST_AsWKB(g), ", "")
+            back = rows(con.execute(f"{nested_sql} FROM lake.main.g4").to_arrow_table())
+            assert back == [(r[0], r[2], r[3]) for r in expected[snaps[-1]]]
+            assert con.execute(
+                "SELECT count(*) FROM __ducklake_metadata_lake.ducklake_inlined_data_tables"
+            ).fetchone() == (0,)
+        finally:
+            con.close()
+        with expect_bad_input("geometry-srid", lake):
+            source.selectExpr("id", "st_setsrid(g, 4326) AS g").write.format("ducklake").option("catalog", url).mode(
+                "append"
+            ).save("main.g6")
+        with expect_bad_input("spark-geography-write", lake):
+            source.selectExpr("id", "st_geogfromwkb(st_asbinary(g)) AS g").write.format("ducklake").option(
+                "catalog", url
+            ).mode("append").save("main.g7")
     finally:
         lake.close()

@@ -470,15 +470,36 @@ CASES: tuple[BadInput, ...] = (
     ),
     BadInput(
         "write-read-only-type",
-        "a write, flush or merge into a table with a TIMETZ, TIME_NS or GEOMETRY column (read here, not written yet)",
+        "a write, flush or merge into a table with a TIMETZ or TIME_NS column (read here, not written yet)",
         E.UnsupportedTypeError,
         "write the rows with DuckDB",
     ),
     BadInput(
-        "spark-geometry-write",
-        "a Spark `geometry` or `geography` column written (also nested)",
+        "spark-geography-write",
+        "a Spark `geography` column written (also nested)",
         E.UnsupportedTypeError,
         "st_asbinary(col) for WKB in a BLOB column",
+    ),
+    # --- GEOMETRY (#16 item 3)
+    BadInput(
+        "geometry-malformed",
+        "GEOMETRY values that are not WKB DuckDB reads (truncated, trailing bytes, an unknown type or byte order, a "
+        "MULTIPOINT of lines, parts whose Z/M differ from their parent's), top-level or nested",
+        E.InvalidGeometryError,
+        "nothing was written",
+    ),
+    BadInput(
+        "geometry-srid",
+        "a geometry with a non-zero SRID (Spark `geometry(4326)`, a `struct<srid, wkb>` value, an EWKB SRID) or a "
+        "`geoarrow.wkb` type with a CRS",
+        E.UnsupportedTypeError,
+        "DuckLake keeps no SRID or CRS",
+    ),
+    BadInput(
+        "geometry-not-wkb",
+        "data of another type for a GEOMETRY column (e.g. WKT strings)",
+        E.SchemaMismatchError,
+        "cast the data or change the column type",
     ),
     BadInput(
         "hugeint-39-digits",
