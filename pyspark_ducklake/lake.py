@@ -241,7 +241,13 @@ class Lake:
 
     # --- writes ----------------------------------------------------------------------------------------------
     def append(
-        self, identifier: str | Sequence[str], data: Any, *, extra_info: dict[str, Any] | str | None = None
+        self,
+        identifier: str | Sequence[str],
+        data: Any,
+        *,
+        extra_info: dict[str, Any] | str | None = None,
+        txn_app_id: str | None = None,
+        txn_version: int | None = None,
     ) -> int:
         """Append rows; small appends are inlined into the catalog, larger ones become a Parquet file.
 
@@ -252,6 +258,10 @@ class Lake:
             identifier: ``"schema.table"`` or a ``(schema, table)`` tuple.
             data: a pyarrow Table or RecordBatch, or anything ``pa.table()`` takes.
             extra_info: stored as the snapshot's ``commit_extra_info``: a dict of JSON values or a JSON string.
+            txn_app_id, txn_version: replay protection (Delta's ``txnAppId``/``txnVersion``): when the app id has
+                committed this version or a later one into the table, nothing is written and the snapshot that
+                committed it is returned; else the version is recorded with the snapshot (the streaming sink's
+                record, ``pyspark_ducklake_app_progress``).
 
         Returns:
             The new snapshot id.
@@ -263,22 +273,31 @@ class Lake:
             CommitFailedError, CommitConflictError, CommitStateUnknownError: see the commit protocol.
         """
         extra = extra_info_text(extra_info)  # before any file is written
+        txn = _txn(txn_app_id, txn_version)
         table = self.table(identifier)
+        done = self._txn_done(table, txn)
+        if done is not None:
+            return done
         arrow = conform_to_table(to_arrow_table(data), table.table_schema, table.name)
         if arrow.num_rows == 0:
             return table.snapshot_id
+        skipped: list[int] = []
         if self._inlines(table, arrow):
-            result = commit(self, self._inline_apply(table, arrow), base=table.snapshot_id, extra_info=extra)
+            apply = self._txn_apply(table, txn, self._inline_apply(table, arrow), skipped)
+            result = commit(self, apply, base=table.snapshot_id, extra_info=extra)
         else:
             files = self._write_files(table, arrow)
             result = commit(
                 self,
-                self._file_apply(table, files),
+                self._txn_apply(table, txn, self._file_apply(table, files), skipped),
                 base=table.snapshot_id,
                 files=[f.written.path for f in files],
                 extra_info=extra,
             )
-        assert result.snapshot_id is not None
+            if result.snapshot_id is None:
+                delete_files([f.written.path for f in files], self.storage_options)
+        if result.snapshot_id is None:
+            return skipped[-1]
         return result.snapshot_id
 
     def _inlines(self, table: LakeTable, arrow: pa.Table) -> bool:

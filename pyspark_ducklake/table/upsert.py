@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from pyspark_ducklake.catalog import commit_rows as W
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog.transaction import CommitContext
-from pyspark_ducklake.catalog.types import TableSchema
+from pyspark_ducklake.catalog.types import TableSchema, find_folded
 from pyspark_ducklake.exceptions import (
     DuplicateKeyError,
     InvalidOptionError,
@@ -103,13 +103,11 @@ def check_key_names(on: Any, schema: TableSchema, data_names: Sequence[str], tab
 
 
 def _closest(name: str, names: list[str]) -> str:
-    near = difflib.get_close_matches(name, names, n=1, cutoff=0.0) or difflib.get_close_matches(
-        name.lower(), [n.lower() for n in names], n=1, cutoff=0.0
-    )
-    if not near:
-        return f" (it has {names})"
-    found = next((n for n in names if n == near[0] or n.lower() == near[0]), near[0])
-    return f"; did you mean {found!r}? (columns: {names})"
+    """``; did you mean 'x'? (columns: [...])``: the name equal but for case, else the most similar one."""
+    near = find_folded(names, name) or next(iter(difflib.get_close_matches(name, names, n=1, cutoff=0.0)), None)
+    if near is None:
+        return f" (columns: {names})"
+    return f"; did you mean {near!r}? (columns: {names})"
 
 
 def split_control_columns(
@@ -219,20 +217,30 @@ def key_table(rows: pa.Table, keys: Sequence[str]) -> pa.Table:
 
 
 def prune_filter(rows: pa.Table, key: str) -> list[list[tuple[str, str, Any]]] | None:
-    """DNF branches ``key`` between the smallest and largest of a run of the batch's sorted keys (at most
-    ``_PRUNE_BRANCHES``), for :func:`plan_scan`'s file pruning; None (no pruning) when the keys hold NaN."""
+    """DNF branches for :func:`plan_scan`'s file pruning: ``key`` between the first and last of a run of the batch's
+    sorted distinct keys, at most ``_PRUNE_BRANCHES`` runs, split at the widest gaps between numbers (else into equal
+    runs); None (no pruning) when the keys hold NaN."""
     arr = rows.column(key).combine_chunks()
+    if len(arr) == 0:
+        return None
     if pa.types.is_floating(arr.type) and pc.any(pc.is_nan(arr)).as_py():
         return None
-    values = pc.unique(arr).sort() if len(arr) else arr
-    values = values.to_pylist()
-    if not values:
-        return None
-    step = max(1, -(-len(values) // _PRUNE_BRANCHES))
+    unique = pc.unique(arr)
+    unique = unique.take(pc.sort_indices(unique))
+    values = unique.to_pylist()
+    n = len(values)
+    if n <= _PRUNE_BRANCHES:
+        cuts = list(range(1, n))
+    elif pa.types.is_integer(unique.type) or pa.types.is_floating(unique.type):
+        gaps = np.diff(unique.cast(pa.float64()).to_numpy(zero_copy_only=False))
+        cuts = sorted((np.argsort(gaps, kind="stable")[-(_PRUNE_BRANCHES - 1) :] + 1).tolist())
+    else:
+        step = -(-n // _PRUNE_BRANCHES)
+        cuts = list(range(step, n, step))
     branches = []
-    for i in range(0, len(values), step):
-        lo, hi = values[i], values[min(i + step, len(values)) - 1]
-        branches.append([(key, "=", lo)] if lo == hi else [(key, ">=", lo), (key, "<=", hi)])
+    for lo_i, hi_i in zip([0, *cuts], [*cuts, n], strict=True):
+        lo, hi = values[lo_i], values[hi_i - 1]
+        branches.append([(key, "=", lo)] if lo_i == hi_i - 1 else [(key, ">=", lo), (key, "<=", hi)])
     return branches
 
 
@@ -269,7 +277,9 @@ def plan_upsert(scan: ScanPlan, batch: UpsertRows, storage_options: dict[str, An
         parts.append(_Match(b, r, np.full(len(b), where), p))
 
     for i, task in enumerate(scan.files):
-        rows = execute_file_task(task, scan.schema, storage_options=storage_options, with_positions=True)
+        rows = execute_file_task(
+            task, scan.schema, storage_options=storage_options, with_positions=True, only_schema_columns=True
+        )
         match(rows, i)
     if scan.inlined is not None and scan.inlined.data.num_rows:
         match(scan.inlined.data, -1)
