@@ -226,6 +226,55 @@ class Lake:
 
         commit(self, apply, base=table.snapshot_id)
 
+    def drop_table(self, identifier: str | Sequence[str]) -> int:
+        """Drop a table in one snapshot, writing the catalog rows DuckDB's ``DROP TABLE`` writes; its files stay
+        until ``expire_snapshots`` and ``cleanup_old_files`` (time travel before the drop still reads it).
+
+        Raises:
+            NoSuchSchemaError, NoSuchTableError: it does not exist.
+            CommitConflictError: another writer changed it meanwhile.
+        """
+        from pyspark_ducklake.catalog import table_ddl
+
+        table = self.table(identifier)
+        result = commit(self, lambda ctx: table_ddl.drop_table(ctx, table.entry), base=table.snapshot_id)
+        assert result.snapshot_id is not None
+        return result.snapshot_id
+
+    def drop_schema(self, name: str, *, cascade: bool = False) -> int:
+        """Drop a schema in one snapshot (with ``cascade`` its tables and views too), as DuckDB's ``DROP SCHEMA``.
+
+        Raises:
+            NoSuchSchemaError: it does not exist.
+            InvalidIdentifierError: it holds tables or views and ``cascade`` is False (nothing is dropped).
+        """
+        from pyspark_ducklake.catalog import table_ddl
+
+        with self.engine.connect() as conn:
+            snap = reader.latest_snapshot(conn).snapshot_id
+            schema = reader.schema_by_name(conn, name, snap)
+        result = commit(self, lambda ctx: table_ddl.drop_schema(ctx, schema, cascade=cascade), base=snap)
+        assert result.snapshot_id is not None
+        return result.snapshot_id
+
+    def rename_table(self, identifier: str | Sequence[str], new_name: str) -> int:
+        """Rename a table within its schema in one snapshot, as DuckDB's ``ALTER TABLE .. RENAME TO`` (the table
+        keeps its id, rows, history and folder). ``new_name`` is a bare table name.
+
+        Raises:
+            NoSuchSchemaError, NoSuchTableError: it does not exist.
+            TableAlreadyExistsError: the name (or one differing only in case) is taken.
+            InvalidIdentifierError: ``new_name`` is empty or names another schema.
+        """
+        from pyspark_ducklake.catalog import table_ddl
+
+        table = self.table(identifier)
+        if not isinstance(new_name, str) or not new_name:
+            raise InvalidIdentifierError(f"the new table name must be a non-empty string, got {new_name!r}")
+        result = commit(self, lambda ctx: table_ddl.rename_table(ctx, table.entry, new_name), base=table.snapshot_id)
+        assert result.snapshot_id is not None
+        return result.snapshot_id
+
     def table(self, identifier: str | Sequence[str], *, snapshot: int | None = None) -> LakeTable:
         """The table at the latest (or given) snapshot.
 
