@@ -620,7 +620,7 @@ class Lake:
         names = table.table_schema.names()
         for c in set:
             if c not in names:
-                raise NoSuchColumnError(f"column {c!r} is not in {table.name}{U._closest(str(c), list(names))}")
+                raise NoSuchColumnError(f"column {c!r} is not in {table.name}{U.closest_name(str(c), list(names))}")
         predicate = None
         if filter is not None:
             _check_filter_columns(table, filter)

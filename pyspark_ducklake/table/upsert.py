@@ -91,18 +91,18 @@ def check_key_names(on: Any, schema: TableSchema, data_names: Sequence[str], tab
     by_name = {c.name: c for c in schema.columns}
     for k in keys:
         if k not in by_name:
-            raise NoSuchColumnError(f"key column {k!r} is not in table {table_name}{_closest(k, list(by_name))}")
+            raise NoSuchColumnError(f"key column {k!r} is not in table {table_name}{closest_name(k, list(by_name))}")
         if by_name[k].is_nested:
             raise UnsupportedTypeError(
                 f"key column {k!r} of {table_name} is of a nested type ({by_name[k].type}); keys must be of a "
                 "primitive type"
             )
         if k not in data_names:
-            raise NoSuchColumnError(f"key column {k!r} is not in the upsert's data{_closest(k, list(data_names))}")
+            raise NoSuchColumnError(f"key column {k!r} is not in the upsert's data{closest_name(k, list(data_names))}")
     return tuple(keys)
 
 
-def _closest(name: str, names: list[str]) -> str:
+def closest_name(name: str, names: list[str]) -> str:
     """``; did you mean 'x'? (columns: [...])``: the name equal but for case, else the most similar one."""
     near = find_folded(names, name) or next(iter(difflib.get_close_matches(name, names, n=1, cutoff=0.0)), None)
     if near is None:
@@ -126,7 +126,7 @@ def split_control_columns(
     drop: set[str] = set()
     if delete_column is not None:
         if not isinstance(delete_column, str) or delete_column not in data.column_names:
-            near = _closest(str(delete_column), data.column_names)
+            near = closest_name(str(delete_column), data.column_names)
             raise NoSuchColumnError(f"delete_column {delete_column!r} is not in the upsert's data{near}")
         flags = data.column(delete_column)
         if not pa.types.is_boolean(flags.type):
@@ -148,7 +148,7 @@ def split_control_columns(
         for c in cols:
             if c not in data.column_names:
                 raise NoSuchColumnError(
-                    f"order_by column {c!r} is not in the upsert's data{_closest(c, data.column_names)}"
+                    f"order_by column {c!r} is not in the upsert's data{closest_name(c, data.column_names)}"
                 )
         order = data.select(cols)
         drop |= {c for c in cols if c not in table_names}
@@ -423,14 +423,14 @@ def read_matching(
 ) -> pa.Table:
     """The live rows of ``scan`` matching ``predicate`` (all without one), with ``rowid``, ``snapshot_id``, file
     positions and a ``__task`` column (the file task's index, -1 for inlined rows); reads the files."""
-    from pyspark_ducklake.table.delete import _passing_rows
+    from pyspark_ducklake.table.delete import passing_rows
     from pyspark_ducklake.table.scan import visible
 
     parts: list[pa.Table] = []
 
     def keep(rows: pa.Table, task: int) -> None:
         if predicate is not None and rows.num_rows:
-            rows = rows.take(_passing_rows(visible(rows, scan.schema), predicate, filters))
+            rows = rows.take(passing_rows(visible(rows, scan.schema), predicate, filters))
         if rows.num_rows:
             parts.append(rows.append_column("__task", pa.array(np.full(rows.num_rows, task, dtype=np.int64))))
 
