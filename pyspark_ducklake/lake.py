@@ -1155,7 +1155,9 @@ def _txn(app_id: Any, version: Any) -> tuple[str, int] | None:
     if not isinstance(app_id, str) or not app_id:
         raise InvalidOptionError(f"txn_app_id must be a non-empty string, got {app_id!r}")
     if isinstance(version, bool) or not isinstance(version, (int, np.integer)) or version < 0:
-        raise InvalidOptionError(f"txn_version must be an integer >= 0, got {version!r}")
+        raise InvalidOptionError(
+            f"txn_version must be an integer >= 0, got {version!r} (txn_app_id and txn_version: pass both or neither)"
+        )
     return app_id, int(version)
 
 

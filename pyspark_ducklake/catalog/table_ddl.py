@@ -58,7 +58,7 @@ def drop_schema(ctx: CommitContext, schema: SchemaEntry, *, cascade: bool) -> No
     if (tables or views) and not cascade:
         names = [t.table_name for t in tables]
         raise InvalidIdentifierError(
-            f"schema {schema.schema_name} is not empty (tables {names}, {len(views)} views); drop them first or "
+            f"schema {schema.schema_name} is not empty (tables {names}, {len(views)} views); drop them first, or "
             "pass cascade=True"
         )
     _end(ctx, T.ducklake_schema, T.ducklake_schema.c.schema_id == schema.schema_id)

@@ -166,7 +166,10 @@ def prepare_rows(rows: pa.Table, deletes: np.ndarray, order: pa.Table | None, ke
     for k in keys:
         nulls = rows.column(k).null_count
         if nulls:
-            raise NullKeyError(f"key column {k!r} holds NULL in {nulls} of the upsert's rows; nothing was written")
+            raise NullKeyError(
+                f"key column {k!r} holds NULL in {nulls} of the upsert's rows: fill or drop those rows; nothing was "
+                "written"
+            )
     n = rows.num_rows
     if n == 0:
         return UpsertRows(rows, deletes, keys)
