@@ -417,3 +417,75 @@ def test_upsert_replans_when_duckdb_updates_the_key_meanwhile(catalog: Any) -> N
     finally:
         con.close()
     assert lake.scan("main.t").num_rows == 10
+
+
+def test_upsert_into_a_partitioned_table_with_deletion_vectors(catalog: Any) -> None:
+    lake = pdl.connect(catalog.url, catalog.data_path, data_inlining_row_limit=0)
+    schema = pa.schema([("id", pa.int64()), ("kind", pa.string()), ("v", pa.string())])
+    lake.create_table("main.p", schema, partition_by=["kind"])
+    lake.append("main.p", pa.table({"id": list(range(20)), "kind": ["a", "b"] * 10, "v": ["x"] * 20}, schema=schema))
+    con = open_duckdb(catalog)
+    try:
+        con.execute("CALL lake.set_option('write_deletion_vectors', true)")
+    finally:
+        con.close()
+    start = lake.current_snapshot_id()
+    rowid = dict(
+        zip(*(lake.scan("main.p", columns=["id", "rowid"]).column(c).to_pylist() for c in ("id", "rowid")), strict=True)
+    )
+    # a key may move between partitions: its new version goes to the new partition's folder with its row id
+    lake.upsert("main.p", pa.table({"id": [0, 1, 50], "kind": ["b", "b", "a"], "v": ["moved", "same", "new"]}), on="id")
+    got = sorted((r["id"], r["kind"], r["v"]) for r in lake.scan("main.p").to_pylist())
+    assert got[:2] == [(0, "b", "moved"), (1, "b", "same")] and got[-1] == (50, "a", "new") and len(got) == 21
+    con = open_duckdb(catalog)
+    try:
+        assert sorted(con.execute("SELECT id, kind, v FROM lake.p").fetchall()) == got
+        feed = con.execute(
+            f"SELECT rowid, change_type, id FROM ducklake_table_changes('lake', 'main', 'p', {start + 1}, "
+            f"{lake.current_snapshot_id()}) ORDER BY ALL"
+        ).fetchall()
+        assert feed == sorted(
+            [
+                (rowid[0], "update_postimage", 0),
+                (rowid[0], "update_preimage", 0),
+                (rowid[1], "update_postimage", 1),
+                (rowid[1], "update_preimage", 1),
+                (22, "insert", 50),  # after the 20 rows and the two ids DuckDB's layout reserves for the new versions
+            ]
+        )
+        puffins = "SELECT count(*) FROM __ducklake_metadata_lake.ducklake_delete_file WHERE path LIKE '%.puffin'"
+        assert con.execute(puffins).fetchone() == (2,)  # one deletion vector per partition's file
+    finally:
+        con.close()
+
+
+def test_two_threads_upserting_the_same_keys_keep_one_row_per_key(pg_catalog: Any) -> None:
+    import threading
+
+    lake = lake_with_rows(pg_catalog, 0)
+    start = lake.current_snapshot_id()
+    errors: list[BaseException] = []
+
+    def writer(name: str) -> None:
+        mine = pdl.connect(pg_catalog.url, max_retry_count=50, retry_wait_ms=5)
+        try:
+            for n in range(4):
+                mine.upsert("main.t", pa.table({"id": [1, 2, 30 + n], "v": [f"{name}{n}"] * 3}), on="id")
+        except BaseException as e:
+            errors.append(e)
+        finally:
+            mine.close()
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    rows = lake.scan("main.t").to_pylist()
+    ids = [r["id"] for r in rows]
+    assert len(ids) == len(set(ids)) == 14  # 10 + keys 30..33, each once
+    feed = feed_here(lake, start + 1)
+    # every upsert after the first replaced 1 and 2 (and 30+n when the other writer inserted it first)
+    assert sum(1 for r in feed if r[2] == "update_preimage" and r[3] in (1, 2)) == 2 * 8
+    assert sum(1 for r in feed if r[2] == "insert") == 4
