@@ -685,8 +685,8 @@ class Lake:
         def plan_at(current: LakeTable) -> Plan | None:
             planned[0] = current.snapshot_id
             changes = plan(current)
-            if changes.is_empty() and txn is None:
-                return None
+            if changes.is_empty():
+                return None  # nothing to write (not even the txn version: replaying it changes nothing either)
             rows = pa.concat_tables([changes.replaced, changes.inserted])
             inline = rows.num_rows == 0 or self._inlines(current, rows)
             table_dir = table_folder(current, self.data_path)

@@ -226,6 +226,33 @@ def test_upsert_reads_only_files_that_may_hold_the_keys_and_rewrites_none(sqlite
     assert files_before < live_file_ids(lake)  # every file stays: deletes go to delete files
 
 
+def test_upsert_reads_only_the_key_columns(sqlite_catalog: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyspark_ducklake.table import scan as scan_module
+
+    lake = pdl.connect(sqlite_catalog.url, sqlite_catalog.data_path, data_inlining_row_limit=0)
+    wide = pa.schema([("id", pa.int64()), ("v", pa.string()), ("blob", pa.binary())])
+    lake.create_table("main.w", wide)
+    lake.append("main.w", pa.table({"id": [1, 2], "v": ["a", "b"], "blob": [b"x" * 100, b"y"]}, schema=wide))
+    picked: list[list[str] | None] = []
+    real = scan_module.read_columns
+
+    def spy(path: str, pick: Any, **kwargs: Any) -> pa.Table:
+        def recording(schema: pa.Schema) -> list[str] | None:
+            picked.append(pick(schema))
+            return picked[-1]
+
+        return real(path, recording, **kwargs)
+
+    monkeypatch.setattr(scan_module, "read_columns", spy)
+    lake.upsert("main.w", pa.table({"id": [2], "v": ["B"], "blob": [b"z"]}), on=["id"])
+    assert picked == [["id"]]
+    monkeypatch.undo()
+    assert sorted(lake.scan("main.w").to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "v": "a", "blob": b"x" * 100},
+        {"id": 2, "v": "B", "blob": b"z"},
+    ]
+
+
 def live_file_ids(lake: pdl.Lake) -> set[int]:
     table = lake.table("main.t")
     with lake.engine.connect() as conn:
@@ -356,6 +383,9 @@ def test_txn_version_makes_append_and_upsert_replay_safe(catalog: Any) -> None:
     assert s2 == s1 + 1
     assert lake.upsert("main.t", pa.table({"id": [100], "v": ["c"]}), on=["id"], txn_app_id="job", txn_version=2) == s2
     assert lake.append("main.t", one, txn_app_id="other", txn_version=1) == s2 + 1  # app ids are independent
+    # a version whose upsert changes nothing (deleting a key that is not there) commits nothing
+    gone = pa.table({"id": [12345], "v": ["x"], "d": [True]})
+    assert lake.upsert("main.t", gone, on="id", delete_column="d", txn_app_id="job", txn_version=3) == s2 + 1
     assert [r for r in lake.scan("main.t").to_pylist() if r["id"] == 100] == [
         {"id": 100, "v": "b"},
         {"id": 100, "v": "a"},
