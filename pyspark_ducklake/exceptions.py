@@ -75,6 +75,19 @@ class NoSuchColumnError(SchemaMismatchError):
     """The column does not exist in the table."""
 
 
+class UpsertKeyError(DuckLakeError, ValueError):
+    """The rows of an upsert do not identify the rows they replace: a NULL key, or (without ``order_by``) two rows
+    with the same key."""
+
+
+class NullKeyError(UpsertKeyError):
+    """A key column of an upsert's rows holds NULL."""
+
+
+class DuplicateKeyError(UpsertKeyError):
+    """An upsert's rows hold one key more than once and no ``order_by`` says which of them wins."""
+
+
 class InvalidStringError(SchemaMismatchError):
     """A string column holds bytes that are not valid UTF-8."""
 

@@ -39,6 +39,7 @@ from pyspark_ducklake.catalog.types import (
 )
 from pyspark_ducklake.exceptions import (
     CommitConflictError,
+    CommitStateUnknownError,
     InvalidIdentifierError,
     InvalidOptionError,
     NoSuchColumnError,
@@ -225,6 +226,55 @@ class Lake:
 
         commit(self, apply, base=table.snapshot_id)
 
+    def drop_table(self, identifier: str | Sequence[str]) -> int:
+        """Drop a table in one snapshot, writing the catalog rows DuckDB's ``DROP TABLE`` writes; its files stay
+        until ``expire_snapshots`` and ``cleanup_old_files`` (time travel before the drop still reads it).
+
+        Raises:
+            NoSuchSchemaError, NoSuchTableError: it does not exist.
+            CommitConflictError: another writer changed it meanwhile.
+        """
+        from pyspark_ducklake.catalog import table_ddl
+
+        table = self.table(identifier)
+        result = commit(self, lambda ctx: table_ddl.drop_table(ctx, table.entry), base=table.snapshot_id)
+        assert result.snapshot_id is not None
+        return result.snapshot_id
+
+    def drop_schema(self, name: str, *, cascade: bool = False) -> int:
+        """Drop a schema in one snapshot (with ``cascade`` its tables and views too), as DuckDB's ``DROP SCHEMA``.
+
+        Raises:
+            NoSuchSchemaError: it does not exist.
+            InvalidIdentifierError: it holds tables or views and ``cascade`` is False (nothing is dropped).
+        """
+        from pyspark_ducklake.catalog import table_ddl
+
+        with self.engine.connect() as conn:
+            snap = reader.latest_snapshot(conn).snapshot_id
+            schema = reader.schema_by_name(conn, name, snap)
+        result = commit(self, lambda ctx: table_ddl.drop_schema(ctx, schema, cascade=cascade), base=snap)
+        assert result.snapshot_id is not None
+        return result.snapshot_id
+
+    def rename_table(self, identifier: str | Sequence[str], new_name: str) -> int:
+        """Rename a table within its schema in one snapshot, as DuckDB's ``ALTER TABLE .. RENAME TO`` (the table
+        keeps its id, rows, history and folder). ``new_name`` is a bare table name.
+
+        Raises:
+            NoSuchSchemaError, NoSuchTableError: it does not exist.
+            TableAlreadyExistsError: the name (or one differing only in case) is taken.
+            InvalidIdentifierError: ``new_name`` is empty or names another schema.
+        """
+        from pyspark_ducklake.catalog import table_ddl
+
+        table = self.table(identifier)
+        if not isinstance(new_name, str) or not new_name:
+            raise InvalidIdentifierError(f"the new table name must be a non-empty string, got {new_name!r}")
+        result = commit(self, lambda ctx: table_ddl.rename_table(ctx, table.entry, new_name), base=table.snapshot_id)
+        assert result.snapshot_id is not None
+        return result.snapshot_id
+
     def table(self, identifier: str | Sequence[str], *, snapshot: int | None = None) -> LakeTable:
         """The table at the latest (or given) snapshot.
 
@@ -240,7 +290,13 @@ class Lake:
 
     # --- writes ----------------------------------------------------------------------------------------------
     def append(
-        self, identifier: str | Sequence[str], data: Any, *, extra_info: dict[str, Any] | str | None = None
+        self,
+        identifier: str | Sequence[str],
+        data: Any,
+        *,
+        extra_info: dict[str, Any] | str | None = None,
+        txn_app_id: str | None = None,
+        txn_version: int | None = None,
     ) -> int:
         """Append rows; small appends are inlined into the catalog, larger ones become a Parquet file.
 
@@ -251,6 +307,10 @@ class Lake:
             identifier: ``"schema.table"`` or a ``(schema, table)`` tuple.
             data: a pyarrow Table or RecordBatch, or anything ``pa.table()`` takes.
             extra_info: stored as the snapshot's ``commit_extra_info``: a dict of JSON values or a JSON string.
+            txn_app_id, txn_version: replay protection (Delta's ``txnAppId``/``txnVersion``): when the app id has
+                committed this version or a later one into the table, nothing is written and the snapshot that
+                committed it is returned; else the version is recorded with the snapshot (the streaming sink's
+                record, ``pyspark_ducklake_app_progress``).
 
         Returns:
             The new snapshot id.
@@ -262,22 +322,31 @@ class Lake:
             CommitFailedError, CommitConflictError, CommitStateUnknownError: see the commit protocol.
         """
         extra = extra_info_text(extra_info)  # before any file is written
+        txn = _txn(txn_app_id, txn_version)
         table = self.table(identifier)
+        done = self._txn_done(table, txn)
+        if done is not None:
+            return done
         arrow = conform_to_table(to_arrow_table(data), table.table_schema, table.name)
         if arrow.num_rows == 0:
             return table.snapshot_id
+        skipped: list[int] = []
         if self._inlines(table, arrow):
-            result = commit(self, self._inline_apply(table, arrow), base=table.snapshot_id, extra_info=extra)
+            apply = self._txn_apply(table, txn, self._inline_apply(table, arrow), skipped)
+            result = commit(self, apply, base=table.snapshot_id, extra_info=extra)
         else:
             files = self._write_files(table, arrow)
             result = commit(
                 self,
-                self._file_apply(table, files),
+                self._txn_apply(table, txn, self._file_apply(table, files), skipped),
                 base=table.snapshot_id,
                 files=[f.written.path for f in files],
                 extra_info=extra,
             )
-        assert result.snapshot_id is not None
+            if result.snapshot_id is None:
+                delete_files([f.written.path for f in files], self.storage_options)
+        if result.snapshot_id is None:
+            return skipped[-1]
         return result.snapshot_id
 
     def _inlines(self, table: LakeTable, arrow: pa.Table) -> bool:
@@ -442,6 +511,237 @@ class Lake:
             return table.snapshot_id
         result = commit(self, first.apply, base=first.base_snapshot_id, replan=replan, files=files)
         return result.snapshot_id if result.snapshot_id is not None else planned[0]
+
+    def upsert(
+        self,
+        identifier: str | Sequence[str],
+        data: Any,
+        on: Sequence[str] | str = ("id",),
+        *,
+        delete_column: str | None = None,
+        order_by: Sequence[str] | str | None = None,
+        extra_info: dict[str, Any] | str | None = None,
+        txn_app_id: str | None = None,
+        txn_version: int | None = None,
+    ) -> int:
+        """Apply rows by key in one snapshot: a row whose key exists replaces it (keeping its row id, as DuckDB's
+        ``UPDATE`` does, so both change feeds show an ``update_preimage``/``update_postimage`` pair), a new key is
+        inserted, and a row whose ``delete_column`` is true deletes its key (that column is never stored).
+
+        Keys compare as DuckDB compares them: strings exactly (``"A"`` and ``"a"`` are two keys), NaN equal to NaN,
+        -0.0 equal to 0.0. Only the key columns of the files whose statistics may hold the keys are read, and
+        nothing is rewritten: replaced rows are deleted as :meth:`delete` deletes them. When another writer changed
+        the table before the commit, the upsert is planned again against the newest snapshot (so a concurrent
+        upsert of the same key is never lost or doubled).
+
+        Args:
+            on: the key column(s), of the table and of ``data``.
+            delete_column: a boolean column of ``data``: true deletes the key.
+            order_by: column(s) of ``data``; of several rows for one key the last in this order (ties: the later
+                row; NULL first) wins. Without it, a key twice in ``data`` is an error. Columns the table does not
+                have are not stored.
+            txn_app_id, txn_version: replay protection (Delta's ``txnAppId``/``txnVersion``): when the app id has
+                committed this version or a later one into the table, nothing is written and the snapshot that
+                committed it is returned.
+
+        Returns:
+            The new snapshot id (the current one when nothing changed).
+
+        Raises:
+            NoSuchColumnError: a key column missing from the table or the data (naming the closest), or a
+                ``delete_column``/``order_by`` column missing from the data.
+            NullKeyError: a key column holds NULL. DuplicateKeyError: a key twice in ``data`` and no ``order_by``.
+            InvalidOptionError: ``delete_column`` not boolean or holding NULL; a bad ``on``/``txn_*`` argument.
+            SchemaMismatchError: the data does not fit the table.
+            StalePlanError: the table kept changing under it in every attempt; nothing was committed.
+        (In every case nothing is written.)
+        """
+        from pyspark_ducklake.table import upsert as U
+
+        extra = extra_info_text(extra_info)
+        txn = _txn(txn_app_id, txn_version)
+        table = self.table(identifier)
+        done = self._txn_done(table, txn)
+        if done is not None:
+            return done
+        raw = to_arrow_table(data)
+        keys = U.check_key_names(on, table.table_schema, raw.column_names, table.name)
+        if delete_column is not None and delete_column in keys:
+            raise InvalidOptionError(f"delete_column {delete_column!r} is also a key column; name a separate column")
+        rows, deletes, order = U.split_control_columns(raw, table.table_schema, delete_column, order_by, table.name)
+        rows = conform_to_table(rows, table.table_schema, table.name)
+        batch = U.prepare_rows(rows, deletes, order, keys)
+        if batch.rows.num_rows == 0:
+            return table.snapshot_id
+        prune = U.prune_filter(batch.rows, keys[0])
+
+        def plan(current: LakeTable) -> U.RowChanges:
+            with self.engine.connect() as conn:
+                scan = plan_scan(
+                    conn, current.entry, current.snapshot_id, self.data_path, filters=prune, columns=list(keys)
+                )
+            return U.plan_upsert(scan, batch, self.storage_options)
+
+        return self._commit_changes(identifier, table, plan, extra, txn)
+
+    def update(
+        self,
+        identifier: str | Sequence[str],
+        set: dict[str, Any],
+        filter: Filter | pc.Expression | None = None,
+        *,
+        extra_info: dict[str, Any] | str | None = None,
+    ) -> int:
+        """Set columns of the rows matching ``filter`` (every row without one) in one snapshot, as DuckDB's
+        ``UPDATE``: the rows keep their row ids, and both change feeds show ``update_preimage``/``update_postimage``
+        pairs.
+
+        Args:
+            set: ``{column: value}``; a value is a Python value (cast to the column's type) or a pyarrow compute
+                expression over the row's columns (``pc.field("v") * 2``).
+            filter: as :meth:`delete` takes it.
+
+        Returns:
+            The new snapshot id (the current one when no row matched).
+
+        Raises:
+            NoSuchColumnError: ``set`` or the filter names a column the table does not have.
+            InvalidOptionError: ``set`` is empty or an expression cannot be evaluated on the rows.
+            SchemaMismatchError: a new value does not fit its column.
+            StalePlanError: the matching rows kept changing under it in every attempt; nothing was committed.
+        """
+        from pyspark_ducklake.table import upsert as U
+        from pyspark_ducklake.table.scan import check_filter, filter_expression
+
+        extra = extra_info_text(extra_info)
+        table = self.table(identifier)
+        if not isinstance(set, dict) or not set:
+            raise InvalidOptionError(f"set= must be a non-empty dict of column: value, got {set!r}")
+        names = table.table_schema.names()
+        for c in set:
+            if c not in names:
+                raise NoSuchColumnError(f"column {c!r} is not in {table.name}{U.closest_name(str(c), list(names))}")
+        predicate = None
+        if filter is not None:
+            _check_filter_columns(table, filter)
+            predicate = filter_expression(filter, table.table_schema)
+            check_filter(predicate, table.table_schema, filter)
+        prune = _conjunction(filter) if filter is not None else None
+
+        def plan(current: LakeTable) -> U.RowChanges:
+            with self.engine.connect() as conn:
+                scan = plan_scan(conn, current.entry, current.snapshot_id, self.data_path, filters=prune)
+            matched = U.read_matching(scan, predicate, filter, self.storage_options)
+            new_rows = U.set_values(matched, scan.schema, set, current.name)
+            return U.update_changes(scan, matched, new_rows)
+
+        return self._commit_changes(identifier, table, plan, extra, None)
+
+    def _txn_done(self, table: LakeTable, txn: tuple[str, int] | None) -> int | None:
+        """The snapshot that committed ``txn``'s version (or a later one) of the app into the table, else None."""
+        if txn is None:
+            return None
+        from pyspark_ducklake.catalog import app_progress
+
+        app_progress.ensure_progress_table(self.engine)
+        with self.engine.connect() as conn:
+            last = app_progress.last_batch(conn, txn[0], table.table_id)
+        return last[1] if last is not None and txn[1] <= last[0] else None
+
+    @staticmethod
+    def _txn_apply(table: LakeTable, txn: tuple[str, int] | None, apply: Any, skipped: list[int]) -> Any:
+        """``apply`` made replay-safe: a no-op when the app committed this version meanwhile (its snapshot in
+        ``skipped``), else recording the version in the same database transaction."""
+        if txn is None:
+            return apply
+        from pyspark_ducklake.catalog import app_progress
+
+        def guarded(ctx: CommitContext) -> None:
+            last = app_progress.last_batch(ctx.conn, txn[0], table.table_id)
+            if last is not None and txn[1] <= last[0]:
+                skipped.append(last[1])
+                raise SkipCommit()
+            apply(ctx)
+            app_progress.record_batch(ctx.conn, txn[0], table.table_id, txn[1], ctx.snapshot_id)
+
+        return guarded
+
+    def _commit_changes(
+        self,
+        identifier: str | Sequence[str],
+        table: LakeTable,
+        plan: Callable[[LakeTable], Any],
+        extra: Any,
+        txn: tuple[str, int] | None,
+    ) -> int:
+        """Commit an upsert's or update's :class:`RowChanges`, planned with ``plan`` against a table state and
+        planned again whenever another writer changed the table before the commit."""
+        from pyspark_ducklake.table import upsert as U
+
+        written: list[list[str]] = []
+        planned = [table.snapshot_id]
+        skipped: list[int] = []
+
+        def plan_at(current: LakeTable) -> Plan | None:
+            planned[0] = current.snapshot_id
+            changes = plan(current)
+            if changes.is_empty():
+                return None  # nothing to write (not even the txn version: replaying it changes nothing either)
+            rows = pa.concat_tables([changes.replaced, changes.inserted])
+            inline = rows.num_rows == 0 or self._inlines(current, rows)
+            table_dir = table_folder(current, self.data_path)
+            files = None
+            if not inline:
+                files = U.write_change_files(
+                    changes,
+                    table_dir,
+                    current.table_schema,
+                    current.partition_keys,
+                    storage_options=self.storage_options,
+                    encrypt=self.info.encrypted,
+                )
+                written.append([f.written.path for f in files[0] + files[1]])
+
+            def apply(ctx: CommitContext) -> None:
+                schema = current_schema(ctx, current)
+                U.stage_changes(
+                    ctx,
+                    changes,
+                    table_dir,
+                    schema,
+                    inline=inline,
+                    files=files,
+                    add_files=lambda c, pending: add_pending_files(
+                        c, current.entry, schema, current.partition, pending
+                    ),
+                )
+
+            return Plan(self._txn_apply(current, txn, apply, skipped), current.snapshot_id)
+
+        def replan() -> Plan | None:
+            current = self.table(identifier)
+            if current.table_id != table.table_id:
+                raise CommitConflictError(f"table {table.name} was dropped and created again by another writer")
+            return plan_at(current)
+
+        first = plan_at(table)
+        if first is None:
+            return table.snapshot_id
+        committed = False
+        try:
+            result = commit(self, first.apply, base=first.base_snapshot_id, replan=replan, extra_info=extra)
+            committed = result.snapshot_id is not None
+        except CommitStateUnknownError:
+            written = written[:-1]  # the last plan's files may be in the snapshot
+            raise
+        finally:
+            stale = written if not committed else written[:-1]
+            paths = [p for group in stale for p in group]
+            if paths:
+                delete_files(paths, self.storage_options)
+        if result.snapshot_id is not None:
+            return result.snapshot_id
+        return skipped[-1] if skipped else planned[0]
 
     def flush_inlined_data(self, identifier: str | Sequence[str] | None = None) -> int | None:
         """Write the inlined rows of one table (or of every table) to Parquet in one snapshot.
@@ -840,6 +1140,25 @@ def _conjunction(filter: Filter | pc.Expression) -> Filter | None:
     if isinstance(filter, list) and all(isinstance(t, tuple) and len(t) == 3 for t in filter):
         return filter
     return None
+
+
+def _txn(app_id: Any, version: Any) -> tuple[str, int] | None:
+    """``(txn_app_id, txn_version)`` checked: both or neither, a non-empty string and an integer >= 0.
+
+    Raises:
+        InvalidOptionError: one without the other, or a bad value.
+    """
+    if app_id is None and version is None:
+        return None
+    if app_id is None or version is None:
+        raise InvalidOptionError("txn_app_id and txn_version go together: pass both or neither")
+    if not isinstance(app_id, str) or not app_id:
+        raise InvalidOptionError(f"txn_app_id must be a non-empty string, got {app_id!r}")
+    if isinstance(version, bool) or not isinstance(version, (int, np.integer)) or version < 0:
+        raise InvalidOptionError(
+            f"txn_version must be an integer >= 0, got {version!r} (txn_app_id and txn_version: pass both or neither)"
+        )
+    return app_id, int(version)
 
 
 def _check_filter_columns(table: LakeTable, filter: Filter | pc.Expression) -> None:

@@ -11,6 +11,7 @@ that silently missed its rows.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -402,11 +403,28 @@ def latest_inlined_table(ctx: CommitContext, table: TableEntry, schema: TableSch
 
 
 def inlined_insert(
-    ctx: CommitContext, table: TableEntry, schema: TableSchema, data: pa.Table, *, target: Table | None = None
+    ctx: CommitContext,
+    table: TableEntry,
+    schema: TableSchema,
+    data: pa.Table,
+    *,
+    target: Table | None = None,
+    row_ids: Sequence[int] | None = None,
 ) -> int:
-    """Insert rows into the table's inlined-data table (``target`` if the caller knows it); returns the first row id."""
+    """Insert rows into the table's inlined-data table (``target`` if the caller knows it); returns the first row id.
+
+    With ``row_ids`` the rows are new versions of rows this commit ended (an update): they keep those row ids, and
+    ``next_row_id`` stays, as DuckDB's inlined UPDATE leaves it (``record_count`` still counts them).
+    """
     n = data.num_rows
-    start = allocate_row_ids(ctx, table.table_id, n)
+    if row_ids is None:
+        start = allocate_row_ids(ctx, table.table_id, n)
+        ids: Sequence[int] = range(start, start + n)
+    else:
+        assert len(row_ids) == n
+        ids = row_ids
+        start = min(row_ids, default=0)
+        _stats_delta(ctx, table.table_id).record_count += n
     if target is None:
         target = latest_inlined_table(ctx, table, schema)
     encoded: dict[str, list[Any]] = {}
@@ -416,7 +434,7 @@ def inlined_insert(
         _note_array_stats(ctx, table.table_id, column, arr)
     rows = [
         {
-            "row_id": start + i,
+            "row_id": ids[i],
             "begin_snapshot": ctx.snapshot_id,
             "end_snapshot": None,
             **{k: v[i] for k, v in encoded.items()},

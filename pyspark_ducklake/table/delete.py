@@ -70,7 +70,7 @@ def plan_deletes(
 
     def matching(rows: pa.Table, internal: str) -> list[int]:
         # the internal column's values of the matching rows; found by position, as a user column may share its name
-        passed = _passing_rows(visible(rows, scan.schema), predicate, filters)
+        passed = passing_rows(visible(rows, scan.schema), predicate, filters)
         return list(internal_column(rows, scan.schema, internal).take(passed).to_pylist())
 
     files: list[FileDeletes] = []
@@ -89,7 +89,7 @@ def plan_deletes(
     return DeletePlan(scan.table, scan.snapshot_id, tuple(files), tuple(inlined))
 
 
-def _passing_rows(rows: pa.Table, expr: pc.Expression, filters: Any) -> pa.Array:
+def passing_rows(rows: pa.Table, expr: pc.Expression, filters: Any) -> pa.Array:
     """The indices of the rows that pass ``expr``."""
     index = "__row"
     while index in rows.column_names:

@@ -158,14 +158,32 @@ FILE_POSITION = "_file_position"
 
 
 def execute_file_task(
-    task: FileTask, schema: TableSchema, *, storage_options: dict[str, Any] | None = None, with_positions: bool = False
+    task: FileTask,
+    schema: TableSchema,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    with_positions: bool = False,
+    only_schema_columns: bool = False,
 ) -> pa.Table:
     """Read one data file's live rows at the task's snapshot, with ``rowid`` and ``snapshot_id``.
 
     With ``with_positions`` a ``_file_position`` column gives each row's position in the file (for delete files).
+    With ``only_schema_columns`` only the columns of ``schema`` (a projection) and the internal ones are read from
+    a file with field ids (an upsert reads just the key columns).
     """
     f = task.file
-    raw = read_table(f.path, storage_options=storage_options, encryption_key=f.encryption_key)
+    if only_schema_columns and f.name_mapping is None:
+        wanted = {c.column_id for c in schema.columns} | {ROW_ID_FIELD_ID, SNAPSHOT_ID_FIELD_ID}
+
+        def pick(file_schema: pa.Schema) -> list[str] | None:
+            ids = [field_id(x) for x in file_schema]
+            if any(i is None or i < 0 for i in ids):
+                return None  # no field ids: columns go by position, so read them all
+            return [x.name for x, i in zip(file_schema, ids, strict=True) if i in wanted]
+
+        raw = read_columns(f.path, pick, storage_options=storage_options, encryption_key=f.encryption_key)
+    else:
+        raw = read_table(f.path, storage_options=storage_options, encryption_key=f.encryption_key)
     foreign = f.name_mapping is not None or without_field_ids(raw)
     if f.name_mapping is not None:  # an added file: columns by name, not field id
         raw = apply_name_mapping(raw, f.name_mapping, f.path, schema)

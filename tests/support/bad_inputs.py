@@ -635,6 +635,61 @@ CASES: tuple[BadInput, ...] = (
         E.NotInstalledError,
         "pip install 'pyspark-ducklake[gcs]'",
     ),
+    # --- upserts and updates (#17)
+    BadInput(
+        "upsert-null-key",
+        "`lake.upsert` rows with NULL in a key column",
+        E.NullKeyError,
+        "fill or drop those rows",
+    ),
+    BadInput(
+        "upsert-duplicate-key",
+        "`lake.upsert` rows holding one key twice, without `order_by`",
+        E.DuplicateKeyError,
+        "pass order_by= to keep the last of each",
+    ),
+    BadInput(
+        "upsert-key-missing",
+        "`lake.upsert(on=[...])` naming a column the table or the data lacks (`ID` for `id`)",
+        E.NoSuchColumnError,
+        "did you mean",
+    ),
+    BadInput(
+        "upsert-key-nested",
+        "`lake.upsert` keyed on a list, struct or map column",
+        E.UnsupportedTypeError,
+        "keys must be of a primitive type",
+    ),
+    BadInput(
+        "upsert-delete-not-boolean",
+        "`delete_column` of strings (`'false'`) or numbers",
+        E.InvalidOptionError,
+        "must be boolean (true deletes the key)",
+    ),
+    BadInput(
+        "upsert-delete-null",
+        "`delete_column` holding NULL",
+        E.InvalidOptionError,
+        "say true or false for each",
+    ),
+    BadInput(
+        "txn-half",
+        "`txn_app_id` without `txn_version` (or the reverse), or a negative version",
+        E.InvalidOptionError,
+        "pass both or neither",
+    ),
+    BadInput(
+        "update-unknown-column",
+        "`lake.update(set={...})` naming a column the table lacks",
+        E.NoSuchColumnError,
+        "did you mean",
+    ),
+    BadInput(
+        "drop-schema-not-empty",
+        "`lake.drop_schema` of a schema holding tables, without `cascade`",
+        E.InvalidIdentifierError,
+        "pass cascade=True",
+    ),
     # --- accepted
     BadInput(
         "hostile-identifiers",
