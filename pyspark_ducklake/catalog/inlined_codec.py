@@ -16,6 +16,8 @@ float32 / float64                       VARCHAR      real / double precision (Na
 decimal(p,s)                            VARCHAR      numeric(p,s)
 date, timestamp*, timestamptz           VARCHAR      varchar (DuckDB text: 'infinity', BC, ns, '+00')
 time                                    VARCHAR      time
+timetz                                  VARCHAR      time with time zone ('12:34:56+00')
+time_ns                                 VARCHAR      (none: DuckDB cannot create the table)
 interval                                VARCHAR      interval
 varchar, json                           VARCHAR      bytea (UTF-8; PostgreSQL text cannot hold NUL)
 blob                                    BLOB         bytea
@@ -105,6 +107,7 @@ _PG_NATIVE: dict[str, sa.types.TypeEngine[Any]] = {
     "float32": sa.REAL(),
     "float64": sa.DOUBLE_PRECISION(),
     "time": sa.TIME(),
+    "timetz": sa.TIME(timezone=True),
     "interval": postgresql.INTERVAL(),
     "varchar": postgresql.BYTEA(),
     "json": postgresql.BYTEA(),

@@ -14,7 +14,7 @@ from pyspark_ducklake.catalog.catalog import uuid7
 from pyspark_ducklake.catalog.file_stats import stats_function
 from pyspark_ducklake.catalog.paths import check_folder_names
 from pyspark_ducklake.catalog.stats_values import check_temporal_range
-from pyspark_ducklake.catalog.time_types import check_writable
+from pyspark_ducklake.catalog.time_types import check_parquet_writable, check_writable, utc_time_field_ids
 from pyspark_ducklake.catalog.types import (
     Column,
     TableSchema,
@@ -72,7 +72,7 @@ def conform_to_table(data: pa.Table, schema: TableSchema, table_name: str) -> pa
         SchemaMismatchError: an unknown column or field, a missing NOT NULL column, a type that does not convert
             losslessly, or a date/timestamp DuckDB cannot hold; the message names the column and says what to do.
             Nothing has been written.
-        UnsupportedTypeError: the table has a column of a type read but not written here (TIMETZ, TIME_NS).
+        UnsupportedTypeError: the table has a column of a type read but not written here (GEOMETRY).
     """
     check_writable(schema.columns, table_name)
     known = set(schema.names())
@@ -344,13 +344,16 @@ def write_data_files(
     storage_options: dict[str, Any] | None = None,
     job: JobToken | None = None,
     encrypt: bool = False,
+    table_name: str = "",
 ) -> list[PendingFile]:
     """Write ``data`` as one file per partition (one file when unpartitioned), named for ``job`` when given
     (encrypted, each file with its own key, with ``encrypt``: the lake is encrypted).
 
     Raises:
         DataFileError: a partition folder name would be too long (checked before any file is written).
+        UnsupportedTypeError: the table has a column DuckDB cannot read back from Parquet (TIME_NS).
     """
+    check_parquet_writable(schema.columns, table_name or table_dir)
     out: list[PendingFile] = []
     groups = [(values, part, partition_dir(keys, values)) for values, part in split_by_partition(data, keys)]
     for _, _, folder in groups:
@@ -381,7 +384,12 @@ def write_data_file(
     # raises UnsupportedTypeError for negative or nested intervals before anything is written.
     name = new_data_file_name(job)
     return name, write_table(
-        data, table_dir + name, storage_options=storage_options, stats=stats_function(schema), encrypt=encrypt
+        data,
+        table_dir + name,
+        storage_options=storage_options,
+        stats=stats_function(schema),
+        encrypt=encrypt,
+        utc_time_ids=utc_time_field_ids(schema.columns),
     )
 
 
@@ -438,7 +446,12 @@ def write_rolling(
     are named for ``job`` (so the driver finds them when the job fails, whatever became of this task).
 
     Files already written are removed when a later batch fails, so a failed task leaves nothing behind.
+
+    Raises:
+        UnsupportedTypeError: the table has a column DuckDB cannot read back from Parquet (TIME_NS), before any
+            batch is read.
     """
+    check_parquet_writable(schema.columns, table_name)
     written: list[PendingFile] = []
     pending: list[pa.RecordBatch] = []
     rows = 0
@@ -448,7 +461,14 @@ def write_rolling(
         if rows:
             data = conform_to_table(pa.Table.from_batches(pending), schema, table_name)
             files = write_data_files(
-                data, table_dir, schema, keys, storage_options=storage_options, job=job, encrypt=encrypt
+                data,
+                table_dir,
+                schema,
+                keys,
+                storage_options=storage_options,
+                job=job,
+                encrypt=encrypt,
+                table_name=table_name,
             )
             written.extend(files)
         pending, rows = [], 0
