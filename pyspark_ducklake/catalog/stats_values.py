@@ -36,7 +36,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pyspark_ducklake.catalog.time_types import format_time_ns, format_timetz, parse_time_text, timetz_order_key
+from pyspark_ducklake.catalog.time_types import (
+    format_time_ns,
+    format_timetz,
+    parse_time_text,
+    parse_timetz_utc,
+    timetz_order_key,
+)
 from pyspark_ducklake.catalog.types import Column, arrow_type, decimal_params, unreadable_type
 from pyspark_ducklake.exceptions import UnsupportedTypeError
 
@@ -718,8 +724,11 @@ def _to_uuid(value: Any) -> uuid.UUID:
     return uuid.UUID(str(value).strip())
 
 
-def parse_duckdb_text(column: Column, text: str) -> Any:
+def parse_duckdb_text(column: Column, text: str, *, timetz_utc: bool = False) -> Any:
     """The storage value of DuckDB's text of a non-nested value (the inverse of :func:`duckdb_text`).
+
+    A ``timetz`` text reads as its time with the offset dropped (DuckDB's Arrow read), or with ``timetz_utc`` as
+    its UTC time (what DuckDB's flush writes to Parquet).
 
     Raises:
         ValueError: the text is not a value of the type.
@@ -738,6 +747,8 @@ def parse_duckdb_text(column: Column, text: str) -> Any:
         return parse_date(text)
     if t == "time":
         return parse_time(text)
+    if t == "timetz" and timetz_utc:
+        return parse_timetz_utc(text)
     if t in ("timetz", "time_ns"):
         return parse_time_text(text, t)
     if t in _TIMESTAMP_UNITS:

@@ -63,8 +63,9 @@ def parse_time_text(text: str, type_name: str) -> int:
     return parse_time(text, TIME_PER_SECOND[type_name])
 
 
-def timetz_order_key(text: str) -> tuple[int, int]:
-    """How DuckDB orders ``timetz`` values in min/max: by the UTC time, then by the offset.
+def parse_timetz_utc(text: str) -> int:
+    """Microseconds of the UTC time of DuckDB's ``timetz`` text, as DuckDB's flush stores it in Parquet
+    (``'00:00:00+15:59:59'`` → ``08:00:01``); a ``+00`` time is kept as it is, so ``24:00:00+00`` stays.
 
     Raises:
         ValueError: the text is not a time.
@@ -72,7 +73,22 @@ def timetz_order_key(text: str) -> tuple[int, int]:
     from pyspark_ducklake.catalog.stats_values import parse_time
 
     time_text, offset = _split_offset(text)
-    return parse_time(time_text) - offset * 10**6, offset
+    micros = parse_time(time_text)
+    return micros if offset == 0 else (micros - offset * 10**6) % (86400 * 10**6)
+
+
+def timetz_order_key(text: str) -> tuple[int, int]:
+    """How DuckDB orders ``timetz`` values in min/max statistics (and ``min()``/``max()``): by the time as written,
+    then the larger offset first (``dtime_tz_t``'s bits), not by the UTC time its ``ORDER BY`` uses. Measured:
+    ``max('23:00:00-15:59:59', '24:00:00+00')`` is ``'24:00:00+00'``.
+
+    Raises:
+        ValueError: the text is not a time.
+    """
+    from pyspark_ducklake.catalog.stats_values import parse_time
+
+    time_text, offset = _split_offset(text)
+    return parse_time(time_text), -offset
 
 
 def format_timetz(micros: int) -> str:
@@ -103,10 +119,9 @@ def parquet_obstacle(columns: Iterable[Column], table_name: str) -> UnsupportedT
                 where = repr(top.name) if c is top else f"{top.name!r} (its field {c.name!r})"
                 return UnsupportedTypeError(
                     f"table {table_name} has column {where} of DuckLake type 'time_ns', which can only be stored "
-                    "inlined: DuckDB 1.5.5 cannot write it to Parquet, nor read a TIME(NANOS) file back as TIME_NS. "
-                    "Append at most data_inlining_row_limit rows at a time (the rows stay inlined; flush and "
-                    "compaction leave them so), or store the column as TIME (microseconds) instead. "
-                    "Nothing was written"
+                    "inlined (DuckDB 1.5.5 cannot write it to Parquet, nor read a TIME(NANOS) file back as TIME_NS): "
+                    "append at most data_inlining_row_limit rows at a time (the rows stay inlined; flushes leave "
+                    "them so), or store the column as TIME (microseconds) instead; nothing was written"
                 )
     return None
 
@@ -152,6 +167,7 @@ __all__ = [
     "format_timetz",
     "parquet_obstacle",
     "parse_time_text",
+    "parse_timetz_utc",
     "timetz_order_key",
     "utc_time_field_ids",
 ]

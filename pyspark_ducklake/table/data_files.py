@@ -222,6 +222,8 @@ def _check_primitive(t: pa.DataType, column: Column, where: str, table_name: str
     same_family = incoming == column.type or can_promote(incoming, column.type)
     # Integers narrow when every value fits (checked by the safe cast below), as DuckDB's INSERT casts.
     same_family = same_family or (_is_int(incoming) and _is_int(column.type))
+    # Arrow has one time type: time64 of any unit goes into TIME, TIMETZ (as UTC) and TIME_NS when it casts exactly.
+    same_family = same_family or (incoming == "time" and column.type in ("timetz", "time_ns"))
     if not same_family and not (incoming.startswith("timestamp") and column.type.startswith("timestamp")):
         raise SchemaMismatchError(
             f"column {where!r} of {table_name} has type {column.type}, "

@@ -74,7 +74,9 @@ def flush_inlined(ctx: CommitContext, table: TableEntry, *, strict: bool = False
     obstacle = parquet_obstacle(current.columns, qualified)
     for _, sv in registered:  # an older version may still have a column dropped since
         if obstacle is None:
-            obstacle = parquet_obstacle(columns_at_schema_version(ctx.conn, table.table_id, sv, current).columns, qualified)
+            obstacle = parquet_obstacle(
+                columns_at_schema_version(ctx.conn, table.table_id, sv, current).columns, qualified
+            )
     if obstacle is not None:
         if strict:
             raise obstacle
@@ -105,7 +107,8 @@ def flush_inlined(ctx: CommitContext, table: TableEntry, *, strict: bool = False
 def _write_flush_files(
     ctx: CommitContext, table: TableEntry, schema: TableSchema, table_dir: str, rows: Sequence[Any]
 ) -> None:
-    arrays = [decoded_values(rows, c, ctx.backend) for c in schema.columns]
+    # TIMETZ goes to Parquet as its UTC time, as DuckDB's flush writes it (inlined text keeps the offset)
+    arrays = [decoded_values(rows, c, ctx.backend, timetz_utc=True) for c in schema.columns]
     row_ids = pa.array([r.row_id for r in rows], pa.int64())
     begins = pa.array([r.begin_snapshot for r in rows], pa.int64())
     fields = [arrow_field(c) for c in schema.columns]

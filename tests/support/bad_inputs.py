@@ -470,9 +470,16 @@ CASES: tuple[BadInput, ...] = (
     ),
     BadInput(
         "write-read-only-type",
-        "a write, flush or merge into a table with a TIMETZ, TIME_NS or GEOMETRY column (read here, not written yet)",
+        "a write, flush or merge into a table with a GEOMETRY column (read here, not written yet)",
         E.UnsupportedTypeError,
         "write the rows with DuckDB",
+    ),
+    BadInput(
+        "time-ns-parquet",
+        "rows of a table with a TIME_NS column that would go to Parquet (an append over data_inlining_row_limit rows, "
+        "a flush naming the table, a merge); DuckDB cannot read TIME_NS from Parquet",
+        E.UnsupportedTypeError,
+        "append at most data_inlining_row_limit rows at a time",
     ),
     BadInput(
         "spark-geometry-write",
