@@ -220,8 +220,9 @@ def unreadable_type(name: str, type_name: str) -> UnsupportedTypeError:
     """The error for a column of a DuckLake type this library cannot read, raised only when a read selects it."""
     return UnsupportedTypeError(
         f"column {name!r} has DuckLake type {type_name!r}, which pyspark-ducklake cannot read yet; select the other "
-        "columns (lake.scan(..., columns=[...]), or pyspark_ducklake.read_table(spark, ...).select(...)), read it "
-        "with DuckDB, or have DuckDB copy the rows without it or cast to text "
+        "columns: use the columns option (spark.read.format('ducklake').option('columns', 'a, b')) or read_table "
+        "(pyspark_ducklake.read_table(spark, ...).select(...)), or lake.scan(..., columns=[...]) in Python; or read "
+        "it with DuckDB, or have DuckDB copy the rows without it or cast to text "
         f"(CREATE TABLE … AS SELECT * EXCLUDE ({name}), {name}::VARCHAR AS {name} …)"
     )
 

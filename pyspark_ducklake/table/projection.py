@@ -7,10 +7,11 @@ the schema before anything is decoded keeps the other columns readable.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import difflib
+from collections.abc import Collection, Sequence
 
-from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_type
-from pyspark_ducklake.exceptions import UnsupportedTypeError
+from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_type, find_folded
+from pyspark_ducklake.exceptions import NoSuchColumnError, UnsupportedTypeError
 
 
 def project(schema: TableSchema, names: Collection[str] | None) -> TableSchema:
@@ -24,6 +25,25 @@ def project(schema: TableSchema, names: Collection[str] | None) -> TableSchema:
     return TableSchema(tuple(c for c in schema.columns if c.name in wanted))
 
 
+def resolve_names(schema: TableSchema, names: Sequence[str], table_name: str) -> list[str]:
+    """The table's own spelling of each of ``names``: as given, else the one equal ignoring case (DuckDB's names
+    are case-insensitive).
+
+    Raises:
+        NoSuchColumnError: a name that is no column of the table; names the closest one.
+    """
+    known = schema.names()
+    out = []
+    for name in names:
+        found = name if name in known else find_folded(known, name)
+        if found is None:
+            close = difflib.get_close_matches(name.lower(), [k.lower() for k in known], n=1, cutoff=0.5)
+            hint = f"; did you mean {known[[k.lower() for k in known].index(close[0])]!r}?" if close else ""
+            raise NoSuchColumnError(f"column {name!r} is not in {table_name} (columns: {known}){hint}")
+        out.append(found)
+    return out
+
+
 def readable(column: Column) -> bool:
     """Whether the column's type (at every nesting level) has an Arrow form in this library."""
     try:
@@ -33,4 +53,4 @@ def readable(column: Column) -> bool:
     return True
 
 
-__all__ = ["project", "readable"]
+__all__ = ["project", "readable", "resolve_names"]

@@ -457,10 +457,17 @@ CASES: tuple[BadInput, ...] = (
     BadInput(
         "unreadable-type",
         "a read selecting a column of a DuckLake type this library cannot read (one a newer DuckLake adds); "
-        "`spark.read.format('ducklake')` always selects every column",
+        "`spark.read.format('ducklake')` selects every column unless its `columns` option names some",
         E.UnsupportedTypeError,
-        "select the other columns (lake.scan(..., columns=[...]), or pyspark_ducklake.read_table(spark, ...).select(...)), "
-        "read it with DuckDB",
+        "select the other columns: use the columns option (spark.read.format('ducklake').option('columns', 'a, b')) "
+        "or read_table",
+    ),
+    BadInput(
+        "unknown-read-column",
+        "the data source's `columns` option naming a column the table lacks",
+        E.NoSuchColumnError,
+        "name a column of the table (the message names the closest)",
+        match="did you mean",
     ),
     BadInput(
         "spark-time-2400",
