@@ -103,6 +103,9 @@ class TableSchema:
     """The top-level columns of a table at one schema version."""
 
     columns: tuple[Column, ...] = field(default_factory=tuple)
+    # where each column stands in the whole table when only some columns are read (a file without field ids or a
+    # name mapping is bound by position, as DuckDB binds it); None: these are the table's columns
+    positions: tuple[int, ...] | None = None
 
     def names(self) -> list[str]:
         return [c.name for c in self.columns]
@@ -112,7 +115,7 @@ class TableSchema:
 
     def nullable(self) -> TableSchema:
         """Every column nullable: the change feed's columns, whose old rows may predate a ``SET NOT NULL``."""
-        return TableSchema(tuple(c.nullable() for c in self.columns))
+        return TableSchema(tuple(c.nullable() for c in self.columns), self.positions)
 
     def by_name(self, name: str) -> Column | None:
         for c in self.columns:

@@ -22,7 +22,9 @@ def project(schema: TableSchema, names: Collection[str] | None) -> TableSchema:
     if names is None:
         return schema
     wanted = set(names)
-    return TableSchema(tuple(c for c in schema.columns if c.name in wanted))
+    kept = [(i, c) for i, c in enumerate(schema.columns) if c.name in wanted]
+    base = schema.positions
+    return TableSchema(tuple(c for _, c in kept), tuple(base[i] if base else i for i, _ in kept))
 
 
 def resolve_names(schema: TableSchema, names: Sequence[str], table_name: str) -> list[str]:
