@@ -351,3 +351,35 @@ def test_time_ns_on_postgresql_is_inlined_as_text_duckdb_reads(pg_catalog: Any) 
     finally:
         con.close()
     assert got == [(i, None if v is None else _ns_text(v)) for i, v in enumerate(NANOS)]
+
+
+def test_timetz_files_merged_here_read_the_same_in_duckdb(catalog: Any) -> None:
+    """DuckDB's Parquet (offsets normalised to UTC) and ours merged into one file: DuckDB reads every row as before,
+    and the merged file's TIMETZ statistics rows are DuckDB's zeros."""
+    con = open_duckdb(catalog, inlining_row_limit=0)
+    try:
+        con.execute("CREATE TABLE lake.main.t (id BIGINT, tz TIMETZ, l TIMETZ[])")
+        con.execute(f"INSERT INTO lake.main.t VALUES {OFFSET_ROW}")
+        _duck_insert(con, "t", range(SMALL))
+    finally:
+        con.close()
+    lake = pdl.connect(catalog.url)
+    try:
+        lake.append("main.t", _arrow(range(100, 100 + LARGE)))
+        con = open_duckdb(catalog)
+        try:
+            before = _read(con, "t")
+        finally:
+            con.close()
+        report = lake.merge_adjacent_files("main.t")
+        assert report.files_processed == 3
+    finally:
+        lake.close()
+    con = open_duckdb(catalog)
+    try:
+        assert _read(con, "t") == before
+        assert con.execute("SELECT count(*) FROM ducklake_list_files('lake', 't')").fetchone()[0] == 1
+    finally:
+        con.close()
+    files = _stats(catalog, "t")["files"]
+    assert [r for r in files if r[1:] == (0, 0, 0, None, None, None)] == files
