@@ -366,6 +366,7 @@ class Lake:
             table.partition_keys,
             storage_options=self.storage_options,
             encrypt=self.info.encrypted,
+            table_name=table.name,
         )
 
     @staticmethod
@@ -748,6 +749,12 @@ class Lake:
 
         Like DuckDB's ``ducklake_flush_inlined_data``: history is kept (time travel and the change feed read the
         same before and after). Returns the snapshot id, or None when there was nothing to flush.
+
+        Rows of a table with a TIME_NS column stay inlined (DuckDB cannot read that type from Parquet): flushing
+        every table leaves them, naming the table alone raises.
+
+        Raises:
+            UnsupportedTypeError: the named table has a TIME_NS column; nothing was written.
         """
         from pyspark_ducklake.table.flush import flush_inlined
 
@@ -756,7 +763,9 @@ class Lake:
 
         def apply(ctx: CommitContext) -> None:
             for t in targets:
-                flush_inlined(ctx, t.entry)
+                kept = flush_inlined(ctx, t.entry, strict=identifier is not None).kept
+                if kept is not None:
+                    log.info("flush: rows of %s stay inlined: %s", t.name, kept)
             if ctx.changes.is_empty():
                 raise SkipCommit()
 

@@ -280,6 +280,27 @@ def parse_keys(value: object, name: str) -> tuple[str, ...]:
     raise InvalidOptionError(f"option {name} must be keys such as 'k, day(ts)' or a list of them, got {value!r}")
 
 
+def parse_column_names(value: object, name: str) -> tuple[str, ...]:
+    """Top-level column names: ``"id, name"`` (comma-separated, blanks around names dropped) or a list of strings.
+
+    Raises:
+        InvalidOptionError: no name, an empty name, or a name given twice.
+    """
+    if isinstance(value, str):
+        names = [n.strip() for n in value.split(",")]
+    elif isinstance(value, (list, tuple)) and all(isinstance(n, str) for n in value):
+        names = [n.strip() for n in value]
+    else:
+        raise InvalidOptionError(f"option {name} must be column names such as 'id, name', got {value!r}")
+    if not names or any(not n for n in names):
+        raise InvalidOptionError(f"option {name} must be comma-separated column names without empty ones: {value!r}")
+    folded = [n.lower() for n in names]
+    twice = next((n for i, n in enumerate(names) if folded[i] in folded[:i]), None)
+    if twice is not None:
+        raise InvalidOptionError(f"option {name} names column {twice!r} twice (names are case-insensitive)")
+    return tuple(names)
+
+
 def parse_mapping(value: object, name: str) -> dict[str, Any]:
     """A dict of keyword arguments (``storage_options``)."""
     if not isinstance(value, Mapping):
@@ -456,6 +477,17 @@ OPTIONS: tuple[Option, ...] = (
         "read the newest snapshot committed at or before this ISO-8601 time (naive means UTC)",
         SPARK_TABLE,
         aliases=("timestampAsOf",),
+    ),
+    Option(
+        "columns",
+        frozenset({Entry.READ}),
+        parse_column_names,
+        "all",
+        'read only these top-level columns, comma-separated (`"id, name"`; case-insensitive, as DuckDB\'s names), in '
+        "the table's order: the DataFrame has only them and only they are decoded (PySpark 4.3 gives a data source no "
+        "column list). A column this library cannot read is readable around this way; a name the table lacks is a "
+        "`NoSuchColumnError` naming the closest. Also for `readChangeFeed` (the change columns always come)",
+        SPARK_TABLE,
     ),
     Option(
         "partitionBy",

@@ -46,7 +46,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pyspark_ducklake.batch.reader import SNAPSHOT_OPTIONS, TIMESTAMP_OPTIONS, resolve_read_snapshot
+from pyspark_ducklake.batch.reader import SNAPSHOT_OPTIONS, TIMESTAMP_OPTIONS, resolve_read_snapshot, selected_columns
 from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog.types import Column, TableSchema, can_promote, ducklake_type
 from pyspark_ducklake.exceptions import InvalidOptionError, UnsupportedTypeError
@@ -59,7 +59,7 @@ from pyspark_ducklake.spark.unreadable import with_unreadable
 from pyspark_ducklake.table.conform import default_array
 from pyspark_ducklake.table.identifiers import parse_identifier
 from pyspark_ducklake.table.name_mapped import hive_values, partition_array
-from pyspark_ducklake.table.projection import readable
+from pyspark_ducklake.table.projection import project, readable
 from pyspark_ducklake.table.scan import (
     SNAPSHOT_ID_FIELD_ID,
     FileTask,
@@ -203,9 +203,10 @@ def plan_read(
         schema_name, table_name = parse_identifier(table)
         with lake.engine.connect() as conn:
             entry = R.table_by_name(conn, schema_name, table_name, snap)
-            full = R.table_schema(conn, entry.table_id, snap)
+            selected = selected_columns(opts, R.table_schema(conn, entry.table_id, snap), table)
+            full = project(R.table_schema(conn, entry.table_id, snap), selected)  # the `columns` option's only
             unreadable = tuple(c for c in full.columns if not readable(c))
-            names = [c.name for c in full.columns if c not in unreadable] if unreadable else None
+            names = [c.name for c in full.columns if c not in unreadable] if unreadable or selected else None
             scan = plan_scan(conn, entry, snap, lake.data_path, columns=names)
             altered = R.columns_changed_since_creation(conn, entry)
         data_path_root = lake.data_path

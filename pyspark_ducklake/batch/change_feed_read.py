@@ -8,6 +8,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from pyspark_ducklake.batch.reader import selected_columns
 from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.lake import Lake
 from pyspark_ducklake.options import option_value, parse_int, parse_timestamp
@@ -62,7 +63,8 @@ def change_feed_schema(
             start = resolve_start(lake, feed)
         if option_value(options, "endingSnapshot") is not None or option_value(options, "endingTimestamp") is not None:
             _bounds(lake, options, (start, end))  # a range that cannot be read fails at load()
-        return feed_schema(lake.table(identifier, snapshot=end).table_schema), (start, end)
+        schema = lake.table(identifier, snapshot=end).table_schema
+        return feed_schema(schema, selected_columns(options, schema, identifier)), (start, end)
     finally:
         lake.close()
 
@@ -92,7 +94,10 @@ class ChangeFeedBatchReader(DataSourceReader):
             if end < start:
                 return []
             schema_name, table_name = parse_identifier(self.identifier)
-            return change_partitions(lake, schema_name, table_name, start, end)
+            columns = selected_columns(
+                self.options, lake.table(self.identifier, snapshot=end).table_schema, self.identifier
+            )
+            return change_partitions(lake, schema_name, table_name, start, end, columns)
         finally:
             lake.close()
 

@@ -14,10 +14,11 @@ from pyspark.sql.types import StructType
 from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog.types import TableSchema
 from pyspark_ducklake.exceptions import InvalidOptionError, SchemaMismatchError
-from pyspark_ducklake.options import option_value
+from pyspark_ducklake.options import option_value, parse_column_names
 from pyspark_ducklake.spark.lake_config import LakeConfig
 from pyspark_ducklake.spark.type_mapping import arrow_schema_for_spark, spark_schema, to_spark_batch
 from pyspark_ducklake.table.identifiers import parse_identifier
+from pyspark_ducklake.table.projection import project, resolve_names
 from pyspark_ducklake.table.scan import FileTask, execute_file_task, plan_scan, table_columns
 
 SNAPSHOT_OPTIONS = ("snapshot", "versionAsOf")
@@ -54,12 +55,26 @@ def resolve_read_snapshot(lake: Any, options: dict[str, str]) -> int:
     return int(lake.current_snapshot_id())
 
 
+def selected_columns(options: dict[str, str], schema: TableSchema, identifier: str) -> list[str] | None:
+    """The table's names of the columns the ``columns`` option selects, or None (every column).
+
+    Raises:
+        InvalidOptionError: an empty or repeated name.
+        NoSuchColumnError: a name the table lacks (naming the closest).
+    """
+    value = option_value(options, "columns")
+    if value is None:
+        return None
+    return resolve_names(schema, parse_column_names(value, "columns"), identifier)
+
+
 def _table_schema(config: LakeConfig, identifier: str, options: dict[str, str]) -> tuple[TableSchema, int]:
     lake = config.connect()
     try:
         snapshot = resolve_read_snapshot(lake, options)
         table = lake.table(identifier, snapshot=snapshot)
-        return table.table_schema, snapshot
+        schema = table.table_schema
+        return project(schema, selected_columns(options, schema, identifier)), snapshot
     finally:
         lake.close()
 
@@ -108,7 +123,9 @@ class DuckLakeBatchReader(DataSourceReader):
             schema_name, table_name = parse_identifier(self.identifier)
             with lake.engine.connect() as conn:
                 entry = R.table_by_name(conn, schema_name, table_name, snapshot)
-                plan = plan_scan(conn, entry, snapshot, lake.data_path)
+                full = R.table_schema(conn, entry.table_id, snapshot)
+                columns = selected_columns(self.options, full, self.identifier)
+                plan = plan_scan(conn, entry, snapshot, lake.data_path, columns=columns)
         finally:
             lake.close()
         if self.spark_schema is not None and spark_schema(plan.schema) != self.spark_schema:

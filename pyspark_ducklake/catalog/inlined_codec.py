@@ -16,6 +16,8 @@ float32 / float64                       VARCHAR      real / double precision (Na
 decimal(p,s)                            VARCHAR      numeric(p,s)
 date, timestamp*, timestamptz           VARCHAR      varchar (DuckDB text: 'infinity', BC, ns, '+00')
 time                                    VARCHAR      time
+timetz                                  VARCHAR      time with time zone ('12:34:56+00')
+time_ns                                 VARCHAR      (none: DuckDB cannot create the table)
 interval                                VARCHAR      interval
 varchar, json                           VARCHAR      bytea (UTF-8; PostgreSQL text cannot hold NUL)
 blob                                    BLOB         bytea
@@ -105,6 +107,7 @@ _PG_NATIVE: dict[str, sa.types.TypeEngine[Any]] = {
     "float32": sa.REAL(),
     "float64": sa.DOUBLE_PRECISION(),
     "time": sa.TIME(),
+    "timetz": sa.TIME(timezone=True),
     "interval": postgresql.INTERVAL(),
     "varchar": postgresql.BYTEA(),
     "json": postgresql.BYTEA(),
@@ -525,21 +528,21 @@ def _split_json_list(text: str) -> list[str | None]:
 _SQL_CAST_RE = re.compile(r"\s*CAST\s*\(\s*'((?:[^']|'')*)'\s+AS\s+[A-Za-z_ ]+\)\s*", re.I | re.S)
 
 
-def _parse_child(column: Column, text: str | None) -> Any:
+def _parse_child(column: Column, text: str | None, utc: bool = False) -> Any:
     if text is None:
         return None
     if column.is_nested:
-        return _parse_raw(column, text)
+        return _parse_raw(column, text, utc)
     try:
-        return parse_duckdb_text(column, text)
+        return parse_duckdb_text(column, text, timetz_utc=utc)
     except ValueError:
         m = _SQL_CAST_RE.fullmatch(text)
         if m is None:
             raise
-        return parse_duckdb_text(column, m.group(1).replace("''", "'"))
+        return parse_duckdb_text(column, m.group(1).replace("''", "'"), timetz_utc=utc)
 
 
-def _parse_raw(column: Column, text: str) -> Any:
+def _parse_raw(column: Column, text: str, utc: bool = False) -> Any:
     if column.type == "list":
         child = column.children[0]
         if child.type == "json":
@@ -548,13 +551,13 @@ def _parse_raw(column: Column, text: str) -> Any:
             except ValueError:
                 # DuckDB's inlined writer quotes JSON list elements (['{"a":1}']), which DuckDB cannot read back
                 return _split_list(text)
-        return [_parse_child(child, item) for item in _split_list(text)]
+        return [_parse_child(child, item, utc) for item in _split_list(text)]
     if column.type == "struct":
         fields = _split_struct(text, [c.name for c in column.children])
-        return {c.name: _parse_child(c, fields.get(c.name)) for c in column.children}
+        return {c.name: _parse_child(c, fields.get(c.name), utc) for c in column.children}
     if column.type == "map":
         key, val = column.children
-        return [(_parse_child(key, k), _parse_child(val, v)) for k, v in _split_map(text)]
+        return [(_parse_child(key, k, utc), _parse_child(val, v, utc)) for k, v in _split_map(text)]
     raise UnsupportedTypeError(f"column {column.name!r} of type {column.type!r} is not nested")
 
 
@@ -869,7 +872,7 @@ def encode_values(column: Column, array: pa.Array | pa.ChunkedArray, backend: st
     return [None if v is None else _render_raw(column, v) for v in raw]
 
 
-def _decode_leaf(column: Column, value: Any) -> Any:
+def _decode_leaf(column: Column, value: Any, utc: bool = False) -> Any:
     t = column.type
     if isinstance(value, (memoryview, bytearray)):
         value = bytes(value)
@@ -878,7 +881,7 @@ def _decode_leaf(column: Column, value: Any) -> Any:
     if isinstance(value, bytes):
         value = value.decode()  # PostgreSQL BYTEA of a VARCHAR / JSON column
     if isinstance(value, str):
-        return parse_duckdb_text(column, value)
+        return parse_duckdb_text(column, value, timetz_utc=utc)
     if t == "float32":
         return round_float32(float(value))
     if t == "float64":
@@ -891,8 +894,11 @@ def _decode_leaf(column: Column, value: Any) -> Any:
     return from_python(column, value)
 
 
-def decode_values(column: Column, values: Sequence[Any], backend: str) -> pa.Array:
+def decode_values(column: Column, values: Sequence[Any], backend: str, *, timetz_utc: bool = False) -> pa.Array:
     """An Arrow array of exactly ``arrow_type(column)`` from the stored values of one inlined column.
+
+    ``timetz`` values read as their time with the offset dropped (DuckDB's Arrow read), or with ``timetz_utc`` as
+    their UTC time (what a flush writes to Parquet).
 
     Reads what DuckDB writes (see the module docstring) as well as :func:`encode_values` output, and the Python
     types drivers return: ``str``/``int``/``float`` from sqlite3; ``bool``, ``Decimal``, ``float`` (NaN and
@@ -913,7 +919,7 @@ def decode_values(column: Column, values: Sequence[Any], backend: str) -> pa.Arr
         elif column.is_nested:
             text = bytes(value).decode() if isinstance(value, (bytes, memoryview, bytearray)) else str(value)
             try:
-                raw.append(_parse_raw(column, text))
+                raw.append(_parse_raw(column, text, timetz_utc))
             except ValueError as e:
                 raise InlinedDataError(
                     f"column {column.name!r}: the inlined value {text[:200]!r} is not a {column.type} DuckDB can "
@@ -921,7 +927,7 @@ def decode_values(column: Column, values: Sequence[Any], backend: str) -> pa.Arr
                     "read either: delete or rewrite the row with the writer that made it"
                 ) from e
         else:
-            raw.append(_decode_leaf(column, value))
+            raw.append(_decode_leaf(column, value, timetz_utc))
     return _raw_to_arrow(column, raw)
 
 

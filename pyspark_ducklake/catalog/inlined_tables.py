@@ -70,9 +70,9 @@ def inlined_rows(
     return conn.execute(query.where(cond).order_by(t.c.row_id)).all()
 
 
-def decoded_values(rows: Sequence[Any], column: Column, backend: str) -> pa.Array:
-    """One column of :func:`inlined_rows` decoded to Arrow."""
-    return decode_values(column, [r._mapping[f"c{column.column_id}"] for r in rows], backend)
+def decoded_values(rows: Sequence[Any], column: Column, backend: str, *, timetz_utc: bool = False) -> pa.Array:
+    """One column of :func:`inlined_rows` decoded to Arrow (``timetz`` as UTC times with ``timetz_utc``)."""
+    return decode_values(column, [r._mapping[f"c{column.column_id}"] for r in rows], backend, timetz_utc=timetz_utc)
 
 
 def empty_inlined_table(conn: Connection, name: str, columns: Sequence[Column]) -> int | None:

@@ -36,7 +36,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pyspark_ducklake.catalog.time_types import parse_time_text
+from pyspark_ducklake.catalog.time_types import (
+    format_time_ns,
+    format_timetz,
+    parse_time_text,
+    parse_timetz_utc,
+    timetz_order_key,
+)
 from pyspark_ducklake.catalog.types import Column, arrow_type, decimal_params, unreadable_type
 from pyspark_ducklake.exceptions import UnsupportedTypeError
 
@@ -93,9 +99,9 @@ _TIMESTAMP_UNITS: dict[str, int] = {
     "timestamptz": 10**6,
     "timestamp_ns": 10**9,
 }
-_TEMPORAL = frozenset({"date", "time", *_TIMESTAMP_UNITS})
-# Types whose Parquet statistics DuckDB does not return (HUGEINT is written as a lossy DOUBLE).
-_NO_PARQUET_STATS = frozenset({"interval", "int128", "uint128"})
+_TEMPORAL = frozenset({"date", "time", "timetz", "time_ns", *_TIMESTAMP_UNITS})
+# Types whose Parquet statistics DuckDB does not return (HUGEINT is written as a lossy DOUBLE; TIMETZ gets none).
+_NO_PARQUET_STATS = frozenset({"interval", "int128", "uint128", "timetz", "time_ns"})
 _UNIX_EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
 _EPOCH = dt.datetime(1970, 1, 1)
 _MAX_STRING_STATS = 256  # DuckDB's Parquet writer: MAX_STRING_STATISTICS_SIZE
@@ -457,6 +463,10 @@ def duckdb_text(column: Column, value: Any) -> str:
         return format_date(int(value))
     if t == "time":
         return format_time(int(value))
+    if t == "timetz":
+        return format_timetz(int(value))
+    if t == "time_ns":
+        return format_time_ns(int(value))
     if t in _TIMESTAMP_UNITS:
         return format_timestamp(int(value), t)
     if t == "interval":
@@ -714,8 +724,11 @@ def _to_uuid(value: Any) -> uuid.UUID:
     return uuid.UUID(str(value).strip())
 
 
-def parse_duckdb_text(column: Column, text: str) -> Any:
+def parse_duckdb_text(column: Column, text: str, *, timetz_utc: bool = False) -> Any:
     """The storage value of DuckDB's text of a non-nested value (the inverse of :func:`duckdb_text`).
+
+    A ``timetz`` text reads as its time with the offset dropped (DuckDB's Arrow read), or with ``timetz_utc`` as
+    its UTC time (what DuckDB's flush writes to Parquet).
 
     Raises:
         ValueError: the text is not a value of the type.
@@ -734,6 +747,8 @@ def parse_duckdb_text(column: Column, text: str) -> Any:
         return parse_date(text)
     if t == "time":
         return parse_time(text)
+    if t == "timetz" and timetz_utc:
+        return parse_timetz_utc(text)
     if t in ("timetz", "time_ns"):
         return parse_time_text(text, t)
     if t in _TIMESTAMP_UNITS:
@@ -779,11 +794,12 @@ def from_python(column: Column, value: Any) -> Any:
         if isinstance(value, dt.datetime):
             value = value.date()
         return value.toordinal() - _UNIX_EPOCH_ORDINAL if isinstance(value, dt.date) else int(value)
-    if t == "time":
+    if t in ("time", "timetz", "time_ns"):
+        scale = 1000 if t == "time_ns" else 1
         if isinstance(value, dt.time):
-            return ((value.hour * 60 + value.minute) * 60 + value.second) * 10**6 + value.microsecond
+            return (((value.hour * 60 + value.minute) * 60 + value.second) * 10**6 + value.microsecond) * scale
         if isinstance(value, dt.timedelta):
-            return (value.days * 86400 + value.seconds) * 10**6 + value.microseconds
+            return ((value.days * 86400 + value.seconds) * 10**6 + value.microseconds) * scale
         return int(value)
     if t in _TIMESTAMP_UNITS:
         if isinstance(value, dt.datetime):
@@ -828,7 +844,9 @@ def to_python(column: Column, value: Any) -> Any:
         if not 1 <= ordinal <= dt.date.max.toordinal():
             return TemporalBound(value)
         return dt.date.fromordinal(ordinal)
-    if t == "time":
+    if t in ("time", "timetz", "time_ns"):
+        if t == "time_ns":
+            value //= 1000  # as pyarrow's as_py() of time64[ns]: to the microsecond
         if value >= 86400 * 10**6:
             return dt.time.max
         seconds, micros = divmod(value, 10**6)
@@ -900,7 +918,7 @@ def storage_values(column: Column, array: pa.Array | pa.ChunkedArray) -> list[An
         return [None if v is None else uuid.UUID(bytes=v) for v in raw] if t == "uuid" else raw
     if t == "date":
         return array.cast(pa.int32()).to_pylist()
-    if t == "time" or t in _TIMESTAMP_UNITS:
+    if t in ("time", "timetz", "time_ns") or t in _TIMESTAMP_UNITS:
         return array.cast(pa.int64()).to_pylist()
     if t == "interval":
         return [None if v is None else from_python(column, v) for v in array.to_pylist()]
@@ -977,6 +995,8 @@ def parse_stat(column: Column, text: str, *, inlined: bool | None = None) -> Any
 
 def _stat_key(column: Column, text: str) -> Any:
     """A sort key of a stats string following DuckDB's ``Value`` comparison (NaN above +inf, -0.0 == 0.0)."""
+    if column.type == "timetz":
+        return timetz_order_key(text)  # DuckDB's stats keep the offsets of the values they came from
     raw = parse_duckdb_text(column, text)
     if column.type in ("float32", "float64"):
         return (1, 0.0) if math.isnan(raw) else (0, raw)

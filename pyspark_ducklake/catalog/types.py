@@ -103,6 +103,9 @@ class TableSchema:
     """The top-level columns of a table at one schema version."""
 
     columns: tuple[Column, ...] = field(default_factory=tuple)
+    # where each column stands in the whole table when only some columns are read (a file without field ids or a
+    # name mapping is bound by position, as DuckDB binds it); None: these are the table's columns
+    positions: tuple[int, ...] | None = None
 
     def names(self) -> list[str]:
         return [c.name for c in self.columns]
@@ -112,7 +115,7 @@ class TableSchema:
 
     def nullable(self) -> TableSchema:
         """Every column nullable: the change feed's columns, whose old rows may predate a ``SET NOT NULL``."""
-        return TableSchema(tuple(c.nullable() for c in self.columns))
+        return TableSchema(tuple(c.nullable() for c in self.columns), self.positions)
 
     def by_name(self, name: str) -> Column | None:
         for c in self.columns:
@@ -225,8 +228,9 @@ def unreadable_type(name: str, type_name: str) -> UnsupportedTypeError:
     """The error for a column of a DuckLake type this library cannot read, raised only when a read selects it."""
     return UnsupportedTypeError(
         f"column {name!r} has DuckLake type {type_name!r}, which pyspark-ducklake cannot read yet; select the other "
-        "columns (lake.scan(..., columns=[...]), or pyspark_ducklake.read_table(spark, ...).select(...)), read it "
-        "with DuckDB, or have DuckDB copy the rows without it or cast to text "
+        "columns: use the columns option (spark.read.format('ducklake').option('columns', 'a, b')) or read_table "
+        "(pyspark_ducklake.read_table(spark, ...).select(...)), or lake.scan(..., columns=[...]) in Python; or read "
+        "it with DuckDB, or have DuckDB copy the rows without it or cast to text "
         f"(CREATE TABLE … AS SELECT * EXCLUDE ({name}), {name}::VARCHAR AS {name} …)"
     )
 

@@ -22,7 +22,7 @@ from pyspark_ducklake.exceptions import DataFileError, DuckLakeError, EncryptedL
 from pyspark_ducklake.io import thrift_compact as tc
 from pyspark_ducklake.io.encryption import decode_key, encode_key, encrypt_file, new_key, open_encrypted, undecryptable
 from pyspark_ducklake.io.fileio import ensure_parent, filesystem
-from pyspark_ducklake.io.parquet_footer import edit_top_level_columns
+from pyspark_ducklake.io.parquet_footer import edit_columns_by_field_id, edit_top_level_columns
 from pyspark_ducklake.io.storage import describe_error, scrubbed
 from pyspark_ducklake.io.variant_parquet import collapse_stats, mark_variant_columns, to_parquet_form, variant_columns
 from pyspark_ducklake.io.wkb import GeoSummary, is_wkb_type, summarize
@@ -42,6 +42,11 @@ INTERVAL = pa.month_day_nano_interval()
 PARQUET_INTERVAL = pa.binary(12)  # FIXED_LEN_BYTE_ARRAY(12): months, days, millis as little-endian uint32
 CONVERTED_TYPE_INTERVAL = 21  # Parquet's ConvertedType.INTERVAL
 _FLBA = 7  # Parquet's Type.FIXED_LEN_BYTE_ARRAY
+CONVERTED_TYPE_TIME_MICROS = 8  # Parquet's ConvertedType.TIME_MICROS
+_CONVERTED_TYPE = 6  # SchemaElement.converted_type
+_LOGICAL_TYPE = 10  # SchemaElement.logicalType
+_LOGICAL_TIME = 7  # LogicalType.TIME
+_TIME_ADJUSTED_TO_UTC = 1  # TimeType.isAdjustedToUTC
 _MAX_U32 = 0xFFFFFFFF
 
 
@@ -169,6 +174,7 @@ def write_table(
     compression: str = DEFAULT_COMPRESSION,
     stats: StatsFn | None = None,
     encrypt: bool = False,
+    utc_time_ids: frozenset[int] = frozenset(),
 ) -> WrittenFile:
     """Write ``table`` (whose schema already carries field ids) to ``path`` and describe it.
 
@@ -182,6 +188,10 @@ def write_table(
 
     With ``encrypt`` (an encrypted lake) the file is encrypted with a fresh key, returned base64 in
     ``encryption_key`` (see :mod:`.encryption`).
+
+    The ``time64[us]`` leaves whose field ids are in ``utc_time_ids`` (DuckLake ``timetz``) are written as DuckDB
+    writes them: ``TIME(us, isAdjustedToUTC=true)`` with converted type ``TIME_MICROS``, no column statistics, and
+    a statistics row of zeros.
     """
     variants = variant_columns(table)
     table = to_parquet_form(table, variants)  # unshredded, annotated VARIANT(1) below (io.variant_parquet)
@@ -191,12 +201,14 @@ def write_table(
     arrays = leaf_arrays(table)
     nan_leaves = _nan_leaves(leaves, arrays)
     no_stats = set(intervals)
-    if nan_leaves:
+    utc_leaves = {i for i, lf in enumerate(leaves) if field_id(lf) in utc_time_ids} if utc_time_ids else set()
+    utc_time_ids = frozenset(field_id(leaves[i]) or -1 for i in utc_leaves)  # those in this file
+    if nan_leaves or utc_leaves:
         paths = _leaf_paths(table.schema)
-        no_stats.update(paths[i] for i in nan_leaves)
+        no_stats.update(paths[i] for i in nan_leaves | utc_leaves)
     try:
         size, footer_size, metadata = _write_file(
-            table, path, intervals, no_stats, compression, storage_options, key, variants
+            table, path, intervals, no_stats, compression, storage_options, key, variants, utc_time_ids
         )
     except DuckLakeError:
         raise
@@ -208,7 +220,7 @@ def write_table(
         ) from scrubbed(e, storage_options)
     try:
         described = collapse_stats(
-            table.schema, variants, _describe(leaves, arrays, metadata, nan_leaves, stats), table.num_rows
+            table.schema, variants, _describe(leaves, arrays, metadata, nan_leaves, stats, utc_leaves), table.num_rows
         )
     except BaseException:
         _remove_partial(path, storage_options)  # e.g. a value the statistics refuse: no orphan file stays
@@ -224,10 +236,16 @@ def _describe(
     metadata: Any,
     nan_leaves: set[int],
     stats: StatsFn | None,
+    zero_leaves: set[int] | None = None,
 ) -> list[LeafStats]:
-    """Per-leaf sizes, counts and (through ``stats``) min/max of a written file."""
+    """Per-leaf sizes, counts and (through ``stats``) min/max of a written file; the leaves ``zero_leaves`` get a
+    row of zeros (DuckDB's for TIMETZ)."""
     described = []
     for i, (lf, arr) in enumerate(zip(leaves, arrays, strict=False)):
+        if zero_leaves and i in zero_leaves:
+            fid = field_id(lf)
+            described.append(LeafStats(fid if fid is not None else -1, 0, 0, 0))
+            continue
         size_bytes = 0
         value_count = 0
         null_count = 0
@@ -286,12 +304,14 @@ def _write_file(
     storage_options: dict[str, Any] | None,
     key: bytes | None = None,
     variants: list[str] | None = None,
+    utc_time_ids: frozenset[int] = frozenset(),
 ) -> tuple[int, int, Any]:
     """Write the file (no statistics for the leaf paths ``no_stats``, encrypted with ``key`` if given); its size,
     footer size and Parquet metadata."""
     ensure_parent(path, storage_options)
     fs, p = filesystem(path, storage_options)
-    if intervals or variants or key is not None:  # the whole file in memory: its footer is edited, or it is encrypted
+    # the whole file in memory when its footer is edited, or it is encrypted
+    if intervals or variants or utc_time_ids or key is not None:
         if intervals:
             plain = _interval_file_bytes(table, intervals, no_stats, compression)
         else:
@@ -304,6 +324,8 @@ def _write_file(
             plain = sink.getvalue().to_pybytes()
         if variants:
             plain = mark_variant_columns(plain, set(variants))
+        if utc_time_ids:
+            plain = mark_utc_times(plain, utc_time_ids)
         data = encrypt_file(plain, key) if key is not None else plain
         with fs.open(p, "wb") as out:
             out.write(data)
@@ -538,6 +560,25 @@ def mark_interval_columns(data: bytes, names: set[str]) -> bytes:
         el.set(6, tc.I32, CONVERTED_TYPE_INTERVAL)
 
     return edit_top_level_columns(data, names, mark)
+
+
+def mark_utc_times(data: bytes, ids: frozenset[int]) -> bytes:
+    """Rewrite a Parquet file's footer so the ``TIME`` leaves with field ids ``ids`` say ``isAdjustedToUTC=true``
+    and carry converted type ``TIME_MICROS``, as DuckDB writes TIMETZ.
+
+    Raises:
+        DataFileError: a field id is missing or not a microsecond TIME leaf.
+    """
+
+    def mark(fid: int, el: tc.Struct) -> None:
+        logical = el.get(_LOGICAL_TYPE)
+        time = logical.value.get(_LOGICAL_TIME) if logical is not None else None
+        if time is None:
+            raise DataFileError(f"field id {fid} is not a TIME column in the written file")
+        time.value.set(_TIME_ADJUSTED_TO_UTC, tc.BOOL_TRUE, True)
+        el.set(_CONVERTED_TYPE, tc.I32, CONVERTED_TYPE_TIME_MICROS)
+
+    return edit_columns_by_field_id(data, ids, mark)
 
 
 def read_table(

@@ -4,7 +4,7 @@ where it starts, and its partitions, each a Spark task reading whole data files 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,7 @@ from pyspark_ducklake.spark.type_mapping import arrow_schema_for_spark, spark_sc
 from pyspark_ducklake.table.change_feed import change_column_names, plan_changes
 from pyspark_ducklake.table.change_feed_split import ChangePart, execute_part, split_plan
 from pyspark_ducklake.table.conform import default_array
+from pyspark_ducklake.table.projection import project
 
 # Never null, and declared so: Spark then skips a null check per value when it takes the rows in. The commit time
 # is null for a snapshot the catalog holds no time for.
@@ -55,11 +56,12 @@ class FeedOptions:
         )
 
 
-def feed_schema(table_schema: TableSchema) -> StructType:
-    """The table's columns, then the change columns (renamed where the table has their names)."""
+def feed_schema(table_schema: TableSchema, columns: Sequence[str] | None = None) -> StructType:
+    """The table's columns (those named in ``columns``, when given), then the change columns (renamed where the
+    whole table has their names)."""
     names = change_column_names(table_schema)
     extra = [StructField(name, f.dataType, f.nullable) for name, f in zip(names, CHANGE_COLUMNS, strict=True)]
-    return spark_schema(table_schema.nullable(), extra)
+    return spark_schema(project(table_schema, columns).nullable(), extra)
 
 
 def resolve_start(lake: Lake, options: FeedOptions) -> int:
@@ -101,12 +103,14 @@ class ChangeFeedPartition(InputPartition):
     part: ChangePart
 
 
-def change_partitions(lake: Lake, schema_name: str, table_name: str, first: int, last: int) -> list[InputPartition]:
-    """The changes of snapshots ``first..last`` (in the table's columns at ``last``) as tasks of about
-    :data:`PARTITION_ROWS` changes each, every data file read by one task only."""
+def change_partitions(
+    lake: Lake, schema_name: str, table_name: str, first: int, last: int, columns: Sequence[str] | None = None
+) -> list[InputPartition]:
+    """The changes of snapshots ``first..last`` (in the table's columns at ``last``, those named in ``columns``
+    when given) as tasks of about :data:`PARTITION_ROWS` changes each, every data file read by one task only."""
     with lake.engine.connect() as conn:
         entry = R.table_by_name(conn, schema_name, table_name, last)
-        plan = plan_changes(conn, entry, first, last, lake.data_path)
+        plan = plan_changes(conn, entry, first, last, lake.data_path, columns)
     parts = split_plan(plan, target_rows=PARTITION_ROWS, storage_options=lake.storage_options)
     return [ChangeFeedPartition(part) for part in parts]
 

@@ -14,7 +14,7 @@ from pyspark_ducklake.catalog.catalog import uuid7
 from pyspark_ducklake.catalog.file_stats import stats_function
 from pyspark_ducklake.catalog.paths import check_folder_names
 from pyspark_ducklake.catalog.stats_values import check_temporal_range
-from pyspark_ducklake.catalog.time_types import check_writable
+from pyspark_ducklake.catalog.time_types import check_parquet_writable, utc_time_field_ids
 from pyspark_ducklake.catalog.types import (
     Column,
     TableSchema,
@@ -73,11 +73,10 @@ def conform_to_table(data: pa.Table, schema: TableSchema, table_name: str) -> pa
         SchemaMismatchError: an unknown column or field, a missing NOT NULL column, a type that does not convert
             losslessly, or a date/timestamp DuckDB cannot hold; the message names the column and says what to do.
             Nothing has been written.
-        UnsupportedTypeError: the table has a column of a type read but not written here (TIMETZ, TIME_NS), or a
-            geometry carries an SRID or CRS (DuckLake keeps none).
+        UnsupportedTypeError: a TIME_NS column bound for Parquet (DuckDB cannot read it back), or a geometry
+            carries an SRID or CRS (DuckLake keeps none).
         InvalidGeometryError: a GEOMETRY value that is not WKB DuckDB reads (table.geometry_values).
     """
-    check_writable(schema.columns, table_name)
     known = set(schema.names())
     for n in data.column_names:
         if n in known:
@@ -227,6 +226,8 @@ def _check_primitive(t: pa.DataType, column: Column, where: str, table_name: str
     same_family = incoming == column.type or can_promote(incoming, column.type)
     # Integers narrow when every value fits (checked by the safe cast below), as DuckDB's INSERT casts.
     same_family = same_family or (_is_int(incoming) and _is_int(column.type))
+    # Arrow has one time type: time64 of any unit goes into TIME, TIMETZ (as UTC) and TIME_NS when it casts exactly.
+    same_family = same_family or (incoming == "time" and column.type in ("timetz", "time_ns"))
     if not same_family and not (incoming.startswith("timestamp") and column.type.startswith("timestamp")):
         raise SchemaMismatchError(
             f"column {where!r} of {table_name} has type {column.type}, "
@@ -349,13 +350,16 @@ def write_data_files(
     storage_options: dict[str, Any] | None = None,
     job: JobToken | None = None,
     encrypt: bool = False,
+    table_name: str = "",
 ) -> list[PendingFile]:
     """Write ``data`` as one file per partition (one file when unpartitioned), named for ``job`` when given
     (encrypted, each file with its own key, with ``encrypt``: the lake is encrypted).
 
     Raises:
         DataFileError: a partition folder name would be too long (checked before any file is written).
+        UnsupportedTypeError: the table has a column DuckDB cannot read back from Parquet (TIME_NS).
     """
+    check_parquet_writable(schema.columns, table_name or table_dir)
     out: list[PendingFile] = []
     groups = [(values, part, partition_dir(keys, values)) for values, part in split_by_partition(data, keys)]
     for _, _, folder in groups:
@@ -386,7 +390,12 @@ def write_data_file(
     # raises UnsupportedTypeError for negative or nested intervals before anything is written.
     name = new_data_file_name(job)
     return name, write_table(
-        data, table_dir + name, storage_options=storage_options, stats=stats_function(schema), encrypt=encrypt
+        data,
+        table_dir + name,
+        storage_options=storage_options,
+        stats=stats_function(schema),
+        encrypt=encrypt,
+        utc_time_ids=utc_time_field_ids(schema.columns),
     )
 
 
@@ -443,7 +452,12 @@ def write_rolling(
     are named for ``job`` (so the driver finds them when the job fails, whatever became of this task).
 
     Files already written are removed when a later batch fails, so a failed task leaves nothing behind.
+
+    Raises:
+        UnsupportedTypeError: the table has a column DuckDB cannot read back from Parquet (TIME_NS), before any
+            batch is read.
     """
+    check_parquet_writable(schema.columns, table_name)
     written: list[PendingFile] = []
     pending: list[pa.RecordBatch] = []
     rows = 0
@@ -453,7 +467,14 @@ def write_rolling(
         if rows:
             data = conform_to_table(pa.Table.from_batches(pending), schema, table_name)
             files = write_data_files(
-                data, table_dir, schema, keys, storage_options=storage_options, job=job, encrypt=encrypt
+                data,
+                table_dir,
+                schema,
+                keys,
+                storage_options=storage_options,
+                job=job,
+                encrypt=encrypt,
+                table_name=table_name,
             )
             written.extend(files)
         pending, rows = [], 0

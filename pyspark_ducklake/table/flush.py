@@ -27,7 +27,7 @@ from pyspark_ducklake.catalog.inlined_tables import (
     stored_columns,
 )
 from pyspark_ducklake.catalog.paths import checked_table_dir
-from pyspark_ducklake.catalog.time_types import check_writable
+from pyspark_ducklake.catalog.time_types import parquet_obstacle, utc_time_field_ids
 from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.catalog.types import TableSchema, arrow_field
 from pyspark_ducklake.exceptions import StalePlanError
@@ -46,20 +46,40 @@ INTERNAL_SNAPSHOT_ID = "_ducklake_internal_snapshot_id"
 
 @dataclass(frozen=True)
 class FlushResult:
+    """Files written and rows moved; ``kept`` says why the rows stayed inlined (a TIME_NS column), else None."""
+
     files: int
     rows: int
+    kept: str | None = None
 
 
 def internal_field(name: str, field_id: int) -> pa.Field:
     return pa.field(name, pa.int64(), metadata={b"PARQUET:field_id": str(field_id).encode()})
 
 
-def flush_inlined(ctx: CommitContext, table: TableEntry) -> FlushResult:
-    """Move every inlined row of ``table`` to Parquet in this commit (``inline_flush:<table_id>``)."""
+def flush_inlined(ctx: CommitContext, table: TableEntry, *, strict: bool = False) -> FlushResult:
+    """Move every inlined row of ``table`` to Parquet in this commit (``inline_flush:<table_id>``).
+
+    A table whose rows DuckDB could not read back from Parquet (a TIME_NS column) keeps them inlined: the result's
+    ``kept`` says why, so a commit that flushes when a threshold is crossed still commits its own rows.
+
+    Raises:
+        UnsupportedTypeError: with ``strict`` (the user named this table), instead of keeping the rows inlined.
+    """
     registered = reader.inlined_tables(ctx.conn, table.table_id)
     table_dir = reader.table_path(table, ctx.data_path)
     current = reader.table_schema(ctx.conn, table.table_id, ctx.snapshot_id)
-    check_writable(current.columns, f"{table.schema.schema_name}.{table.table_name}")
+    qualified = f"{table.schema.schema_name}.{table.table_name}"
+    obstacle = parquet_obstacle(current.columns, qualified)
+    for _, sv in registered:  # an older version may still have a column dropped since
+        if obstacle is None:
+            obstacle = parquet_obstacle(
+                columns_at_schema_version(ctx.conn, table.table_id, sv, current).columns, qualified
+            )
+    if obstacle is not None:
+        if strict:
+            raise obstacle
+        return FlushResult(0, 0, str(obstacle))
     files = rows_flushed = 0
     for position, (name, sv) in enumerate(registered):
         if not reader.has_table(ctx.conn, name):
@@ -86,7 +106,8 @@ def flush_inlined(ctx: CommitContext, table: TableEntry) -> FlushResult:
 def _write_flush_files(
     ctx: CommitContext, table: TableEntry, schema: TableSchema, table_dir: str, rows: Sequence[Any]
 ) -> None:
-    arrays = [decoded_values(rows, c, ctx.backend) for c in schema.columns]
+    # TIMETZ goes to Parquet as its UTC time, as DuckDB's flush writes it (inlined text keeps the offset)
+    arrays = [decoded_values(rows, c, ctx.backend, timetz_utc=True) for c in schema.columns]
     row_ids = pa.array([r.row_id for r in rows], pa.int64())
     begins = pa.array([r.begin_snapshot for r in rows], pa.int64())
     fields = [arrow_field(c) for c in schema.columns]
@@ -99,7 +120,12 @@ def _write_flush_files(
     ctx.attempt_files.append(table_dir + name)
     encrypt = reader.lake_encrypted(ctx.conn)  # read in the attempt, as every catalog fact of a commit
     written = write_table(
-        data, table_dir + name, stats=stats_function(schema), storage_options=ctx.storage_options, encrypt=encrypt
+        data,
+        table_dir + name,
+        stats=stats_function(schema),
+        storage_options=ctx.storage_options,
+        encrypt=encrypt,
+        utc_time_ids=utc_time_field_ids(schema.columns),
     )
     begin_values = [int(r.begin_snapshot) for r in rows]
     file_id = W.add_data_file(

@@ -348,6 +348,7 @@ class MicroBatchCommitter:
                     storage_options=self.lake.storage_options,
                     job=plan.job,
                     encrypt=plan.encrypted,
+                    table_name=plan.table_name,
                 )
         flushed = [0]
         skipped = [False]
@@ -392,8 +393,10 @@ class MicroBatchCommitter:
                 oldest = oldest or ctx.snapshot_time
             flushed[0] = 0
             if self._should_flush(count, oldest, inline_rows):
-                flushed[0] = flush_inlined(ctx, entry).rows
-                count, oldest = 0, None
+                result = flush_inlined(ctx, entry)
+                flushed[0] = result.rows
+                if result.kept is None:
+                    count, oldest = 0, None
                 crash_point(DURING_FLUSH, batch_id)
             app_progress.record_batch(ctx.conn, app_id, entry.table_id, batch_id, ctx.snapshot_id)
             batches = dict(known.batches) if known is not None else {}

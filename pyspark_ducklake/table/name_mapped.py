@@ -167,14 +167,14 @@ def without_field_ids(raw: pa.Table) -> bool:
 
 def apply_positional(raw: pa.Table, schema: TableSchema) -> pa.Table:
     """File column ``i`` as table column ``i``, as DuckDB binds a file with neither mapping nor field ids
-    (ducklake-format-2.md §1.2: ``CreatePositionalMapping``); columns past the shorter of the two are dropped."""
-    n = min(raw.num_columns, len(schema.columns))
-    fields = [
-        _tagged(raw.schema.field(i).name, raw.schema.field(i).type, schema.columns[i].column_id) for i in range(n)
-    ]
+    (ducklake-format-2.md §1.2: ``CreatePositionalMapping``); columns past the shorter of the two are dropped. A
+    schema of some columns only binds each by its place in the whole table (``schema.positions``)."""
+    places = schema.positions if schema.positions is not None else tuple(range(len(schema.columns)))
+    bound = [(i, c) for i, c in zip(places, schema.columns, strict=True) if i < raw.num_columns]
+    fields = [_tagged(raw.schema.field(i).name, raw.schema.field(i).type, c.column_id) for i, c in bound]
     if not fields:
         return pa.Table.from_arrays([pa.nulls(raw.num_rows)], schema=pa.schema([_tagged("__rows", pa.null(), -1)]))
-    return pa.Table.from_arrays([raw.column(i) for i in range(n)], schema=pa.schema(fields))
+    return pa.Table.from_arrays([raw.column(i) for i, _ in bound], schema=pa.schema(fields))
 
 
 __all__ = [

@@ -27,7 +27,7 @@ from pyspark_ducklake.catalog.inlined_tables import (
 from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_field, empty_table
 from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.io.deletion_vector import PARQUET, PUFFIN, read_deletion_vector
-from pyspark_ducklake.io.parquet import field_id, read_columns, read_table
+from pyspark_ducklake.io.parquet import field_id, read_columns
 from pyspark_ducklake.table import filters as filters_module
 from pyspark_ducklake.table.conform import conform_table, default_array
 from pyspark_ducklake.table.data_files import DELETE_POS_ID
@@ -163,27 +163,26 @@ def execute_file_task(
     *,
     storage_options: dict[str, Any] | None = None,
     with_positions: bool = False,
-    only_schema_columns: bool = False,
 ) -> pa.Table:
     """Read one data file's live rows at the task's snapshot, with ``rowid`` and ``snapshot_id``.
 
     With ``with_positions`` a ``_file_position`` column gives each row's position in the file (for delete files).
-    With ``only_schema_columns`` only the columns of ``schema`` (a projection) and the internal ones are read from
-    a file with field ids (an upsert reads just the key columns).
+    Only the columns of ``schema`` (a projection: an upsert reads just the key columns) and the internal ones are
+    decoded from a file with field ids.
     """
     f = task.file
-    if only_schema_columns and f.name_mapping is None:
-        wanted = {c.column_id for c in schema.columns} | {ROW_ID_FIELD_ID, SNAPSHOT_ID_FIELD_ID}
+    wanted = {c.column_id for c in schema.columns} | {ROW_ID_FIELD_ID, SNAPSHOT_ID_FIELD_ID}
 
-        def pick(file_schema: pa.Schema) -> list[str] | None:
-            ids = [field_id(x) for x in file_schema]
-            if any(i is None or i < 0 for i in ids):
-                return None  # no field ids: columns go by position, so read them all
-            return [x.name for x, i in zip(file_schema, ids, strict=True) if i in wanted]
+    def pick(file_schema: pa.Schema) -> list[str] | None:
+        # only the schema's columns are decoded, in a file of ours or DuckDB's (columns known by field id)
+        if f.name_mapping is not None or len(set(file_schema.names)) != len(file_schema.names):
+            return None
+        ids = [field_id(x) for x in file_schema]
+        if all(i is None for i in ids):
+            return None
+        return [x.name for x, i in zip(file_schema, ids, strict=True) if i in wanted]
 
-        raw = read_columns(f.path, pick, storage_options=storage_options, encryption_key=f.encryption_key)
-    else:
-        raw = read_table(f.path, storage_options=storage_options, encryption_key=f.encryption_key)
+    raw = read_columns(f.path, pick, storage_options=storage_options, encryption_key=f.encryption_key)
     foreign = f.name_mapping is not None or without_field_ids(raw)
     if f.name_mapping is not None:  # an added file: columns by name, not field id
         raw = apply_name_mapping(raw, f.name_mapping, f.path, schema)

@@ -280,9 +280,7 @@ def plan_upsert(scan: ScanPlan, batch: UpsertRows, storage_options: dict[str, An
         parts.append(_Match(b, r, np.full(len(b), where), p))
 
     for i, task in enumerate(scan.files):
-        rows = execute_file_task(
-            task, scan.schema, storage_options=storage_options, with_positions=True, only_schema_columns=True
-        )
+        rows = execute_file_task(task, scan.schema, storage_options=storage_options, with_positions=True)
         match(rows, i)
     if scan.inlined is not None and scan.inlined.data.num_rows:
         match(scan.inlined.data, -1)

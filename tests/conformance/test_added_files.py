@@ -695,6 +695,9 @@ def test_spark_reads_a_file_without_mapping_or_field_ids_by_position(
     assert reason is not None and "no field ids" in reason  # Spark's reader fails on such a file: fall back
     got = pdl.read_table(spark, "main.t", catalog=sqlite_catalog.url).toArrow()
     assert canon(got) == [(1, "x", None), (2, "y", None)]
+    # some columns only: each still bound by its place in the whole table
+    frame = spark.read.format("ducklake").option("catalog", sqlite_catalog.url).option("columns", "b").load("main.t")
+    assert sorted(r.b for r in frame.collect()) == ["x", "y"]
 
 
 def test_spark_fast_path_reads_flat_added_files_by_name_as_duckdb(spark: Any, catalog: Any, tmp_path: Path) -> None:
@@ -744,8 +747,12 @@ def test_a_file_without_mapping_or_field_ids_binds_columns_by_position_as_duckdb
         theirs = duck_rows(con, "t")
         assert theirs == [(1, "x", None), (2, "y", None)]
         assert canon(lake.scan("main.t")) == theirs
+        assert lake.scan("main.t", columns=["b"]).column("b").to_pylist() == ["x", "y"]
+        assert lake.scan("main.t", columns=["c", "b"]).to_pydict() == {"b": ["x", "y"], "c": [None, None]}
         last = lake.current_snapshot_id()
         assert our_feed(lake, "t", 0, last) == duck_feed(con, "t", 0, last)
+        feed = lake.table_changes("main.t", 0, last, columns=["b"])
+        assert sorted(feed.column("b").to_pylist()) == ["x", "y"]
     finally:
         con.close()
 

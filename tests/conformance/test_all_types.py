@@ -202,39 +202,6 @@ def test_time_types_read_in_spark_as_time(spark: Any, sqlite_catalog: Any, limit
         assert "column 'tm'" in str(err.value)
 
 
-@pytest.mark.parametrize("duck_type", ["TIMETZ", "TIME_NS"])
-def test_writes_into_time_types_we_only_read_are_refused_with_nothing_written(
-    sqlite_catalog: Any, duck_type: str
-) -> None:
-    """Appends (inlined and Parquet sizes), flush and merge used to fail deep in the statistics code with "cannot
-    read"; now a typed error up front says what to do, and DuckDB still reads the table as before."""
-    con = open_duckdb(sqlite_catalog, inlining_row_limit=10)
-    try:
-        con.execute(f"CREATE TABLE lake.main.t (id BIGINT, v {duck_type})")
-        con.execute("INSERT INTO lake.main.t VALUES (1, '12:34:56'), (2, NULL)")
-        if duck_type == "TIMETZ":
-            con.execute("INSERT INTO lake.main.t SELECT i, '01:02:03-02' FROM range(10, 30) r(i)")
-            con.execute("INSERT INTO lake.main.t SELECT i, '01:02:03-02' FROM range(30, 50) r(i)")
-        before = raw_rows(con.execute("SELECT * FROM lake.main.t").to_arrow_table())
-    finally:
-        con.close()
-    lake = pdl.connect(sqlite_catalog.url)
-    unit = "ns" if duck_type == "TIME_NS" else "us"
-    try:
-        for n in (3, 30):
-            rows = pa.table({"id": pa.array(range(n), pa.int64()), "v": pa.array([0] * n, pa.time64(unit))})
-            with expect_bad_input("write-read-only-type", lake):
-                lake.append("main.t", rows)
-        with expect_bad_input("write-read-only-type", lake):
-            lake.flush_inlined_data("main.t")
-        if duck_type == "TIMETZ":
-            with expect_bad_input("write-read-only-type", lake):
-                lake.merge_adjacent_files("main.t")
-        assert raw_rows(lake.scan("main.t")) == before
-    finally:
-        lake.close()
-
-
 def test_spark_and_python_times_written_read_back_exactly_by_duckdb(spark: Any, sqlite_catalog: Any) -> None:
     """Spark TIME(6) columns (data source, inlined; ``write_table``, Parquet) and Arrow ``time64`` from Python: DuckDB
     reads the same TIME values, microseconds included."""

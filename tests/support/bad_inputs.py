@@ -457,10 +457,17 @@ CASES: tuple[BadInput, ...] = (
     BadInput(
         "unreadable-type",
         "a read selecting a column of a DuckLake type this library cannot read (one a newer DuckLake adds); "
-        "`spark.read.format('ducklake')` always selects every column",
+        "`spark.read.format('ducklake')` selects every column unless its `columns` option names some",
         E.UnsupportedTypeError,
-        "select the other columns (lake.scan(..., columns=[...]), or pyspark_ducklake.read_table(spark, ...).select(...)), "
-        "read it with DuckDB",
+        "select the other columns: use the columns option (spark.read.format('ducklake').option('columns', 'a, b')) "
+        "or read_table",
+    ),
+    BadInput(
+        "unknown-read-column",
+        "the data source's `columns` option naming a column the table lacks",
+        E.NoSuchColumnError,
+        "name a column of the table (the message names the closest)",
+        match="did you mean",
     ),
     BadInput(
         "spark-time-2400",
@@ -469,10 +476,11 @@ CASES: tuple[BadInput, ...] = (
         "read the other columns, or read it in Python (lake.scan) or with DuckDB",
     ),
     BadInput(
-        "write-read-only-type",
-        "a write, flush or merge into a table with a TIMETZ or TIME_NS column (read here, not written yet)",
+        "time-ns-parquet",
+        "rows of a table with a TIME_NS column that would go to Parquet (an append over data_inlining_row_limit rows, "
+        "a flush naming the table, a merge); DuckDB cannot read TIME_NS from Parquet",
         E.UnsupportedTypeError,
-        "write the rows with DuckDB",
+        "append at most data_inlining_row_limit rows at a time",
     ),
     BadInput(
         "spark-geography-write",

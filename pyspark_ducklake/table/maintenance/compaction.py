@@ -32,7 +32,7 @@ from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
 from pyspark_ducklake.catalog.file_stats import stats_function
 from pyspark_ducklake.catalog.inlined_tables import files_with_inlined_deletes
 from pyspark_ducklake.catalog.paths import is_inside
-from pyspark_ducklake.catalog.time_types import check_writable
+from pyspark_ducklake.catalog.time_types import check_parquet_writable, utc_time_field_ids
 from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.catalog.types import TableSchema
 from pyspark_ducklake.exceptions import InvalidOptionError, StalePlanError
@@ -269,7 +269,7 @@ def _group(
         if not is_inside(base + relative_folder + "x", base):
             relative_folder = ""  # a catalog path with ../ segments: the merged file stays in the table folder
     schema = reader.table_schema(conn, table.table_id, first.begin_snapshot)
-    check_writable(schema.columns, f"{table.schema.schema_name}.{table.table_name}")
+    check_parquet_writable(schema.columns, f"{table.schema.schema_name}.{table.table_name}")
     return MergeGroup(
         table.table_id,
         f"{table.schema.schema_name}.{table.table_name}",
@@ -330,6 +330,7 @@ def rewrite_group(group: MergeGroup, storage_options: dict[str, Any] | None = No
         stats=stats_function(group.schema),
         storage_options=storage_options,
         encrypt=any(s.encryption_key for s in group.sources),  # sources have keys in encrypted lakes only
+        utc_time_ids=utc_time_field_ids(group.schema.columns),
     )
     return MergedFile(group.relative_folder + name, written, first if contiguous else None)
 
