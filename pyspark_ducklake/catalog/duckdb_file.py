@@ -1,0 +1,98 @@
+"""DuckDB-file catalogs (``ATTACH 'ducklake:my.ducklake'``): the engine, opening the file per transaction, and the
+lock DuckDB holds on it per process.
+
+The catalog is an ordinary DuckDB database whose ``main`` schema holds the ``ducklake_*`` tables. DuckDB locks the
+file for the whole process that opens it read-write, so the engine opens it for each connection (``NullPool``) and
+closes it right after: between transactions the file is free for other processes. A process that holds it (a
+DuckDB session with the lake attached) shuts every other one out; that becomes :class:`CatalogLockedError` after a
+short wait, never a hang.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.exc import NoSuchModuleError
+from sqlalchemy.pool import NullPool
+
+from pyspark_ducklake.exceptions import CatalogLockedError, NotInstalledError
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from pyspark_ducklake.catalog.location import CatalogLocation
+
+INSTALL_HINT = "pip install 'pyspark-ducklake[duckdb]'"
+# How long a connection waits for another process to let go of the file (our own Spark workers hold it briefly).
+LOCK_WAIT_S = 5.0
+# No extension is needed to read the catalog's tables: never download or load one.
+DUCKDB_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+_LOCK_HELD = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")
+
+
+def duckdb_file_engine(location: CatalogLocation) -> Engine:
+    """An engine on the DuckDB file of ``location``, opening the file per connection.
+
+    Raises:
+        NotInstalledError: duckdb or duckdb-engine is not installed.
+    """
+    try:
+        import duckdb
+        import duckdb_engine  # noqa: F401
+    except ImportError as e:
+        raise NotInstalledError(
+            f"catalog {location.redacted()} is a DuckDB file, which needs DuckDB: {INSTALL_HINT} ({e})"
+        ) from None
+    try:
+        engine = create_engine(
+            location.url,
+            poolclass=NullPool,
+            hide_parameters=True,
+            connect_args={"config": dict(DUCKDB_CONFIG)},
+        )
+    except (NoSuchModuleError, ModuleNotFoundError) as e:
+        raise NotInstalledError(f"the DuckDB driver is missing: {INSTALL_HINT} ({e})") from None
+    path = engine.url.database or ""
+
+    @event.listens_for(engine, "do_connect")
+    def _connect(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
+        conn = connect_waiting(lambda: dialect.connect(*cargs, **cparams), path)
+        try:
+            conn.execute("SET TimeZone = 'UTC'")  # TIMESTAMPTZ as UTC text; without ICU DuckDB has UTC only
+        except duckdb.Error:
+            pass
+        return conn
+
+    return engine
+
+
+def connect_waiting(connect: Any, path: str, wait_s: float = LOCK_WAIT_S) -> Any:
+    """``connect()``, tried again while another process holds the file's lock, for up to ``wait_s`` seconds.
+
+    Raises:
+        CatalogLockedError: another process still holds the file.
+    """
+    import duckdb
+
+    deadline = time.monotonic() + wait_s
+    pause = 0.02
+    while True:
+        try:
+            return connect()
+        except duckdb.IOException as e:
+            held = _LOCK_HELD.search(str(e))
+            if held is None and "could not set lock" not in str(e).lower():
+                raise
+            if time.monotonic() < deadline:
+                time.sleep(pause)
+                pause = min(pause * 2, 0.5)
+                continue
+            holder = f"process {held.group(2)} ({held.group(1)})" if held else "another process"
+            raise CatalogLockedError(
+                f"the DuckDB-file catalog {path} is held by {holder}: DuckDB locks the file for the whole process "
+                "that has it open. Detach it there (DETACH <alias>, or close that DuckDB connection) and retry, or "
+                "use a SQLite/PostgreSQL catalog when several processes must use the lake at once"
+            ) from None
