@@ -9,7 +9,7 @@ return it as a datetime).
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, ClassVar
+from typing import Any
 
 from sqlalchemy import BigInteger, Boolean, String
 from sqlalchemy.dialects import postgresql
@@ -115,7 +115,7 @@ class _TimestampText(ColumnElement[Any]):
     """A selected TIMESTAMPTZ: as it is, except on DuckDB, where it is read as text."""
 
     inherit_cache = True
-    _traverse_internals: ClassVar[Any] = [("column", InternalTraversal.dp_clauseelement)]
+    _traverse_internals = [("column", InternalTraversal.dp_clauseelement)]  # noqa: RUF012 - SQLAlchemy's own form
 
     def __init__(self, column: ColumnElement[Any]) -> None:
         self.column = column

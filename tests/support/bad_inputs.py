@@ -82,16 +82,23 @@ CASES: tuple[BadInput, ...] = (
         "pass data_path",
     ),
     BadInput(
-        "catalog-duckdb-file",
-        "a DuckDB-file catalog (`ducklake:lake.ducklake`)",
-        E.InvalidOptionError,
-        "use a SQLite ('ducklake:sqlite:lake.sqlite') or PostgreSQL catalog",
+        "catalog-duckdb-locked",
+        "a DuckDB-file catalog (`ducklake:lake.ducklake`) another process holds (a DuckDB session with it attached)",
+        E.CatalogLockedError,
+        "detach it there, or use a SQLite/PostgreSQL catalog (after a 5 s wait; names the PID)",
+        match="Detach it there",
+    ),
+    BadInput(
+        "catalog-duckdb-extra-missing",
+        "a DuckDB-file catalog without the `[duckdb]` extra installed",
+        E.NotInstalledError,
+        "pip install 'pyspark-ducklake[duckdb]'",
     ),
     BadInput(
         "catalog-other-backend",
         "another database backend (`mysql://…`)",
         E.InvalidOptionError,
-        "DuckLake catalogs here are sqlite or postgresql",
+        "DuckLake catalogs here are sqlite, postgresql or a DuckDB file",
     ),
     BadInput(
         "catalog-in-memory",
