@@ -244,3 +244,41 @@ def test_duckdb_database_that_is_not_a_lake(tmp_path) -> None:
     c = duckdb.connect(path, read_only=True)
     assert c.execute("SELECT table_name FROM information_schema.tables").fetchall() == [("people",)]
     c.close()
+
+
+def test_change_feed_and_every_snapshot_equal_duckdbs(duck_lake: str) -> None:
+    with pdl.connect(f"ducklake:{duck_lake}") as lake:
+        lake.append("main.t", pa.table({"id": pa.array([300], pa.int32()), "v": ["ours"]}))
+        snapshots = [s.snapshot.snapshot_id for s in lake.snapshots()]
+        last = snapshots[-1]
+        ours = lake.table_changes("main.t", 0, last, columns=["id", "v"])
+        at = {
+            s: sorted(lake.scan("main.t", snapshot=s, columns=["id"]).column("id").to_pylist()) for s in snapshots[2:]
+        }
+    theirs = _duck_rows(
+        duck_lake,
+        f"SELECT id, v, change_type, snapshot_id, rowid FROM ducklake_table_changes('lake', 'main', 't', 0, {last})",
+    )
+    mine = zip(
+        *(ours.column(c).to_pylist() for c in ("id", "v", "_change_type", "_snapshot_id", "_rowid")), strict=True
+    )
+    assert sorted(mine) == sorted(theirs)
+    for snapshot, ids in at.items():
+        assert ids == [
+            r[0] for r in _duck_rows(duck_lake, f"SELECT id FROM lake.t AT (VERSION => {snapshot}) ORDER BY id")
+        ]
+
+
+def test_threads_of_one_process_commit_concurrently(duck_lake: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with pdl.connect(f"ducklake:{duck_lake}", retry_wait_ms=5) as lake:
+
+        def append(i: int) -> None:
+            lake.append("main.t", pa.table({"id": pa.array([1000 + i], pa.int32())}))
+
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(append, range(12)))
+        ids = lake.scan("main.t", columns=["id"]).column("id").to_pylist()
+    assert sorted(i for i in ids if i >= 1000) == list(range(1000, 1012))
+    assert _duck_rows(duck_lake, "SELECT count(*) FROM lake.t WHERE id >= 1000") == [(12,)]
