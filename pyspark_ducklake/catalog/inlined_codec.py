@@ -76,7 +76,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.elements import ColumnElement
 
-from pyspark_ducklake.catalog.inlined_duckdb import InlinedColumnType, duckdb_type, nested_storage
+from pyspark_ducklake.catalog.inlined_duckdb import InlinedColumnType, duckdb_type, nested_storage, variant_storage
 from pyspark_ducklake.catalog.inlined_duckdb import select_expression as duckdb_select_expression
 from pyspark_ducklake.catalog.stats_values import (
     conform_array,
@@ -916,6 +916,8 @@ def decode_values(column: Column, values: Sequence[Any], backend: str) -> pa.Arr
     for value in values:
         if value is None:
             raw.append(None)
+        elif column.type == "variant" and name == "duckdb":
+            raw.append(variant_storage(value))
         elif column.is_nested and name == "duckdb" and not isinstance(value, str):
             raw.append(nested_storage(column, value, _parse_child))
         elif column.is_nested:

@@ -9,8 +9,10 @@ Values travel as DuckDB's own text both ways, so the exactness of the SQLite enc
   leaves, so brackets and quotes inside strings never need parsing) and decodes the text as on SQLite. DuckDB's
   Python driver turns the nested shape into lists, dicts by field name and dicts for maps.
 
-VARIANT and GEOMETRY, which DuckDB inlines natively here, have no exact text: reading such inlined rows raises
-:class:`~pyspark_ducklake.exceptions.UnsupportedTypeError` (flush them to Parquet with DuckDB first).
+A top-level VARIANT, which DuckDB inlines natively here, is read as its Parquet encoding (DuckDB's
+``variant_to_parquet_variant``: the ``metadata`` and ``value`` bytes). A VARIANT inside a nested column has no exact
+text and raises :class:`~pyspark_ducklake.exceptions.UnsupportedTypeError`; DuckDB never inlines GEOMETRY. We never
+inline VARIANT ourselves (a batch with one goes to Parquet).
 """
 
 from __future__ import annotations
@@ -99,7 +101,11 @@ class InlinedColumnType(UserDefinedType[Any]):
 
 
 def select_expression(column: Column, expression: ColumnElement[Any]) -> ColumnElement[Any]:
-    """``expression`` read as text leaves (blobs as bytes, integers and booleans as they are)."""
+    """``expression`` read as text leaves (blobs as bytes, integers and booleans as they are, a VARIANT as its Parquet
+    encoding)."""
+    if column.type == "variant":
+        # SQL NULL stays NULL (variant_to_parquet_variant would make it a variant null)
+        return sa.case((expression.is_(None), sa.null()), else_=sa.func.variant_to_parquet_variant(expression))
     if any(c.type in _NO_TEXT for c in column.walk()):
         raise UnsupportedTypeError(
             f"column {column.name!r} holds inlined {column.type.upper()} rows in a DuckDB-file catalog, which "
@@ -121,6 +127,11 @@ class _TextLeaves(UserDefinedType[Any]):
 
     def get_col_spec(self, **_kw: Any) -> str:
         return self.sql
+
+
+def variant_storage(value: Any) -> dict[str, bytes]:
+    """A VARIANT selected by :func:`select_expression` (a dict of ``metadata`` and ``value`` bytes) as stored."""
+    return {"value": bytes(value["value"]), "metadata": bytes(value["metadata"])}
 
 
 def nested_storage(column: Column, value: Any, leaf: Any) -> Any:

@@ -282,3 +282,45 @@ def test_threads_of_one_process_commit_concurrently(duck_lake: str) -> None:
         ids = lake.scan("main.t", columns=["id"]).column("id").to_pylist()
     assert sorted(i for i in ids if i >= 1000) == list(range(1000, 1012))
     assert _duck_rows(duck_lake, "SELECT count(*) FROM lake.t WHERE id >= 1000") == [(12,)]
+
+
+def test_duckdb_inlined_variants_read_equal_and_flush(tmp_path) -> None:
+    """DuckDB inlines VARIANT natively in a DuckDB file (not on SQLite/PostgreSQL): we read every shape equal to
+    DuckDB's read, append (to Parquet: we never inline VARIANT) and flush its inlined rows to Parquet."""
+    from tests.conformance.test_variant import SHAPES, norm, shape_sql
+
+    from pyspark_ducklake.io.variant import decode
+
+    path = str(tmp_path / "v.ducklake")
+    con = connect_duckdb()
+    try:
+        con.execute(f"ATTACH {sql_string('ducklake:' + path)} AS lake (DATA_INLINING_ROW_LIMIT 100)")
+        con.execute("CREATE TABLE lake.t (id INTEGER, v VARIANT)")
+        # DuckDB 1.5.5 cannot inline shape 7 (a JSON null inside a list of objects: "Cannot deduce template type"),
+        # and after that failed commit the process keeps the file attached: it is left out
+        shapes = [i for i in range(len(SHAPES)) if i != 7]
+        con.execute("INSERT INTO lake.t VALUES " + ", ".join(f"({i}, {shape_sql(i)})" for i in shapes))
+    finally:
+        con.close()
+    assert _duck_rows(path, "SELECT count(*) FROM ducklake_list_files('lake', 't')") == [(0,)]  # all inlined
+
+    def duck_values() -> list:
+        return sorted((i, norm(v)) for i, v in _duck_rows(path, "SELECT id, v FROM lake.t"))
+
+    def our_values(lake: pdl.Lake) -> list:
+        rows = lake.scan("main.t").to_pylist()
+        return sorted(
+            (r["id"], None if r["v"] is None else norm(decode(r["v"]["metadata"], r["v"]["value"]))) for r in rows
+        )
+
+    expected = duck_values()
+    with pdl.connect(f"ducklake:{path}") as lake:
+        assert our_values(lake) == expected
+        feed = lake.table_changes("main.t", 0)
+        assert feed.num_rows == len(shapes)
+        first = lake.scan("main.t").slice(0, 1)
+        lake.append("main.t", first.set_column(0, "id", pa.array([999], pa.int32())))
+        lake.flush_inlined_data("main.t")
+        after = our_values(lake)
+    assert after == duck_values() == sorted([*expected, (999, expected[0][1])])
+    assert _duck_rows(path, "SELECT count(*) FROM ducklake_list_files('lake', 't')") == [(2,)]
