@@ -287,9 +287,8 @@ def test_threads_of_one_process_commit_concurrently(duck_lake: str) -> None:
 def test_duckdb_inlined_variants_read_equal_and_flush(tmp_path) -> None:
     """DuckDB inlines VARIANT natively in a DuckDB file (not on SQLite/PostgreSQL): we read every shape equal to
     DuckDB's read, append (to Parquet: we never inline VARIANT) and flush its inlined rows to Parquet."""
-    from tests.conformance.test_variant import SHAPES, norm, shape_sql
-
     from pyspark_ducklake.io.variant import decode
+    from tests.conformance.test_variant import SHAPES, norm, shape_sql
 
     path = str(tmp_path / "v.ducklake")
     con = connect_duckdb()
