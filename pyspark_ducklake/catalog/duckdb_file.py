@@ -31,6 +31,7 @@ LOCK_WAIT_S = 5.0
 # No extension is needed to read the catalog's tables: never download or load one.
 DUCKDB_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 _LOCK_HELD = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")
+_ATTACHED_HERE = re.compile(r"Unique file handle conflict.*already attached by database \"([^\"]*)\"", re.S)
 
 
 def duckdb_file_engine(location: CatalogLocation) -> Engine:
@@ -82,6 +83,15 @@ def connect_waiting(connect: Any, path: str, wait_s: float = LOCK_WAIT_S) -> Any
     while True:
         try:
             return connect()
+        except duckdb.BinderException as e:
+            ours = _ATTACHED_HERE.search(str(e))
+            if ours is None:
+                raise
+            raise CatalogLockedError(
+                f"the DuckDB-file catalog {path} is attached by a DuckDB connection of this process (as "
+                f"{ours.group(1)!r}), and DuckDB lets one process open a file once. Detach it there (DETACH <alias>) "
+                "and retry, or use a SQLite/PostgreSQL catalog to use the lake from DuckDB and here at once"
+            ) from None
         except duckdb.IOException as e:
             held = _LOCK_HELD.search(str(e))
             if held is None and "could not set lock" not in str(e).lower():

@@ -207,6 +207,7 @@ _HOLDER = textwrap.dedent(
 
 
 def test_lock_held_by_another_process(duck_lake: str) -> None:
+    lake = pdl.connect(f"ducklake:{duck_lake}")  # open between transactions: the file is free
     holder = subprocess.Popen(
         [sys.executable, "-c", _HOLDER, duck_lake], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
@@ -218,8 +219,12 @@ def test_lock_held_by_another_process(duck_lake: str) -> None:
         assert isinstance(info.value, CatalogLockedError) and f"held by process {holder.pid} (" in str(info.value)
         assert time.monotonic() - started < 30  # a bounded wait, never a hang
         assert "SQLite/PostgreSQL" in str(info.value)
+        # a lake opened before: its append fails the same way, and the Parquet file it wrote is removed
+        with expect_bad_input("catalog-duckdb-locked", watch=[os.path.dirname(duck_lake)]):
+            lake.append("main.t", pa.table({"id": pa.array(range(100, 150), pa.int32())}))
     finally:
         holder.communicate("\n", timeout=30)
+        lake.close()
     # released: we open it again
     with pdl.connect(f"ducklake:{duck_lake}") as lake:
         assert lake.scan("main.t").num_rows == 40
@@ -323,3 +328,14 @@ def test_duckdb_inlined_variants_read_equal_and_flush(tmp_path) -> None:
         after = our_values(lake)
     assert after == duck_values() == sorted([*expected, (999, expected[0][1])])
     assert _duck_rows(path, "SELECT count(*) FROM ducklake_list_files('lake', 't')") == [(2,)]
+
+
+def test_lake_attached_by_duckdb_in_this_process(duck_lake: str) -> None:
+    con = connect_duckdb()
+    try:
+        _attach(con, duck_lake)
+        with expect_bad_input("catalog-duckdb-locked", watch=[os.path.dirname(duck_lake)]) as info:
+            pdl.connect(f"ducklake:{duck_lake}")
+        assert "a DuckDB connection of this process" in str(info.value)
+    finally:
+        con.close()

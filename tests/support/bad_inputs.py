@@ -83,9 +83,9 @@ CASES: tuple[BadInput, ...] = (
     ),
     BadInput(
         "catalog-duckdb-locked",
-        "a DuckDB-file catalog (`ducklake:lake.ducklake`) another process holds (a DuckDB session with it attached)",
+        "a DuckDB-file catalog (`ducklake:lake.ducklake`) that a DuckDB session holds (another process, or this one)",
         E.CatalogLockedError,
-        "detach it there, or use a SQLite/PostgreSQL catalog (after a 5 s wait; names the PID)",
+        "detach it there, or use a SQLite/PostgreSQL catalog (another process: after a 5 s wait, naming its PID)",
         match="Detach it there",
     ),
     BadInput(
