@@ -339,3 +339,30 @@ def test_lake_attached_by_duckdb_in_this_process(duck_lake: str) -> None:
         assert "a DuckDB connection of this process" in str(info.value)
     finally:
         con.close()
+
+
+def test_schema_changes_partitioning_and_maintenance(tmp_path) -> None:
+    import datetime as dt
+
+    path = str(tmp_path / "m.ducklake")
+    with pdl.connect(f"ducklake:{path}", data_path=str(tmp_path / "files")) as lake:
+        lake.create_table("main.t", pa.schema([("id", pa.int64()), ("v", pa.string())]))
+        for i in range(4):
+            lake.append("main.t", pa.table({"id": list(range(i * 20, i * 20 + 20)), "v": ["x"] * 20}))
+        lake.append("main.t", pa.table({"id": [1000], "v": ["inl"]}))  # inlined, then a new schema version
+        lake.add_column("main.t", "w", pa.int32())
+        lake.append("main.t", pa.table({"id": [1001], "v": ["inl2"], "w": [5]}))
+        lake.rename_column("main.t", "v", "vv")
+        lake.delete("main.t", [("id", "<", 5)])
+        merged = lake.merge_adjacent_files("main.t")
+        lake.expire_snapshots(older_than=dt.timedelta(0))
+        cleaned = lake.cleanup_old_files(older_than=dt.timedelta(0))
+        assert lake.orphan_files(older_than=0) == []
+        lake.set_partitioning("main.t", ["w"])
+        lake.append("main.t", pa.table({"id": list(range(2000, 2030)), "vv": ["p"] * 30, "w": [1] * 15 + [2] * 15}))
+        lake.flush_inlined_data()
+        ours = sorted(lake.scan("main.t").to_pylist(), key=lambda r: r["id"])
+    assert merged.groups and cleaned.files
+    theirs = _duck_rows(path, "SELECT id, vv, w FROM lake.t ORDER BY id")
+    assert theirs == [(r["id"], r["vv"], r["w"]) for r in ours]
+    assert len(theirs) == 80 - 5 + 2 + 30 and (1000, "inl", None) in theirs and (1001, "inl2", 5) in theirs

@@ -86,3 +86,48 @@ def test_spark_reads_writes_and_sinks_a_duckdb_file(spark: SparkSession, duck_la
     assert len(got) == len(expected) + 300 + 1
     assert _duck_rows(duck_lake) == got
     assert (500, "s'}", None) in got and (101, "w101", (7, ["}"])) in got
+
+
+def test_fast_write_path_write_stream_and_feed_stream(spark: SparkSession, duck_lake: str, tmp_path: Path) -> None:
+    pdl.register(spark)
+    catalog = f"ducklake:{duck_lake}"
+    before = _duck_rows(duck_lake)
+    # the fast write path (Spark's own Parquet writer)
+    df = spark.range(600, 700).selectExpr("id", "concat('f', id) AS v", "named_struct('a', 1, 'b', array('x')) AS s")
+    pdl.write_table(df, "main.t", catalog=catalog)  # type: ignore[attr-defined]
+    # writeStream into the lake, from a folder of JSON files
+    source = tmp_path / "in"
+    source.mkdir()
+    (source / "a.json").write_text("\n".join(f'{{"id": {800 + i}, "v": "ws{i}"}}' for i in range(5)))
+    query = (
+        spark.readStream.schema("id bigint, v string")
+        .json(str(source))
+        .writeStream.format("ducklake")
+        .option("catalog", catalog)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start("main.t")
+    )
+    query.awaitTermination(120)
+    assert query.exception() is None
+    # the change feed as a stream, from the snapshot after DuckDB's history
+    out = tmp_path / "feed"
+    feed = (
+        spark.readStream.format("ducklake")
+        .option("catalog", catalog)
+        .option("startingSnapshot", 5)
+        .load("main.t")
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(tmp_path / "ck2"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    feed.awaitTermination(120)
+    assert feed.exception() is None
+    changes = spark.read.parquet(str(out)).collect()
+    assert sorted(r.id for r in changes) == [*range(600, 700), *range(800, 805)]
+    assert {r._change_type for r in changes} == {"insert"}
+    after = _duck_rows(duck_lake)
+    assert len(after) == len(before) + 105
+    assert (800, "ws0", None) in after and (650, "f650", (1, ["x"])) in after
