@@ -149,6 +149,8 @@ class CatalogLocation:
 
     def redacted(self) -> str:
         """The location with every password hidden, for messages, logs and reprs."""
+        if self.backend == "duckdb":
+            return self.duckdb_attach()  # a file path holds no password; shown as the user spells it
         if self.conninfo is not None:
             return f"ducklake:postgres:{render_conninfo(self.conninfo, hide_secrets=True)}"
         url = make_url(self.url)
@@ -205,7 +207,9 @@ def parse_location(location: str) -> CatalogLocation:
     Accepts SQLAlchemy URLs (``sqlite:///lake.sqlite``, ``postgresql+psycopg2://user@host/db``, ``postgres://...``)
     and DuckDB's spellings, with or without ``ducklake:``: ``ducklake:sqlite:lake.sqlite``, ``sqlite:lake.sqlite``,
     ``ducklake:postgres:dbname=db host=127.0.0.1`` (a libpq connection string, keywords or URI), ``postgres:...``,
-    ``postgresql:...``. A bare path ending in ``.sqlite``/``.db``/``.sqlite3`` means a SQLite catalog.
+    ``postgresql:...``, and DuckDB-file catalogs: ``ducklake:my.ducklake`` (any file after ``ducklake:``, as DuckDB
+    takes it), ``ducklake:duckdb:my.ducklake``, ``duckdb:my.ducklake``, ``duckdb:///my.ducklake``. A bare path
+    ending in ``.sqlite``/``.db``/``.sqlite3`` means a SQLite catalog, one ending in ``.ducklake`` a DuckDB file.
 
     Raises:
         InvalidOptionError: the location is empty or not a supported catalog (the message hides any password).
@@ -293,6 +297,11 @@ def duckdb_file_location(path: str, shown: str) -> CatalogLocation:
     Raises:
         InvalidOptionError: no path, or DuckDB's in-memory database.
     """
+    if path.lower().startswith(("md:", "motherduck:")):
+        raise InvalidOptionError(
+            f"catalog {shown!r} is a MotherDuck database, which needs DuckDB itself; use a local DuckDB file, "
+            "SQLite or PostgreSQL catalog"
+        )
     if not path.strip() or path.strip() == ":memory:" or path.lower().startswith(":memory:"):
         raise InvalidOptionError(
             f"catalog {shown!r} is an in-memory DuckDB database, which vanishes between connections; "
