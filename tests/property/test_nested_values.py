@@ -4,7 +4,7 @@ Random LIST / STRUCT / MAP types (hostile field names) x random hostile strings 
 
 1. Text: DuckDB's ``CAST(our_text AS <type>)`` gives back the value, and so does our parser; what DuckDB's own
    ``CAST(value AS VARCHAR)`` writes, we read as DuckDB reads it.
-2. Lake, on SQLite and PostgreSQL: written inlined by us (or routed to Parquet when no inlined text can hold the
+2. Lake, on SQLite, PostgreSQL and a DuckDB file: written inlined by us (or routed to Parquet when no inlined text can hold the
    value, e.g. a NUL on PostgreSQL), read by us and by DuckDB, flushed, read again; and written inlined by DuckDB,
    read by us as DuckDB reads it.
 """
