@@ -15,6 +15,10 @@ class CatalogUnreachableError(CatalogError):
     """The catalog database could not be opened or queried."""
 
 
+class CatalogLockedError(CatalogUnreachableError):
+    """A DuckDB-file catalog is held by another process (DuckDB locks the file per process)."""
+
+
 class NotADuckLakeCatalogError(CatalogError):
     """The database is reachable but holds no DuckLake catalog."""
 

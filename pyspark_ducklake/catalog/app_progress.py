@@ -8,9 +8,11 @@ the same facts in ``commit_extra_info`` of ``snapshots()``.
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, Connection, Engine, MetaData, String, Table, insert, inspect, select, update
+from sqlalchemy import BigInteger, Column, Connection, Engine, MetaData, String, Table, insert, select, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.schema import CreateTable
+
+from pyspark_ducklake.catalog import dialects
 
 PROGRESS_TABLE = "pyspark_ducklake_app_progress"
 
@@ -36,7 +38,7 @@ def ensure_progress_table(engine: Engine) -> None:
             conn.execute(CreateTable(app_progress, if_not_exists=True))
     except DBAPIError:
         with engine.connect() as conn:
-            if not inspect(conn).has_table(PROGRESS_TABLE):
+            if not dialects.has_table(conn, PROGRESS_TABLE):
                 raise
 
 
@@ -51,10 +53,11 @@ def last_batch(conn: Connection, app_id: str, table_id: int) -> tuple[int, int] 
 
 def record_batch(conn: Connection, app_id: str, table_id: int, batch_id: int, snapshot_id: int) -> None:
     p = app_progress
-    result = conn.execute(
+    changed = dialects.changed_rows(
+        conn,
         update(p)
         .where(p.c.app_id == app_id, p.c.table_id == table_id)
-        .values(batch_id=batch_id, snapshot_id=snapshot_id)
+        .values(batch_id=batch_id, snapshot_id=snapshot_id),
     )
-    if not result.rowcount:
+    if not changed:
         conn.execute(insert(p).values(app_id=app_id, table_id=table_id, batch_id=batch_id, snapshot_id=snapshot_id))

@@ -6,11 +6,11 @@ import os
 import uuid
 from dataclasses import dataclass
 
-from sqlalchemy import Engine, insert, inspect
+from sqlalchemy import Engine, insert
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from pyspark_ducklake.catalog import reader
+from pyspark_ducklake.catalog import dialects, reader
 from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.catalog.location import CatalogLocation, create_catalog_engine, parse_location
 from pyspark_ducklake.catalog.transaction import now_utc
@@ -84,10 +84,12 @@ def open_catalog(
         normalize_data_path(data_path)  # an empty path or unknown protocol is refused before the database is touched
     sqlite_file = make_url(loc.url).database if loc.backend == "sqlite" else None
     new_file = sqlite_file is not None and not os.path.exists(sqlite_file)
+    if loc.backend == "duckdb":
+        _check_duckdb_file(loc, data_path, create=create)
     engine = create_catalog_engine(loc)
     try:
         with engine.connect() as conn:
-            names = set(inspect(conn).get_table_names())
+            names = set(dialects.table_names(conn))
     except (DBAPIError, SQLAlchemyError) as e:
         engine.dispose()
         reason = loc.scrub(str(getattr(e, "orig", e))).strip()
@@ -133,6 +135,30 @@ def open_catalog(
             "(set when it was created; DuckDB refuses the same ATTACH): leave the option out to follow the catalog"
         )
     return engine, info
+
+
+def _check_duckdb_file(loc: CatalogLocation, data_path: str | None, *, create: bool) -> None:
+    """Refuse a missing DuckDB file before connecting, which would create an empty database.
+
+    Raises:
+        NotADuckLakeCatalogError: the file is missing and ``create`` is off.
+        InvalidOptionError: the file is missing and no data path was given to create the lake.
+        CatalogUnreachableError: the file's folder does not exist.
+    """
+    path = make_url(loc.url).database or ""
+    if os.path.exists(path):
+        return
+    if not create:
+        raise NotADuckLakeCatalogError(f"{loc.redacted()}: the DuckDB file {path!r} does not exist")
+    if data_path is None:
+        raise InvalidOptionError(
+            f"catalog {loc.redacted()} is new: pass data_path (a folder or URL for the Parquet files) to create it; "
+            f"DuckDB's ATTACH would use {path + '.files/'!r}"
+        )
+    if not os.path.isdir(os.path.dirname(path) or "."):
+        raise CatalogUnreachableError(
+            f"cannot create the DuckDB-file catalog {path!r}: its folder does not exist; create the folder first"
+        )
 
 
 def read_info(engine: Engine, loc: CatalogLocation) -> CatalogInfo:

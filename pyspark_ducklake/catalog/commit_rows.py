@@ -21,7 +21,7 @@ from sqlalchemy import BigInteger, Connection, MetaData, Table, and_, bindparam,
 from sqlalchemy import Column as SAColumn
 from sqlalchemy.schema import CreateTable, DropTable
 
-from pyspark_ducklake.catalog import reader
+from pyspark_ducklake.catalog import dialects, reader
 from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.catalog.catalog import uuid7
 from pyspark_ducklake.catalog.entries import SchemaEntry, TableEntry
@@ -492,7 +492,7 @@ def end_inlined_rows(ctx: CommitContext, table_id: int, row_ids: list[int]) -> i
             cond = and_(t.c.row_id.in_(chunk), t.c.end_snapshot.is_(None))
             if planned is not None:
                 cond = and_(cond, t.c.begin_snapshot <= planned)
-            count += ctx.conn.execute(update(t).where(cond).values(end_snapshot=ctx.snapshot_id)).rowcount or 0
+            count += dialects.changed_rows(ctx.conn, update(t).where(cond).values(end_snapshot=ctx.snapshot_id))
     if count < len(wanted):
         # Which of the others were deleted by another writer (still here, ended), not moved or updated?
         gone = len(wanted) - count
@@ -528,8 +528,8 @@ def end_all_inlined_rows(ctx: CommitContext, table_id: int) -> int:
     for name, _ in reader.inlined_tables(ctx.conn, table_id):
         if reader.has_table(ctx.conn, name):
             t = Table(name, MetaData(), SAColumn("end_snapshot", BigInteger))
-            result = ctx.conn.execute(update(t).where(t.c.end_snapshot.is_(None)).values(end_snapshot=ctx.snapshot_id))
-            count += result.rowcount or 0
+            statement = update(t).where(t.c.end_snapshot.is_(None)).values(end_snapshot=ctx.snapshot_id)
+            count += dialects.changed_rows(ctx.conn, statement)
     if count:
         ctx.changes.inlined_delete.add(table_id)
     return count
@@ -745,11 +745,12 @@ def end_data_file(ctx: CommitContext, table: TableEntry, data_file_id: int) -> N
         StalePlanError: the file is no longer live (compacted, rewritten or removed by another writer).
     """
     d, x = T.ducklake_data_file, T.ducklake_delete_file
-    ended = ctx.conn.execute(
+    ended = dialects.changed_rows(
+        ctx.conn,
         update(d)
         .where(d.c.data_file_id == data_file_id, d.c.end_snapshot.is_(None))
-        .values(end_snapshot=ctx.snapshot_id)
-    ).rowcount
+        .values(end_snapshot=ctx.snapshot_id),
+    )
     if ended != 1:
         raise StalePlanError(
             f"data file {data_file_id} of table {table.table_id} was compacted, rewritten or removed by another "

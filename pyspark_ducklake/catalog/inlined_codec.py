@@ -78,6 +78,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.elements import ColumnElement
 
+from pyspark_ducklake.catalog.inlined_duckdb import InlinedColumnType, duckdb_type, nested_storage, variant_storage
+from pyspark_ducklake.catalog.inlined_duckdb import select_expression as duckdb_select_expression
 from pyspark_ducklake.catalog.stats_values import (
     conform_array,
     duckdb_text,
@@ -93,7 +95,7 @@ from pyspark_ducklake.catalog.stats_values import (
 from pyspark_ducklake.catalog.types import NEVER_INLINED_TYPES, Column, arrow_type, decimal_params
 from pyspark_ducklake.exceptions import InlinedDataError, UnsupportedTypeError
 
-BACKENDS = ("sqlite", "postgresql")
+BACKENDS = ("sqlite", "postgresql", "duckdb")
 _INTEGER_COLUMNS = frozenset({"boolean", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"})
 _PG_NATIVE: dict[str, sa.types.TypeEngine[Any]] = {
     "boolean": sa.BOOLEAN(),
@@ -141,6 +143,8 @@ def inlined_sql_type(column: Column, backend: str) -> sa.types.TypeEngine[Any]:
     """
     name = _backend(backend)
     t = column.type
+    if name == "duckdb":
+        return InlinedColumnType(duckdb_type(column))
     if name == "sqlite":
         if t in _INTEGER_COLUMNS:
             return sa.BIGINT()
@@ -157,6 +161,8 @@ def inlined_select_expression(column: Column, backend: str, expression: ColumnEl
     psycopg2 turns PostgreSQL intervals into ``timedelta`` (a month becomes 30 days) and ``24:00:00`` into
     ``00:00:00``; reading those columns as text keeps them exact. Other columns are returned unchanged.
     """
+    if _backend(backend) == "duckdb":
+        return duckdb_select_expression(column, expression)
     if _backend(backend) == "postgresql" and column.type in ("interval", "time", "timetz", "time_ns"):
         return sa.cast(expression, sa.Text)
     return expression
@@ -720,7 +726,7 @@ def python_to_arrow(column: Column, values: Sequence[Any]) -> pa.Array:
 
 def _encode_leaf(column: Column, value: Any, backend: str) -> Any:
     t = column.type
-    if backend == "sqlite":
+    if backend in ("sqlite", "duckdb"):  # a DuckDB file casts the same text to the column's type
         if t == "boolean":
             return 1 if value else 0
         if t in _INTEGER_COLUMNS:
@@ -911,11 +917,15 @@ def decode_values(column: Column, values: Sequence[Any], backend: str, *, timetz
         ValueError: a stored text is not a value of the column's type.
         UnsupportedTypeError: a value does not fit the Arrow type (e.g. an INT128 beyond 38 digits).
     """
-    _backend(backend)
+    name = _backend(backend)
     raw: list[Any] = []
     for value in values:
         if value is None:
             raw.append(None)
+        elif column.type == "variant" and name == "duckdb":
+            raw.append(variant_storage(value))
+        elif column.is_nested and name == "duckdb" and not isinstance(value, str):
+            raw.append(nested_storage(column, value, _parse_child))
         elif column.is_nested:
             text = bytes(value).decode() if isinstance(value, (bytes, memoryview, bytearray)) else str(value)
             try:

@@ -13,7 +13,7 @@ from sqlalchemy import BigInteger, Connection, MetaData, Table, and_, delete, or
 from sqlalchemy import Column as SAColumn
 from sqlalchemy.schema import DropTable
 
-from pyspark_ducklake.catalog import reader
+from pyspark_ducklake.catalog import dialects, reader
 from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.catalog.inlined_codec import decode_values, inlined_select_expression
 from pyspark_ducklake.catalog.types import Column, TableSchema
@@ -32,7 +32,7 @@ def columns_at_schema_version(
 
 def stored_columns(conn: Connection, name: str, columns: Sequence[Column]) -> list[Column]:
     """Those of ``columns`` the inlined table ``name`` has (it may predate a column's addition)."""
-    present = {c["name"] for c in reader.inspect_columns(conn, name)}
+    present = set(reader.column_names(conn, name))
     return [c for c in columns if c.name in present]
 
 
@@ -76,9 +76,8 @@ def decoded_values(rows: Sequence[Any], column: Column, backend: str, *, timetz_
 
 
 def empty_inlined_table(conn: Connection, name: str, columns: Sequence[Column]) -> int | None:
-    """Delete every row of the inlined table; the driver's count of deleted rows (None or < 0: unknown)."""
-    rowcount: int | None = conn.execute(delete(_table(name, columns))).rowcount
-    return rowcount
+    """Delete every row of the inlined table; the number of rows deleted."""
+    return dialects.changed_rows(conn, delete(_table(name, columns)))
 
 
 def drop_inlined_table(conn: Connection, table_id: int, name: str, columns: Sequence[Column]) -> None:

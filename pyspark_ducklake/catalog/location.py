@@ -10,10 +10,11 @@ from typing import Any
 from urllib.parse import quote, quote_plus
 
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.pool import NullPool
 
+from pyspark_ducklake.catalog.duckdb_file import duckdb_file_engine
 from pyspark_ducklake.exceptions import InvalidOptionError, NotInstalledError
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -129,6 +130,8 @@ class CatalogLocation:
     def duckdb_attach(self) -> str:
         """The same catalog as DuckDB's ``ATTACH`` spells it."""
         url = make_url(self.url)
+        if url.get_backend_name() == "duckdb":
+            return f"ducklake:{url.database}"
         if url.get_backend_name() == "sqlite":
             return f"ducklake:sqlite:{url.database}"
         if self.conninfo is not None:
@@ -146,6 +149,8 @@ class CatalogLocation:
 
     def redacted(self) -> str:
         """The location with every password hidden, for messages, logs and reprs."""
+        if self.backend == "duckdb":
+            return self.duckdb_attach()  # a file path holds no password; shown as the user spells it
         if self.conninfo is not None:
             return f"ducklake:postgres:{render_conninfo(self.conninfo, hide_secrets=True)}"
         url = make_url(self.url)
@@ -202,7 +207,9 @@ def parse_location(location: str) -> CatalogLocation:
     Accepts SQLAlchemy URLs (``sqlite:///lake.sqlite``, ``postgresql+psycopg2://user@host/db``, ``postgres://...``)
     and DuckDB's spellings, with or without ``ducklake:``: ``ducklake:sqlite:lake.sqlite``, ``sqlite:lake.sqlite``,
     ``ducklake:postgres:dbname=db host=127.0.0.1`` (a libpq connection string, keywords or URI), ``postgres:...``,
-    ``postgresql:...``. A bare path ending in ``.sqlite``/``.db``/``.sqlite3`` means a SQLite catalog.
+    ``postgresql:...``, and DuckDB-file catalogs: ``ducklake:my.ducklake`` (any file after ``ducklake:``, as DuckDB
+    takes it), ``ducklake:duckdb:my.ducklake``, ``duckdb:my.ducklake``, ``duckdb:///my.ducklake``. A bare path
+    ending in ``.sqlite``/``.db``/``.sqlite3`` means a SQLite catalog, one ending in ``.ducklake`` a DuckDB file.
 
     Raises:
         InvalidOptionError: the location is empty or not a supported catalog (the message hides any password).
@@ -213,12 +220,11 @@ def parse_location(location: str) -> CatalogLocation:
     loc = location.strip()
     if loc.lower().startswith("ducklake:"):
         loc = loc[len("ducklake:") :]
-        if not loc.lower().startswith(("sqlite:", "postgres:", "postgresql:")) and "://" not in loc:
-            raise InvalidOptionError(
-                f"catalog {shown!r} is a DuckDB-file catalog, which needs DuckDB itself; "
-                "use a SQLite ('ducklake:sqlite:lake.sqlite') or PostgreSQL catalog"
-            )
+        if not loc.lower().startswith(("sqlite:", "postgres:", "postgresql:", "duckdb:")) and "://" not in loc:
+            return duckdb_file_location(loc, shown)  # DuckDB's ATTACH 'ducklake:my.ducklake': a DuckDB database file
     lower = loc.lower()
+    if lower.startswith("duckdb:") and not lower.startswith("duckdb://"):
+        return duckdb_file_location(loc[len("duckdb:") :], shown)
     if lower.startswith("sqlite:") and not lower.startswith("sqlite://"):
         path = loc[len("sqlite:") :]
         if not path or path == ":memory:":
@@ -238,21 +244,26 @@ def parse_location(location: str) -> CatalogLocation:
         if lower.startswith(scheme):
             loc = "postgresql+psycopg2://" + loc[len(scheme) :]
     if "://" not in loc:
+        if loc.endswith(DUCKDB_FILE_SUFFIX):
+            return duckdb_file_location(loc, shown)
         if loc.endswith((".sqlite", ".db", ".sqlite3")):
             return CatalogLocation(f"sqlite:///{os.path.abspath(loc)}")
         raise InvalidOptionError(
             f"catalog {shown!r} is not a catalog URL; use 'sqlite:///path.sqlite', "
-            "'postgresql+psycopg2://user@host/db' or DuckDB's 'ducklake:sqlite:path' / 'ducklake:postgres:dbname=...'"
+            "'postgresql+psycopg2://user@host/db' or DuckDB's 'ducklake:my.ducklake' / 'ducklake:sqlite:path' / "
+            "'ducklake:postgres:dbname=...'"
         )
     try:
         url = make_url(loc)
         url.port  # noqa: B018 - a port that is not a number fails here, not at connect time
     except (ArgumentError, ValueError) as e:
         raise InvalidOptionError(f"catalog {shown!r} is not a valid URL ({type(e).__name__})") from None
+    if url.get_backend_name() == "duckdb":
+        return duckdb_file_location(url.database or "", shown)
     if url.get_backend_name() not in ("sqlite", "postgresql"):
         raise InvalidOptionError(
             f"catalog backend {url.get_backend_name()!r} is not supported; "
-            "DuckLake catalogs here are sqlite or postgresql"
+            "DuckLake catalogs here are sqlite, postgresql or a DuckDB file ('ducklake:my.ducklake')"
         )
     if url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"):
         raise InvalidOptionError(
@@ -277,14 +288,38 @@ def parse_location(location: str) -> CatalogLocation:
     return CatalogLocation(url.render_as_string(hide_password=False), extra)
 
 
+DUCKDB_FILE_SUFFIX = ".ducklake"
+
+
+def duckdb_file_location(path: str, shown: str) -> CatalogLocation:
+    """A DuckDB-file catalog (``ATTACH 'ducklake:my.ducklake'``): the file, made absolute.
+
+    Raises:
+        InvalidOptionError: no path, or DuckDB's in-memory database.
+    """
+    if path.lower().startswith(("md:", "motherduck:")):
+        raise InvalidOptionError(
+            f"catalog {shown!r} is a MotherDuck database, which needs DuckDB itself; use a local DuckDB file, "
+            "SQLite or PostgreSQL catalog"
+        )
+    if not path.strip() or path.strip() == ":memory:" or path.lower().startswith(":memory:"):
+        raise InvalidOptionError(
+            f"catalog {shown!r} is an in-memory DuckDB database, which vanishes between connections; "
+            "give a file, e.g. 'ducklake:my.ducklake'"
+        )
+    return CatalogLocation(URL.create("duckdb", database=os.path.abspath(os.path.expanduser(path))).render_as_string())
+
+
 def create_catalog_engine(location: CatalogLocation) -> Engine:
     """An engine for the catalog; SQLite write transactions take the lock up front (``BEGIN IMMEDIATE``), PostgreSQL
-    reads see one snapshot (``REPEATABLE READ``).
+    reads see one snapshot (``REPEATABLE READ``), a DuckDB file is opened per transaction (its lock is per process).
 
     Raises:
         NotInstalledError: the database driver is not installed.
     """
     backend = location.backend
+    if backend == "duckdb":
+        return duckdb_file_engine(location)
     # hide_parameters: a failed statement's error would quote its values (files' encryption keys, inlined rows)
     kwargs: dict[str, Any] = {"connect_args": location.driver_args(), "hide_parameters": True}
     if backend == "sqlite":

@@ -6,10 +6,11 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import BigInteger, Connection, MetaData, Table, and_, func, inspect, or_, select
+from sqlalchemy import BigInteger, Connection, MetaData, Table, and_, func, or_, select
 from sqlalchemy import Column as SAColumn
 from sqlalchemy.sql.elements import ColumnElement
 
+from pyspark_ducklake.catalog import dialects
 from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.catalog.entries import (
     DataFileEntry,
@@ -396,11 +397,11 @@ def resolve(base: str, path: str, is_relative: bool | None) -> str:
 
 
 def has_table(conn: Connection, name: str) -> bool:
-    return inspect(conn).has_table(name)
+    return dialects.has_table(conn, name)
 
 
-def inspect_columns(conn: Connection, name: str) -> list[Any]:
-    return list(inspect(conn).get_columns(name))
+def column_names(conn: Connection, name: str) -> list[str]:
+    return dialects.column_names(conn, name)
 
 
 def inlined_tables(conn: Connection, table_id: int) -> list[tuple[str, int]]:

@@ -1,7 +1,9 @@
 """Column types of the DuckLake catalog tables, rendered as the reference implementation declares them.
 
 DuckDB declares BOOLEAN, UUID and TIMESTAMPTZ columns; its SQLite backend stores them as BIGINT (0/1), VARCHAR
-and VARCHAR text, its PostgreSQL backend natively. These decorators give one Python value type on every backend.
+and VARCHAR text, its PostgreSQL backend and a DuckDB file natively. These decorators give one Python value type on
+every backend. A DuckDB file's TIMESTAMPTZ travels as UTC text both ways (DuckDB's Python driver needs pytz to
+return it as a datetime).
 """
 
 from __future__ import annotations
@@ -12,7 +14,12 @@ from typing import Any
 from sqlalchemy import BigInteger, Boolean, String
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Dialect
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.visitors import InternalTraversal
 from sqlalchemy.types import TIMESTAMP, TypeDecorator, TypeEngine
+
+NATIVE = ("postgresql", "duckdb")  # dialects with native BOOLEAN, UUID and TIMESTAMPTZ
 
 
 class DuckLakeBoolean(TypeDecorator[bool]):
@@ -22,14 +29,14 @@ class DuckLakeBoolean(TypeDecorator[bool]):
     cache_ok = True
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
-        if dialect.name == "postgresql":
+        if dialect.name in NATIVE:
             return dialect.type_descriptor(Boolean(create_constraint=False))
         return dialect.type_descriptor(BigInteger())
 
     def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
         if value is None:
             return None
-        if dialect.name == "postgresql":
+        if dialect.name in NATIVE:
             return bool(value)
         return 1 if value else 0
 
@@ -44,7 +51,7 @@ class DuckLakeUUID(TypeDecorator[str]):
     cache_ok = True
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
-        if dialect.name == "postgresql":
+        if dialect.name in NATIVE:
             return dialect.type_descriptor(postgresql.UUID(as_uuid=False))
         return dialect.type_descriptor(String())
 
@@ -82,7 +89,7 @@ class DuckLakeTimestampTZ(TypeDecorator[dt.datetime]):
     cache_ok = True
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
-        if dialect.name == "postgresql":
+        if dialect.name in NATIVE:
             return dialect.type_descriptor(TIMESTAMP(timezone=True))
         return dialect.type_descriptor(String())
 
@@ -93,9 +100,29 @@ class DuckLakeTimestampTZ(TypeDecorator[dt.datetime]):
             return format_timestamptz(value)
         return value
 
+    def column_expression(self, colexpr: ColumnElement[Any]) -> ColumnElement[Any]:
+        return _TimestampText(colexpr)
+
     def process_result_value(self, value: Any, dialect: Dialect) -> dt.datetime | None:
         if value is None:
             return None
         if isinstance(value, dt.datetime):
             return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
         return parse_timestamptz(str(value))
+
+
+class _TimestampText(ColumnElement[Any]):
+    """A selected TIMESTAMPTZ: as it is, except on DuckDB, where it is read as text."""
+
+    inherit_cache = True
+    _traverse_internals = [("column", InternalTraversal.dp_clauseelement)]  # noqa: RUF012 - SQLAlchemy's own form
+
+    def __init__(self, column: ColumnElement[Any]) -> None:
+        self.column = column
+        self.type = column.type
+
+
+@compiles(_TimestampText)
+def _compile_timestamp(element: _TimestampText, compiler: Any, **kw: Any) -> str:
+    text: str = compiler.process(element.column, **kw)
+    return f"CAST({text} AS VARCHAR)" if compiler.dialect.name == "duckdb" else text

@@ -518,6 +518,10 @@ def interval_to_parquet(name: str, values: pa.Array | pa.ChunkedArray) -> pa.Fix
 
 def _leaf_paths(schema: pa.Schema) -> list[str]:
     """Dotted Parquet column paths of ``schema``'s leaves, as pyarrow's writer names them."""
+    # pyarrow cannot write an interval: a top-level one is written as its fixed-size form (one leaf either way)
+    schema = pa.schema(
+        [f.with_type(PARQUET_INTERVAL) if pa.types.is_interval(f.type) else f for f in schema], schema.metadata
+    )
     sink = pa.BufferOutputStream()
     w = pq.ParquetWriter(sink, schema, use_compliant_nested_type=True, store_schema=False)
     w.close()

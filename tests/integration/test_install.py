@@ -1,6 +1,6 @@
-"""A fresh ``pip install`` of the built wheel (with ``[postgres]``) into an empty virtualenv imports and runs: an
-append, a read and one ``foreachBatch`` micro-batch on a local SparkSession, a PostgreSQL catalog, and the Spark
-UI hiding a catalog password (``tests/support/install_smoke.py``).
+"""A fresh ``pip install`` of the built wheel (with ``[postgres,duckdb]``) into an empty virtualenv imports and runs:
+an append, a read and one ``foreachBatch`` micro-batch on a local SparkSession, a PostgreSQL catalog, a DuckDB-file
+catalog, and the Spark UI hiding a catalog password (``tests/support/install_smoke.py``).
 
 The venv is kept under ``.cache/install-venv/<key>``, the key hashing the wheel's declared dependencies and the
 Python version: when they are unchanged, a run reinstalls only the wheel itself (``--no-deps``) into the venv built
@@ -77,14 +77,14 @@ def test_the_wheel_installs_into_an_empty_venv_and_runs(tmp_path: Path, pg_serve
         # an empty venv: only pip; the wheel's declared dependencies are resolved from scratch
         frozen = run([str(python), "-m", "pip", "freeze", "--all"], env=env).stdout.split()
         assert [p for p in frozen if not p.lower().startswith(("pip==", "setuptools=="))] == [], frozen
-        run([str(python), "-m", "pip", "install", "--quiet", f"{wheel}[postgres]"], env=env)
+        run([str(python), "-m", "pip", "install", "--quiet", f"{wheel}[postgres,duckdb]"], env=env)
         stamp.write_text("\n".join(reqs))
     else:  # same dependency set: this wheel's code only
         run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall", str(wheel)], env=env)
     db = create_database(pg_admin)  # type: ignore[arg-type]
     try:
         work = tmp_path / "work"
-        args = ["--pg", pg_server.host, str(pg_server.port), pg_server.user, db]
+        args = ["--pg", pg_server.host, str(pg_server.port), pg_server.user, db, "--duckdb"]
         proc = run([str(python), str(SMOKE), str(work), *args], env=env, cwd=tmp_path, timeout=900)
     finally:
         drop_database(pg_admin, db)  # type: ignore[arg-type]

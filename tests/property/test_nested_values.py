@@ -4,7 +4,7 @@ Random LIST / STRUCT / MAP types (hostile field names) x random hostile strings 
 
 1. Text: DuckDB's ``CAST(our_text AS <type>)`` gives back the value, and so does our parser; what DuckDB's own
    ``CAST(value AS VARCHAR)`` writes, we read as DuckDB reads it.
-2. Lake, on SQLite and PostgreSQL: written inlined by us (or routed to Parquet when no inlined text can hold the
+2. Lake, on SQLite, PostgreSQL and a DuckDB file: written inlined by us (or routed to Parquet when no inlined text can hold the
    value, e.g. a NUL on PostgreSQL), read by us and by DuckDB, flushed, read again; and written inlined by DuckDB,
    read by us as DuckDB reads it.
 """
@@ -179,3 +179,51 @@ def test_nested_values_round_trip_through_the_lake(catalog: CatalogLocation, lak
         assert sorted(got.column("id").to_pylist()) == sorted(data.column("id").to_pylist())
         return
     assert canonical_rows(lake.scan(f"main.{theirs}")) == duck_read
+
+
+@settings(max_examples=examples(0.25))
+@given(case=nested_rows(max_rows=4))
+def test_nested_values_round_trip_through_a_duckdb_file(tmp_path_factory: pytest.TempPathFactory, case: Any) -> None:
+    """The same on a DuckDB-file catalog, whose inlined columns are typed. DuckDB and we take turns on the file (its
+    lock is per process), so each example makes its own lake."""
+    dtype, values = case
+    column = _column(dtype)
+    data = pa.table(
+        {"id": pa.array(range(len(values)), pa.int64()), "c": python_to_arrow(column, values)},
+        schema=pa.schema([("id", pa.int64()), ("c", dtype)]),
+    )
+    expected = canonical_rows(data)
+    folder = tmp_path_factory.mktemp("duckdb_file")
+    path, data_path = str(folder / "lake.ducklake"), str(folder / "data")
+    why = inline_obstacle(column, data.column("c"), "duckdb")
+    note(f"obstacle: {why}")
+    with pdl.connect(f"ducklake:{path}", data_path, data_inlining_row_limit=10) as lake:
+        lake.create_table("main.t", data.schema)
+        lake.append("main.t", data)
+        changes = lake.snapshots()[-1].changes_made or ""
+        assert changes.startswith("inlined_insert") == (why is None), changes
+        assert canonical_rows(lake.scan("main.t")) == expected
+    con = connect()
+    try:
+        con.execute(f"ATTACH 'ducklake:{path}' AS lake (DATA_INLINING_ROW_LIMIT 10)")
+        assert canonical_rows(con.execute("SELECT * FROM lake.t").to_arrow_table()) == expected
+        # written inlined by DuckDB (typed columns here, no text): we read it as DuckDB reads it
+        con.register("batch", data)
+        con.execute("CREATE TABLE lake.d AS SELECT * FROM batch LIMIT 0")
+        con.execute("INSERT INTO lake.d SELECT * FROM batch")
+        con.execute("DETACH lake")
+        con.execute(f"ATTACH 'ducklake:{path}' AS lake")  # what the file holds, after DuckDB's checkpoint
+        duck_read = canonical_rows(con.execute("SELECT * FROM lake.d").to_arrow_table())
+    finally:
+        con.close()
+    with pdl.connect(f"ducklake:{path}") as lake:
+        assert canonical_rows(lake.scan("main.d")) == duck_read
+        lake.flush_inlined_data()
+        assert canonical_rows(lake.scan("main.t")) == expected
+    con = connect()
+    try:
+        con.execute(f"ATTACH 'ducklake:{path}' AS lake")
+        assert canonical_rows(con.execute("SELECT * FROM lake.t").to_arrow_table()) == expected
+        assert canonical_rows(con.execute("SELECT * FROM lake.d").to_arrow_table()) == duck_read
+    finally:
+        con.close()

@@ -82,16 +82,23 @@ CASES: tuple[BadInput, ...] = (
         "pass data_path",
     ),
     BadInput(
-        "catalog-duckdb-file",
-        "a DuckDB-file catalog (`ducklake:lake.ducklake`)",
-        E.InvalidOptionError,
-        "use a SQLite ('ducklake:sqlite:lake.sqlite') or PostgreSQL catalog",
+        "catalog-duckdb-locked",
+        "a DuckDB-file catalog (`ducklake:lake.ducklake`) that a DuckDB session holds (another process, or this one)",
+        E.CatalogLockedError,
+        "detach it there, or use a SQLite/PostgreSQL catalog (another process: after a 5 s wait, naming its PID)",
+        match="Detach it there",
+    ),
+    BadInput(
+        "catalog-duckdb-extra-missing",
+        "a DuckDB-file catalog without the `[duckdb]` extra installed",
+        E.NotInstalledError,
+        "pip install 'pyspark-ducklake[duckdb]'",
     ),
     BadInput(
         "catalog-other-backend",
         "another database backend (`mysql://…`)",
         E.InvalidOptionError,
-        "DuckLake catalogs here are sqlite or postgresql",
+        "DuckLake catalogs here are sqlite, postgresql or a DuckDB file",
     ),
     BadInput(
         "catalog-in-memory",

@@ -4,9 +4,10 @@ Imports nothing from the repository: it proves that the declared dependencies ar
 and read with the Python API, append and read through the Spark data source, and commit one ``foreachBatch``
 micro-batch with ``ducklake_sink``. With ``--pg CONNINFO`` it also opens a PostgreSQL catalog (the ``[postgres]``
 extra) and reads it from Spark with the conf ``spark.ducklake.catalog`` set to a URL with a password, which must then
-appear nowhere in the Spark UI's REST API (jobs, stages, SQL executions, environment). Prints ``smoke ok`` at the end.
+appear nowhere in the Spark UI's REST API (jobs, stages, SQL executions, environment). With ``--duckdb`` it creates,
+writes and reads a DuckDB-file catalog (the ``[duckdb]`` extra). Prints ``smoke ok`` at the end.
 
-    python install_smoke.py WORKDIR [--pg HOST PORT USER DBNAME]
+    python install_smoke.py WORKDIR [--pg HOST PORT USER DBNAME] [--duckdb]
 """
 
 from __future__ import annotations
@@ -45,6 +46,12 @@ def main(argv: list[str]) -> int:
             pg_lake.create_table("main.p", pa.schema([("id", pa.int64())]))
             pg_lake.append("main.p", pa.table({"id": [7]}))
             assert pg_lake.scan("main.p").to_pylist() == [{"id": 7}]
+
+    if "--duckdb" in argv:  # the [duckdb] extra: duckdb and duckdb-engine are installed
+        with pdl.connect(f"ducklake:{work}/lake.ducklake", f"{work}/duckdata") as duck_lake:
+            duck_lake.create_table("main.d", pa.schema([("id", pa.int64())]))
+            duck_lake.append("main.d", pa.table({"id": [3]}))
+            assert duck_lake.scan("main.d").to_pylist() == [{"id": 3}]
 
     from pyspark.sql import SparkSession
 

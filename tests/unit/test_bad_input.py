@@ -13,6 +13,7 @@ import json
 import os
 import re
 import sqlite3
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -88,6 +89,13 @@ def test_non_ducklake_database(tmp_path: Path) -> None:
         c.execute("CREATE TABLE users (id INTEGER)")
     with expect_bad_input("catalog-not-ducklake", watch=[tmp_path]):  # the database file is byte-for-byte the same
         pdl.connect(f"sqlite:///{path}", str(tmp_path / "data"))
+    import duckdb
+
+    other = duckdb.connect(str(tmp_path / "app.ducklake"))
+    other.execute("CREATE TABLE users (id INTEGER)")
+    other.close()
+    with expect_bad_input("catalog-not-ducklake", watch=[tmp_path]):
+        pdl.connect(f"ducklake:{tmp_path}/app.ducklake", str(tmp_path / "data"))
 
 
 @pytest.mark.parametrize("version", ["0.3", "1.1", "2.0"])
@@ -104,17 +112,20 @@ def test_other_format_versions_are_refused(tmp_path: Path, version: str) -> None
 def test_unsupported_catalogs(tmp_path: Path) -> None:
     with expect_bad_input("catalog-new-without-data-path", watch=[tmp_path]):
         pdl.connect(f"sqlite:///{tmp_path}/new.sqlite")
-    with expect_bad_input("catalog-duckdb-file", watch=[tmp_path]):
-        pdl.connect(f"ducklake:{tmp_path}/lake.ducklake", str(tmp_path / "data"))
+    with expect_bad_input("catalog-new-without-data-path", watch=[tmp_path]):
+        pdl.connect(f"ducklake:{tmp_path}/new.ducklake")  # DuckDB would create an empty database: nothing is made
     with expect_bad_input("catalog-other-backend", watch=[tmp_path]):
         pdl.connect("mysql://user@localhost/db", str(tmp_path / "data"))
     with expect_bad_input("catalog-in-memory", watch=[tmp_path]):
         pdl.connect("sqlite://", str(tmp_path))
 
 
-def test_missing_driver(tmp_path: Path) -> None:
+def test_missing_driver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with expect_bad_input("catalog-driver-missing", watch=[tmp_path]):
         pdl.connect("postgresql+pg8000://user@127.0.0.1:1/x", str(tmp_path / "data"))
+    monkeypatch.setitem(sys.modules, "duckdb_engine", None)  # as without pyspark-ducklake[duckdb]
+    with expect_bad_input("catalog-duckdb-extra-missing", watch=[tmp_path]):
+        pdl.connect(f"ducklake:{tmp_path}/lake.ducklake", str(tmp_path / "data"))
 
 
 def test_data_path_mismatch(lake: pdl.Lake, tmp_path: Path) -> None:

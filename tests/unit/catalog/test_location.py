@@ -135,7 +135,7 @@ def test_postgres_url_spelling() -> None:
     assert loc.duckdb_attach() == "ducklake:postgres:dbname=lake host=127.0.0.1 port=5433 user=u password=pw"
 
 
-@pytest.mark.parametrize("bad", ["", "   ", "mysql://x/y", "ducklake:/tmp/cat.ducklake", "not a url"])
+@pytest.mark.parametrize("bad", ["", "   ", "mysql://x/y", "ducklake::memory:", "not a url"])
 def test_bad_locations_name_the_value(bad: str) -> None:
     with pytest.raises(InvalidOptionError):
         parse_location(bad)

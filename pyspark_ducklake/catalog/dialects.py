@@ -1,0 +1,61 @@
+"""Where the catalog backends differ in what SQLAlchemy does for us: reflection and counts of changed rows.
+
+SQLAlchemy's inspector reflects SQLite and PostgreSQL; duckdb-engine's inspector queries ``pg_catalog`` functions
+DuckDB does not serve, so DuckDB files are read through ``information_schema`` of the ``main`` schema. DuckDB's
+driver reports no row count for UPDATE and DELETE (-1): there the changed rows are counted through ``RETURNING``.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, Delete, Update, inspect, literal_column, text
+
+
+def _duckdb(conn: Connection) -> bool:
+    return conn.dialect.name == "duckdb"
+
+
+def table_names(conn: Connection) -> list[str]:
+    """The tables of the catalog's schema."""
+    if _duckdb(conn):
+        rows = conn.execute(
+            text(
+                "SELECT table_name FROM information_schema.tables WHERE table_catalog = current_database() "
+                "AND table_schema = 'main' AND table_type = 'BASE TABLE'"
+            )
+        )
+        return [r[0] for r in rows]
+    return list(inspect(conn).get_table_names())
+
+
+def has_table(conn: Connection, name: str) -> bool:
+    if _duckdb(conn):
+        row = conn.execute(
+            text(
+                "SELECT 1 FROM information_schema.tables WHERE table_catalog = current_database() "
+                "AND table_schema = 'main' AND table_name = :name"
+            ),
+            {"name": name},
+        ).first()
+        return row is not None
+    return inspect(conn).has_table(name)
+
+
+def column_names(conn: Connection, name: str) -> list[str]:
+    """The columns of table ``name``, in order."""
+    if _duckdb(conn):
+        rows = conn.execute(
+            text(
+                "SELECT column_name FROM information_schema.columns WHERE table_catalog = current_database() "
+                "AND table_schema = 'main' AND table_name = :name ORDER BY ordinal_position"
+            ),
+            {"name": name},
+        )
+        return [r[0] for r in rows]
+    return [c["name"] for c in inspect(conn).get_columns(name)]
+
+
+def changed_rows(conn: Connection, statement: Update | Delete) -> int:
+    """Run an UPDATE or DELETE; the number of rows it changed."""
+    if _duckdb(conn):
+        return len(conn.execute(statement.returning(literal_column("1"))).all())
+    return max(conn.execute(statement).rowcount or 0, 0)
