@@ -17,9 +17,10 @@ import pyarrow as pa
 from pyspark_ducklake.catalog.name_mapping import MappingNode, NameMapping
 from pyspark_ducklake.catalog.stats_values import parse_stat
 from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_type
-from pyspark_ducklake.exceptions import DataFileError
+from pyspark_ducklake.exceptions import DataFileError, InvalidGeometryError, UnsupportedTypeError
 from pyspark_ducklake.io.parquet import FIELD_ID_KEY, field_id
 from pyspark_ducklake.table.conform import conform_table
+from pyspark_ducklake.table.geometry_values import geometry_in, geometry_values
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 
@@ -151,12 +152,32 @@ def conform_foreign(raw: pa.Table, schema: TableSchema, path: str) -> pa.Table:
         DataFileError: a value does not fit its column's type (DuckDB fails the read too).
     """
     try:
-        return conform_table(raw, schema)
+        table = conform_table(raw, schema)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
         raise DataFileError(
             f"data file {path} (registered without field ids) holds values that do not fit the table's column "
             f"types ({e}); rewrite the file with the table's types, or remove it from the table"
         ) from e
+    return _iso_geometry(table, schema, path)
+
+
+def _iso_geometry(table: pa.Table, schema: TableSchema, path: str) -> pa.Table:
+    """GEOMETRY values of a foreign file as DuckDB reads them: little-endian ISO WKB (another writer may have stored
+    big-endian or extended WKB; our writers and DuckDB's store the ISO form already).
+
+    Raises:
+        DataFileError: a value that is not WKB DuckDB reads.
+    """
+    for i, column in enumerate(schema.columns):
+        if not geometry_in(column):
+            continue
+        where = f"column {column.name!r} of data file {path}"
+        try:
+            values = geometry_values(table.column(i), column, where)
+        except (InvalidGeometryError, UnsupportedTypeError) as e:
+            raise DataFileError(f"{e}; rewrite the file with valid WKB, or remove it from the table") from e
+        table = table.set_column(i, pa.field(column.name, values.type), values)
+    return table
 
 
 def without_field_ids(raw: pa.Table) -> bool:

@@ -438,3 +438,39 @@ def test_add_files_with_geometry_as_duckdb_adds_them(catalog: Any, duckdb_lake: 
     )
     with expect_bad_input("geometry-malformed", lake):
         lake.add_files("main.ours", [str(bad)])
+
+
+def test_added_big_endian_and_extended_wkb_read_as_duckdb_reads_them(
+    catalog: Any, duckdb_lake: Any, tmp_path: Path
+) -> None:
+    """Another writer's file may hold big-endian WKB: DuckDB reads it as little-endian ISO WKB, and so do we (scan and
+    change feed), top-level and in a list."""
+    con = duckdb_lake(catalog)
+    shapes = [wkb(con, s) for s in SHAPES]
+    gt = geometry_type()
+    values = [big_endian(shapes[0]), shapes[1], None]
+    path = tmp_path / "be.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "id": pa.array(range(len(values)), pa.int64()),
+                "g": pa.ExtensionArray.from_storage(gt, pa.array(values, pa.binary())),
+                "l": pa.ListArray.from_arrays(
+                    pa.array(range(len(values) + 1), pa.int32()),
+                    pa.ExtensionArray.from_storage(gt, pa.array(values, pa.binary())),
+                ),
+            }
+        ),
+        path,
+        store_schema=False,
+    )
+    con.execute("CREATE TABLE lake.main.be (id BIGINT, g GEOMETRY, l GEOMETRY[])")
+    con.execute(f"CALL ducklake_add_data_files('lake', 'be', '{path}')")
+    duck = con.execute("SELECT id, ST_AsWKB(g), [ST_AsWKB(x) FOR x IN l] FROM lake.main.be ORDER BY id").fetchall()
+    want = [(i, None if g is None else bytes(g), [None if x is None else bytes(x) for x in xs]) for i, g, xs in duck]
+    assert want[0][1] == shapes[0] != values[0]  # DuckDB turned the big-endian value into its ISO form
+    lake = pdl.connect(catalog.url, catalog.data_path)
+    got = lake.scan("main.be").sort_by("id")
+    assert [(r["id"], r["g"], r["l"]) for r in got.to_pylist()] == want
+    feed = lake.table_changes("main.be", 0, lake.current_snapshot_id()).sort_by("id")
+    assert [(r["id"], r["g"], r["l"]) for r in feed.to_pylist()] == want
