@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from tests.support.catalogs import REPO_ROOT
 from tests.support.debezium import (
     ConnectWorker,
     add_connector,
@@ -26,16 +25,14 @@ from tests.support.debezium import (
 )
 from tests.support.pg_instance import PgInstance
 
-pytestmark = [pytest.mark.kafka, pytest.mark.timeout(600)]
-
-CDC_BASE = REPO_ROOT / ".cache" / "postgres-cdc"
-
+# One xdist worker for the module: one PostgreSQL and one Connect worker serve both tests.
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(600), pytest.mark.xdist_group("debezium")]
 
 @pytest.fixture(scope="module")
-def cdc_pg() -> Iterator[PgInstance]:
-    """A PostgreSQL of its own with logical WAL (scripts/postgres.sh configures it), so the shared one is never
-    restarted for it."""
-    instance = PgInstance(CDC_BASE)
+def cdc_pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgInstance]:
+    """A PostgreSQL of its own with logical WAL (scripts/postgres.sh configures it), in a fresh cluster folder, so
+    neither the shared server nor another worker's is ever restarted for it."""
+    instance = PgInstance(tmp_path_factory.mktemp("postgres-cdc"))
     instance.start()
     try:
         yield instance
