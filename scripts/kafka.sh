@@ -303,8 +303,12 @@ start() {
     if [[ ! -f "$STATE/data/meta.properties" ]]; then
         rm -rf "$STATE/data"
         local cluster
-        # A cluster id as `StorageTool random-uuid` makes it (base64url of 16 random bytes), without a second JVM.
-        cluster=$("$PYTHON" -c 'import base64, uuid; print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')
+        # A cluster id as `StorageTool random-uuid` makes it (base64url of 16 random bytes), without a second JVM; like
+        # Kafka's Uuid.randomUuid, never one starting with "-", which the formatter's argument parser takes for an
+        # option (1 start in 64 failed with "argument --cluster-id/-t: expected one argument").
+        cluster=$("$PYTHON" -c 'import base64, uuid
+while (c := base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")).startswith("-"): pass
+print(c)')
         "${JAVA[@]}" kafka.tools.StorageTool format --standalone -t "$cluster" -c "$PROPS" >>"$STATE/format.log" 2>&1 ||
             { tail -n 20 "$STATE/format.log" >&2; die "could not format $STATE/data"; }
     fi

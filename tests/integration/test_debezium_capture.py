@@ -5,6 +5,7 @@ and the source LSN that orders them."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from tests.support.catalogs import PgServer
 from tests.support.debezium import (
     ConnectWorker,
     add_connector,
@@ -27,6 +29,7 @@ from tests.support.pg_instance import PgInstance
 
 # One xdist worker for the module: one PostgreSQL and one Connect worker serve both tests.
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(600), pytest.mark.xdist_group("debezium")]
+
 
 @pytest.fixture(scope="module")
 def cdc_pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgInstance]:
@@ -73,8 +76,10 @@ def consume(bootstrap: str, topic: str, want: int, timeout: float = 90) -> list[
     return out
 
 
-def test_debezium_change_events(cdc_pg: PgInstance, connect_worker: ConnectWorker, kafka_broker: str) -> None:
-    server = cdc_pg.start()  # already running: returns the server
+@contextlib.contextmanager
+def captured(server: PgServer, worker: ConnectWorker, table: str, setup: list[str]) -> Iterator[tuple[sa.Engine, str]]:
+    """A fresh database with ``table`` made by the ``setup`` SQL (with REPLICA IDENTITY FULL), captured by a Debezium
+    connector of its own: yields the database's engine and the table's topic; removes connector, slot and database."""
     tag = uuid.uuid4().hex[:8]
     database, slot, prefix = f"cdc_{tag}", f"slot_{tag}", f"pg{tag}"
     admin = sa.create_engine(server.url(), isolation_level="AUTOCOMMIT")
@@ -84,17 +89,29 @@ def test_debezium_change_events(cdc_pg: PgInstance, connect_worker: ConnectWorke
     engine = sa.create_engine(server.url(database))
     try:
         with engine.begin() as conn:
-            conn.execute(
-                sa.text("CREATE TABLE customers(id int PRIMARY KEY, name text NOT NULL, balance numeric(12,2))")
-            )
-            conn.execute(sa.text("ALTER TABLE customers REPLICA IDENTITY FULL"))
-            conn.execute(sa.text("INSERT INTO customers VALUES (1, 'ann', 10.50), (2, 'bob', 20.00), (3, 'cy', NULL)"))
-        add_connector(
-            connect_worker,
-            prefix,
-            postgres_connector_config(server, database, topic_prefix=prefix, tables=["public.customers"], slot=slot),
-        )
-        topic = f"{prefix}.public.customers"
+            for sql in setup:
+                conn.exec_driver_sql(sql.replace("%", "%%"))
+            conn.execute(sa.text(f"ALTER TABLE {table} REPLICA IDENTITY FULL"))
+        config = postgres_connector_config(server, database, topic_prefix=prefix, tables=[f"public.{table}"], slot=slot)
+        add_connector(worker, prefix, config)
+        try:
+            yield engine, f"{prefix}.public.{table}"
+        finally:
+            remove_connector(worker, prefix)
+            drop_slot(server.url(database), slot)
+    finally:
+        engine.dispose()
+        with admin.connect() as conn:
+            conn.execute(sa.text(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
+        admin.dispose()
+
+
+def test_debezium_change_events(cdc_pg: PgInstance, connect_worker: ConnectWorker, kafka_broker: str) -> None:
+    setup = [
+        "CREATE TABLE customers(id int PRIMARY KEY, name text NOT NULL, balance numeric(12,2))",
+        "INSERT INTO customers VALUES (1, 'ann', 10.50), (2, 'bob', 20.00), (3, 'cy', NULL)",
+    ]
+    with captured(cdc_pg.start(), connect_worker, "customers", setup) as (engine, topic):
         snapshot = consume(kafka_broker, topic, 3)
         assert sorted((k["id"], v["op"], v["after"]["name"]) for k, v, _ in snapshot) == [
             (1, "r", "ann"),
@@ -131,15 +148,6 @@ def test_debezium_change_events(cdc_pg: PgInstance, connect_worker: ConnectWorke
         assert all(len(p) == 1 for p in by_key.values())
         lsns = [v["source"]["lsn"] for _, v in changes]
         assert lsns == sorted(lsns)
-    finally:
-        try:
-            remove_connector(connect_worker, prefix)
-            drop_slot(server.url(database), slot)
-        finally:
-            engine.dispose()
-            with admin.connect() as conn:
-                conn.execute(sa.text(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
-            admin.dispose()
 
 
 TYPED_DDL = """CREATE TABLE typed(
@@ -165,23 +173,8 @@ def test_debezium_rows_equal_postgres(
     equals the PostgreSQL table value for value, for every type it decodes."""
     import pyspark_ducklake as pdl
 
-    server = cdc_pg.start()
-    tag = uuid.uuid4().hex[:8]
-    database, slot, prefix = f"cdct_{tag}", f"slot_t{tag}", f"pgt{tag}"
-    admin = sa.create_engine(server.url(), isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f"CREATE DATABASE {database}"))
-    engine = sa.create_engine(server.url(database))
-    try:
-        with engine.begin() as conn:
-            conn.execute(sa.text(TYPED_DDL))
-            conn.execute(sa.text("ALTER TABLE typed REPLICA IDENTITY FULL"))
-            conn.exec_driver_sql("INSERT INTO typed VALUES " + ", ".join(TYPED_ROWS).replace("%", "%%"))
-        add_connector(
-            connect_worker,
-            prefix,
-            postgres_connector_config(server, database, topic_prefix=prefix, tables=["public.typed"], slot=slot),
-        )
+    setup = [TYPED_DDL, "INSERT INTO typed VALUES " + ", ".join(TYPED_ROWS)]
+    with captured(cdc_pg.start(), connect_worker, "typed", setup) as (engine, topic):
         with engine.begin() as conn:  # one transaction: the LSN orders changes within it too
             conn.execute(sa.text("UPDATE typed SET n = 99.999, txt = 'first' WHERE id = 1"))
             conn.execute(sa.text("UPDATE typed SET n = 100.5, txt = 'second' WHERE id = 1"))
@@ -190,7 +183,7 @@ def test_debezium_rows_equal_postgres(
             conn.execute(sa.text("UPDATE typed SET id = 30 WHERE id = 3"))
             conn.execute(sa.text("INSERT INTO typed(id, txt) VALUES (2, 'back')"))
         # 3 reads, 2 updates, delete + tombstone, key change (delete + tombstone + create), the insert.
-        messages = consume(kafka_broker, f"{prefix}.public.typed", 11)
+        messages = consume(kafka_broker, topic, 11)
         assert len(messages) == 11
         values = [(None if v is None else json.dumps(v).encode(),) for _, v, _ in messages]
         raw = spark.createDataFrame(values, "value BINARY")
@@ -216,12 +209,3 @@ def test_debezium_rows_equal_postgres(
             }
             got = {**got, "j": None if got["j"] is None else json.loads(got["j"])}
             assert got == want, key
-    finally:
-        try:
-            remove_connector(connect_worker, prefix)
-            drop_slot(server.url(database), slot)
-        finally:
-            engine.dispose()
-            with admin.connect() as conn:
-                conn.execute(sa.text(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
-            admin.dispose()

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import time
 import urllib.error
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.catalogs import PgServer
+from tests.support.processes import daemon_running, stop_daemon
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEBEZIUM_SCRIPT = REPO_ROOT / "scripts" / "debezium.sh"
@@ -70,22 +70,13 @@ def start_connect(state_dir: Path, bootstrap: str, timeout: float = 900) -> Conn
 
 
 def is_running(worker: ConnectWorker) -> bool:
-    try:
-        cmdline = Path(f"/proc/{worker.pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return b"ConnectStandalone" in cmdline and str(worker.state_dir).encode() in cmdline
+    """True while the worker's own process (not a reused pid) is alive."""
+    return daemon_running(worker.pid, b"ConnectStandalone", worker.state_dir)
 
 
 def stop_connect(worker: ConnectWorker, timeout: float = 30) -> None:
-    """Stop the worker by its pid: SIGTERM (a clean shutdown), then SIGKILL after ``timeout`` seconds."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        if not is_running(worker):
-            return
-        os.kill(worker.pid, sig)
-        deadline = time.monotonic() + timeout
-        while is_running(worker) and time.monotonic() < deadline:
-            time.sleep(0.2)
+    """Stop it by its pid: SIGTERM (a clean shutdown), then SIGKILL after ``timeout`` seconds."""
+    stop_daemon(worker.pid, b"ConnectStandalone", worker.state_dir, timeout)
 
 
 def _rest(worker: ConnectWorker, method: str, path: str, body: dict[str, Any] | None = None) -> Any:

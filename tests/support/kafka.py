@@ -11,11 +11,12 @@ Spark's Kafka source must be on the JVM's classpath when the SparkSession starts
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.support.processes import daemon_running, stop_daemon
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KAFKA_SCRIPT = REPO_ROOT / "scripts" / "kafka.sh"
@@ -96,22 +97,12 @@ def wait_until_ready(bootstrap: str, timeout: float = 90) -> None:
 
 def is_running(broker: KafkaBroker) -> bool:
     """True while the broker's own process (not a reused pid) is alive."""
-    try:
-        cmdline = Path(f"/proc/{broker.pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return b"kafka.Kafka" in cmdline and str(broker.state_dir).encode() in cmdline
+    return daemon_running(broker.pid, b"kafka.Kafka", broker.state_dir)
 
 
 def stop_broker(broker: KafkaBroker, timeout: float = 30) -> None:
-    """Stop the broker by its pid: SIGTERM (a clean shutdown), then SIGKILL after ``timeout`` seconds."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        if not is_running(broker):
-            return
-        os.kill(broker.pid, sig)
-        deadline = time.monotonic() + timeout
-        while is_running(broker) and time.monotonic() < deadline:
-            time.sleep(0.2)
+    """Stop it by its pid: SIGTERM (a clean shutdown), then SIGKILL after ``timeout`` seconds."""
+    stop_daemon(broker.pid, b"kafka.Kafka", broker.state_dir, timeout)
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = 3) -> None:
