@@ -52,7 +52,7 @@ def debezium(
         InvalidOptionError: a column name clashes with ``op_column``/``order_column``, ``value_column`` is not in
             ``df``, or ``timestamp_unit`` is not one of the three.
     """
-    columns = T._parse_datatype_string(schema) if isinstance(schema, str) else schema
+    columns = T.StructType.fromDDL(schema) if isinstance(schema, str) else schema
     if not isinstance(columns, T.StructType):
         raise InvalidOptionError(f"schema must be a struct of the table's columns, got {schema!r}")
     if timestamp_unit not in _UNITS:
