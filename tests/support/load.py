@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -240,6 +241,7 @@ def run_duckdb_writer(spec: LoadSpec, index: int) -> RoleResult:
     import pyspark_ducklake as pdl
 
     lake = pdl.connect(spec.catalog_url)
+    oplog = Path(spec.work_dir) / f"duckdb_writer_{w}.ops.jsonl"
 
     def present(lo: int, hi: int) -> set[int]:
         # read by this library, from the catalog itself: the DuckDB instance whose commit failed may still serve
@@ -283,6 +285,7 @@ def run_duckdb_writer(spec: LoadSpec, index: int) -> RoleResult:
             live.difference_update(range(lo, hi))
             live.update(after)
             result.ops.append(OpRecord(op, time.monotonic() - started, error=error))
+            _log_op(oplog, op=op, lo=lo, hi=hi, error=error, after=len(after), snapshot=lake.current_snapshot_id())
             if spec.think_s:
                 time.sleep(spec.think_s)
     finally:
@@ -291,6 +294,12 @@ def run_duckdb_writer(spec: LoadSpec, index: int) -> RoleResult:
     result.live = sorted(key(w, s) for s in live)
     result.counts = dict(counts)
     return result
+
+
+def _log_op(path: Path, **fields: Any) -> None:
+    """One line per operation in the work folder (time, what, result): what a failed end state is traced back to."""
+    with path.open("a") as f:
+        f.write(json.dumps({"t": time.time(), **fields}) + "\n")
 
 
 # --- maintenance ------------------------------------------------------------------------------------------------
@@ -332,6 +341,7 @@ def run_maintainer(spec: LoadSpec, index: int, kind: str) -> RoleResult:
             ]
         close = con.close
     deadline = _deadline(spec, f"maintainer_{kind}", index)
+    oplog = Path(spec.work_dir) / f"maintainer_{kind}_{index}.ops.jsonl"
     try:
         while time.monotonic() < deadline:
             for name, step in steps:
@@ -339,12 +349,15 @@ def run_maintainer(spec: LoadSpec, index: int, kind: str) -> RoleResult:
                     break
                 started = time.monotonic()
                 error = None
+                done: Any = None
                 try:
-                    if step():
+                    done = step()
+                    if done:
                         counts[name] += 1
                 except Exception as e:  # maintenance may lose to writers (a conflict); recorded, never hidden
                     error = _error_text(e)
                 result.ops.append(OpRecord(name, time.monotonic() - started, error=error))
+                _log_op(oplog, op=name, result=repr(done)[:200], error=error)
             time.sleep(0.3)
     finally:
         close()
@@ -369,13 +382,24 @@ def run_reader(spec: LoadSpec, index: int) -> RoleResult:
     last = -1
     counts: Counter[str] = Counter()
 
-    def duck_read(snapshot: int) -> tuple[int, int]:
-        row = con.execute(
+    def duck_read(snapshot: int, on: Any = con) -> tuple[int, int]:
+        row = on.execute(
             f"SELECT count(*), coalesce(sum(w::BIGINT * {SEQ_SPAN} + seq), 0) FROM lake.{TABLE} "
             f"AT (VERSION => {snapshot})"
         ).fetchone()
         assert row is not None
         return int(row[0]), int(row[1])
+
+    def fresh_duck_read(snapshot: int) -> tuple[int, int] | str:
+        """The snapshot read by a newly attached DuckDB instance (or why it could not be)."""
+        fresh = connect_duckdb()
+        try:
+            fresh.execute(attach_sql(_Location(spec), "lake", spec.inline_limit))
+            return duck_read(snapshot, fresh)
+        except Exception as e:  # an expired snapshot: undecided, so it counts against us
+            return _error_text(e)
+        finally:
+            fresh.close()
 
     def read(snapshot: int) -> tuple[int, int, frozenset[int]]:
         t = lake.scan(TABLE, snapshot=snapshot, columns=["w", "seq", "rowid"])
@@ -412,10 +436,18 @@ def run_reader(spec: LoadSpec, index: int) -> RoleResult:
                         duck_reads.append(duck_read(snap))
                         if again != state[:2] or duck_reads[-1] == again or duck_reads[-1] == duck_reads[-2]:
                             break
-                    if again != state[:2] or (duck_reads[-1] == duck_reads[-2] and duck_reads[-1] != again):
+                    persistent = duck_reads[-1] == duck_reads[-2] and duck_reads[-1] != again
+                    fresh = fresh_duck_read(snap) if persistent and again == state[:2] else None
+                    if again != state[:2] or (persistent and fresh != again):
                         result.violations.append(
-                            f"snapshot {snap}: DuckDB reads {duck_reads}, we read {state[:2]} then {again}"
+                            f"snapshot {snap}: DuckDB reads {duck_reads} (a new DuckDB instance: {fresh}), "
+                            f"we read {state[:2]} then {again}"
                         )
+                    elif persistent:
+                        # DuckDB 1.5.5 can also keep misreading a snapshot in an instance attached across
+                        # concurrent flushes and merges, while a newly attached instance reads what we read.
+                        counts["duckdb_stale_instance_misreads"] += 1
+                        result.notes.append(f"snapshot {snap}: DuckDB read {duck_reads}, a new instance {fresh}")
                     else:
                         counts["duckdb_transient_misreads"] += 1
                         result.notes.append(f"snapshot {snap}: DuckDB read {duck_reads}, we read {state[:2]}")
@@ -592,6 +624,7 @@ def summarise(spec: LoadSpec, results: list[RoleResult], elapsed: float, end: di
     ok = [o.seconds for o in ours if o.error is None]
     figures: dict[str, Any] = {
         "seed": spec.seed,
+        "work_dir": spec.work_dir,
         "seconds": spec.seconds,
         "elapsed_s": round(elapsed, 1),
         "writers": spec.writers,
@@ -638,7 +671,10 @@ def problems(figures: dict[str, Any]) -> list[str]:
         out.append(f"crashed: {figures['crashes']}")
     if not figures["exact"]:
         keys = ("rows_expected", "rows_read", "rows_missing", "rows_unexpected", "rows_doubled", "duckdb_equal")
-        out.append(f"end state not exact: { {k: figures[k] for k in keys} } {figures['missing_sample']}")
+        out.append(
+            f"end state not exact: { {k: figures[k] for k in keys} } missing {figures['missing_sample']}"
+            f" unexpected {figures['unexpected_sample']} (op logs of DuckDB writers: {figures.get('work_dir')})"
+        )
     if figures["rowids_doubled"]:
         out.append(f"{figures['rowids_doubled']} row ids appear twice")
     if figures["errors"]:
@@ -677,6 +713,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--readers", type=int, default=1)
     parser.add_argument("--backends", default="sqlite,postgres")
     parser.add_argument("--seed", type=int, default=int(os.environ.get("DUCKLAKE_SOAK_SEED", "1")))
+    parser.add_argument("--expire-age", type=float, default=20.0, help="seconds before maintenance expires a snapshot")
+    parser.add_argument("--cleanup-age", type=float, default=10.0, help="seconds before it deletes an old file")
     parser.add_argument("--out", default=None, help="append each run's figures as a JSON line to this file")
     opts = parser.parse_args(args)
     failed = False
@@ -694,10 +732,16 @@ def main(argv: list[str] | None = None) -> int:
                     duckdb_writers=opts.duckdb_writers,
                     maintainers=tuple(m for m in opts.maintainers.split(",") if m),
                     readers=opts.readers,
+                    expire_age_s=opts.expire_age,
+                    cleanup_age_s=opts.cleanup_age,
                 )
                 figures = run_load(spec)
-        figures["backend"] = backend
-        found = problems(figures)
+                figures["backend"] = backend
+                found = problems(figures)
+                if found:  # keep the writers' op logs and the lake to trace the failure back
+                    kept = Path(tempfile.gettempdir()) / f"soak-failed-{backend}-{opts.seed}-{os.getpid()}"
+                    shutil.copytree(tmp, kept)
+                    figures["kept"] = str(kept)
         figures["problems"] = found
         print(json.dumps(figures, indent=1), flush=True)
         if opts.out:
