@@ -39,7 +39,7 @@ def build_wheel(out: Path) -> Path:
     """The wheel of the working tree, built from a copy (setuptools' build/ folder must not leak stale modules)."""
     src = out / "src"
     src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(REPO_ROOT / name, src / name)
     shutil.copytree(
         REPO_ROOT / "pyspark_ducklake", src / "pyspark_ducklake", ignore=shutil.ignore_patterns("__pycache__")
