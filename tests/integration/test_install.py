@@ -12,6 +12,7 @@ cache; add its download otherwise), 93 s for a later run (the smoke's Spark sess
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -89,3 +90,12 @@ def test_the_wheel_installs_into_an_empty_venv_and_runs(tmp_path: Path, pg_serve
     finally:
         drop_database(pg_admin, db)  # type: ignore[arg-type]
     assert proc.stdout.strip().endswith("smoke ok"), proc.stdout
+    # the wheel's console script (pyproject's [project.scripts]) runs the command line on a lake the smoke made
+    lakes = sorted(work.rglob("*.sqlite"))
+    assert lakes, "the smoke left no SQLite catalog"
+    cli = run(
+        [str(venv / "bin" / "pyspark-ducklake"), "--catalog", f"sqlite:///{lakes[0]}", "tables", "--json"], env=env
+    )
+    assert json.loads(cli.stdout), cli.stdout
+    with zipfile.ZipFile(wheel) as z:  # the license travels with the wheel
+        assert any(n.endswith(".dist-info/licenses/LICENSE") for n in z.namelist()), z.namelist()
