@@ -3,7 +3,7 @@
 Every entry point (``connect()``, ``ducklake_sink()``, the Spark data source's read, write, readStream and writeStream,
 ``read_table``/``write_table``) checks what it is given with :func:`check_options`: an unknown or misspelt name is an
 :class:`InvalidOptionError` naming the closest valid one, and a value that does not parse is one naming the option and
-the value. Names match case-insensitively (Spark lowercases option keys). The README's option tables are rendered from
+the value. Names match case-insensitively (Spark lowercases option keys). The docs' option tables are rendered from
 :data:`OPTIONS` (``python -m tests.support.option_tables --write``), and a test fails when the two differ.
 
 This module sits at the bottom of the package: it imports only ``exceptions`` and ``io.storage``.
@@ -312,7 +312,7 @@ def parse_mapping(value: object, name: str) -> dict[str, Any]:
 
 
 class Entry(enum.Enum):
-    """Where options are given; the value is how messages and the README name it."""
+    """Where options are given; the value is how messages and the docs name it."""
 
     CONNECT = "connect()"
     SINK = "ducklake_sink()"
@@ -346,7 +346,7 @@ COMMITS = frozenset({Entry.CONNECT, Entry.SINK, Entry.WRITE, Entry.STREAM_WRITE}
 class Option:
     """One option: its names, the entry points that take it, how its value parses, and its documentation.
 
-    ``section`` names the README table it is documented in (None: set by Spark itself, not documented).
+    ``section`` names the docs table it is documented in (None: set by Spark itself, not documented).
     """
 
     name: str
@@ -386,7 +386,7 @@ LAKE, SPARK_TABLE, SINK_TABLE, FEED = "lake", "spark", "sink", "feed"
 _LOCATION = ALL - {Entry.CONNECT}  # connect() takes them as positional arguments
 
 OPTIONS: tuple[Option, ...] = (
-    # --- where the lake is, how commits retry (README: Configuration)
+    # --- where the lake is, how commits retry (docs/configuration.md)
     Option(
         CATALOG,
         _LOCATION,
@@ -459,7 +459,7 @@ OPTIONS: tuple[Option, ...] = (
         LAKE,
     ),
     Option("author", frozenset({Entry.CONNECT}), parse_text, "none", "the `author` of every snapshot committed", LAKE),
-    # --- Spark batch reads and writes (README: Spark)
+    # --- Spark batch reads and writes (docs/spark.md)
     Option(
         "snapshot",
         frozenset({Entry.READ}),
@@ -510,7 +510,7 @@ OPTIONS: tuple[Option, ...] = (
         SPARK_TABLE,
         aliases=("target_file_rows",),
     ),
-    # --- the foreachBatch sink and writeStream (README: Structured Streaming sink)
+    # --- the foreachBatch sink and writeStream (docs/streaming-sink.md)
     Option(
         "app_id",
         frozenset({Entry.SINK, Entry.STREAM_WRITE}),
@@ -588,7 +588,7 @@ OPTIONS: tuple[Option, ...] = (
         SINK_TABLE,
         aliases=("targetFileRows",),
     ),
-    # --- the change feed (README: Change feed)
+    # --- the change feed (docs/change-feed.md)
     Option(
         "readChangeFeed",
         frozenset({Entry.READ, Entry.STREAM_READ}),
@@ -855,7 +855,7 @@ _ENTRY_ORDER = (Entry.CONNECT, Entry.SINK, Entry.READ, Entry.WRITE, Entry.STREAM
 
 
 def render_table(section: str) -> str:
-    """The README table of ``section``'s options: names (aliases), where they are accepted, default, meaning."""
+    """The docs table of ``section``'s options: names (aliases), where they are accepted, default, meaning."""
     lines = ["| option | accepted by | default | meaning |", "|---|---|---|---|"]
     for o in OPTIONS:
         if o.section != section:
