@@ -732,7 +732,7 @@ def lookup(key: str, *entries: Entry) -> Option | None:
         f"unknown option {key!r} for {where}{_suggest(key, names)} Its options are: {', '.join(documented)}"
         + (f", {S3_OPTION_PREFIX}<name>" if spark else "")
         + ("".join(f", {st.option_prefix}<name>" for st in STORES) if spark else "")
-        + " (names are case-insensitive; see the README's option tables)"
+        + " (names are case-insensitive; the docs have option tables per entry point)"
     )
 
 
@@ -849,7 +849,7 @@ def option_as_bool(options: Mapping[str, Any], key: str, default: bool) -> bool:
     return default if raw is None else parse_bool(raw, key)
 
 
-# --- the README's option tables -------------------------------------------------------------------------------------
+# --- the docs' option tables ----------------------------------------------------------------------------------------
 
 _ENTRY_ORDER = (Entry.CONNECT, Entry.SINK, Entry.READ, Entry.WRITE, Entry.STREAM_READ, Entry.STREAM_WRITE)
 
@@ -867,31 +867,3 @@ def render_table(section: str) -> str:
 
 
 SECTIONS = (LAKE, SPARK_TABLE, SINK_TABLE, FEED)
-
-
-def _markers(section: str) -> tuple[str, str]:
-    return f"<!-- options-{section}:start -->", f"<!-- options-{section}:end -->"
-
-
-def readme_tables(text: str) -> dict[str, str | None]:
-    """The option tables in README text, by section (None where the markers are missing)."""
-    out: dict[str, str | None] = {}
-    for section in SECTIONS:
-        start, end = _markers(section)
-        m = re.search(re.escape(start) + r"\n(.*?)\n" + re.escape(end), text, re.S)
-        out[section] = m.group(1) if m else None
-    return out
-
-
-def _replace_block(text: str, start: str, end: str, block: str) -> str:
-    return re.sub(re.escape(start) + r".*?" + re.escape(end), lambda _m: block, text, flags=re.S)
-
-
-def write_readme_tables(text: str) -> str:
-    """README text with every option table rendered afresh from the registry."""
-    for section in SECTIONS:
-        start, end = _markers(section)
-        if start not in text:
-            raise SystemExit(f"README.md has no {start} marker; add one where the table belongs")
-        text = _replace_block(text, start, end, f"{start}\n{render_table(section)}\n{end}")
-    return text
