@@ -658,6 +658,15 @@ OPTIONS: tuple[Option, ...] = (
         "logs a warning and skips ahead",
         FEED,
     ),
+    Option(
+        "table",
+        SPARK,
+        parse_text,
+        "`load()` / `save()` / `start()`'s argument",
+        "the table (`schema.table`) when `load()`/`save()` are given none; how a SQL table names its DuckLake "
+        "table: `CREATE TABLE events USING ducklake OPTIONS (table 'main.events')` (see [SQL tables](#sql-tables))",
+        SPARK_TABLE,
+    ),
     # --- set by Spark itself: load()/save()/start() put the table in `path`; a stream writer gets its checkpoint
     Option("path", SPARK, _any, "", "", None),
     Option("checkpointLocation", frozenset({Entry.STREAM_WRITE}), _any, "", "", None),
