@@ -102,6 +102,19 @@ class DuckLakeDataSource(DataSource):
             )
         return without_table_options(schema)
 
+    def _metadata(self) -> str | None:
+        """The option ``metadata``'s kind (``snapshots``, ``table_info``, ``files``), None for a read of rows.
+
+        Raises:
+            InvalidOptionError: an unknown kind, or the change feed asked for too.
+        """
+        from pyspark_ducklake.batch.metadata_read import metadata_kind
+
+        kind = metadata_kind(dict(self.options))
+        if kind is not None and _feed_options(dict(self.options)):
+            raise InvalidOptionError("option metadata reads the lake's metadata, not the change feed: give one")
+        return kind
+
     def _change_feed(self) -> bool:
         """Whether this read is of the change feed: ``readChangeFeed=true``, or any change-feed start option.
 
@@ -143,6 +156,11 @@ class DuckLakeDataSource(DataSource):
         from pyspark_ducklake.batch.reader import read_schema
 
         self._check(*(entries or (Entry.READ, Entry.STREAM_READ)))  # Spark asks for the schema of reads only
+        kind = self._metadata()
+        if kind is not None:
+            from pyspark_ducklake.batch.metadata_read import metadata_schema
+
+            return metadata_schema(kind)
         _ = self.identifier
         if self._change_feed():
             from pyspark_ducklake.batch.change_feed_read import change_feed_schema
@@ -160,6 +178,12 @@ class DuckLakeDataSource(DataSource):
 
         schema = self._use_table_options(schema, Entry.READ)
         self._check(Entry.READ)
+        kind = self._metadata()
+        if kind is not None:
+            from pyspark_ducklake.batch.metadata_read import MetadataReader, metadata_table
+
+            table = self.options.get("path") or self.options.get("table")
+            return MetadataReader(metadata_table(self.config, kind, table, dict(self.options)))
         _ = self.identifier  # no table (a SQL table Spark passed no OPTIONS) fails before the catalog is looked for
         if self._change_feed():
             from pyspark_ducklake.batch.change_feed_read import ChangeFeedBatchReader

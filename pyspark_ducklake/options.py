@@ -667,6 +667,16 @@ OPTIONS: tuple[Option, ...] = (
         "table: `CREATE TABLE events USING ducklake OPTIONS (table 'main.events')` (see [SQL tables](#sql-tables))",
         SPARK_TABLE,
     ),
+    Option(
+        "metadata",
+        frozenset({Entry.READ}),
+        parse_text,
+        "none (the table's rows)",
+        "read the lake's metadata instead, with DuckDB's columns: `snapshots` (`ducklake_snapshots()`, no table), "
+        "`table_info` (`ducklake_table_info()`, no table) or `files` (`ducklake_list_files()` of the `load()` table, "
+        "at `snapshot` if given); see [Metadata](#metadata-as-dataframes)",
+        SPARK_TABLE,
+    ),
     # --- set by Spark itself: load()/save()/start() put the table in `path`; a stream writer gets its checkpoint
     Option("path", SPARK, _any, "", "", None),
     Option("checkpointLocation", frozenset({Entry.STREAM_WRITE}), _any, "", "", None),
