@@ -100,7 +100,12 @@ class DuckLakeDataSource(DataSource):
                 "(table 'main.events', readChangeFeed 'true', startingSnapshot '1'), or read it with "
                 "spark.read.format('ducklake').option('readChangeFeed', 'true')"
             )
-        return without_table_options(schema)
+        schema = without_table_options(schema)
+        if entry is Entry.READ and "columns" not in self.options and not _feed_options(stored):
+            if "metadata" not in self.options:
+                # the columns of CREATE TABLE time: a column the DuckLake table gained later is not read
+                self.options["columns"] = [f.name for f in schema.fields]
+        return schema
 
     def _metadata(self) -> str | None:
         """The option ``metadata``'s kind (``snapshots``, ``table_info``, ``files``), None for a read of rows.

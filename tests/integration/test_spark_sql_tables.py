@@ -178,3 +178,19 @@ def test_bad_options_are_rejected_at_create(spark: SparkSession, sqlite_catalog:
     with pytest.raises(Exception, match=r"NoSuchTable|does not exist"):
         spark.sql(f"CREATE TABLE {sql_name} USING ducklake OPTIONS ({table_options(sqlite_catalog, 'main.nope')})")
     assert not spark.catalog.tableExists(sql_name)
+
+
+def test_columns_added_later(spark: SparkSession, sqlite_catalog: Any, sql_name: str) -> None:
+    """A SQL table keeps the columns of CREATE TABLE time: after DuckDB adds one, SELECT reads the old columns and
+    INSERT writes them (the new one NULL), exactly as DuckDB then reads."""
+    catalog = sqlite_catalog
+    duck_run(
+        catalog, "CREATE TABLE lake.main.events (id BIGINT, s VARCHAR)", "INSERT INTO lake.main.events VALUES (1, 'a')"
+    )
+    spark.sql(f"CREATE TABLE {sql_name} USING ducklake OPTIONS ({table_options(catalog)})")
+    duck_run(
+        catalog, "ALTER TABLE lake.main.events ADD COLUMN k INTEGER", "INSERT INTO lake.main.events VALUES (2, 'b', 7)"
+    )
+    assert rows(spark, f"SELECT * FROM {sql_name}") == duck_rows(catalog, "SELECT id, s FROM lake.main.events")
+    spark.sql(f"INSERT INTO {sql_name} VALUES (3, 'c')")
+    assert duck_rows(catalog, "SELECT * FROM lake.main.events") == [(1, "a", None), (2, "b", 7), (3, "c", None)]
