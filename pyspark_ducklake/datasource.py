@@ -104,7 +104,8 @@ class DuckLakeDataSource(DataSource):
         if entry is Entry.READ and "columns" not in self.options and not _feed_options(stored):
             if "metadata" not in self.options:
                 # the columns of CREATE TABLE time: a column the DuckLake table gained later is not read
-                self.options["columns"] = [f.name for f in schema.fields]
+                options: Any = self.options  # a list, not "a, b": a name may hold a comma
+                options["columns"] = [f.name for f in schema.fields]
         return schema
 
     def _metadata(self) -> str | None:
