@@ -86,6 +86,11 @@ class DuckLakeDataSource(DataSource):
         stored = stored_table_options(schema)
         if stored is None:
             return schema
+        if entry is Entry.WRITE and (_feed_options(stored) or any(k.lower() == "metadata" for k in stored)):
+            raise InvalidOptionError(
+                "this SQL table reads a change feed or the lake's metadata and cannot be written: INSERT into a table "
+                "created over the rows, CREATE TABLE events USING ducklake OPTIONS (table 'main.events', ...)"
+            )
         self._check(entry)  # the query's own options (WITH (...)) are checked as given
         query_feed = _feed_options(dict(self.options))
         merged = merged_options(stored, dict(self.options), entry)

@@ -117,6 +117,10 @@ def test_change_feed_table_and_options(spark: SparkSession, catalog: Any, sql_na
         f"SELECT snapshot_id, change_type, id FROM ducklake_table_changes('lake', 'main', 'events', {start}, {start + 1})",
     )
 
+    with pytest.raises(Exception, match="cannot be written"):
+        spark.sql(f"INSERT INTO {sql_name}_changes SELECT * FROM {sql_name}_changes")
+    assert duck_rows(catalog, "SELECT max(snapshot_id) FROM ducklake_snapshots('lake')") == [(end,)]
+
     # a table over the rows themselves cannot grow the feed's columns
     spark.sql(f"CREATE TABLE {sql_name} USING ducklake OPTIONS ({table_options(catalog)})")
     with pytest.raises(Exception, match="columns are fixed when it is created"):
