@@ -71,6 +71,16 @@ def debezium(df: object, schema: object, **options: object) -> object:
     return _debezium(df, schema, **options)  # type: ignore[arg-type]
 
 
+def __getattr__(name: str) -> object:
+    # PySpark finds Python data sources in installed packages named pyspark_* by their DefaultSource
+    # (pyspark/sql/worker/lookup_data_sources.py); loaded lazily so that `import pyspark_ducklake` stays light.
+    if name == "DefaultSource":
+        from pyspark_ducklake.datasource import DuckLakeDataSource
+
+        return DuckLakeDataSource
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def register(spark: object) -> object:
     """Register the ``ducklake`` Spark data source (``spark.read.format("ducklake")``) with ``spark``."""
     from pyspark_ducklake.datasource import register as _register

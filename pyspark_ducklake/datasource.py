@@ -56,12 +56,75 @@ class DuckLakeDataSource(DataSource):
 
     @property
     def identifier(self) -> str:
-        path = self.options.get("path")
-        if not path:
+        """The table: ``load()``/``save()``'s path or option ``table`` (a SQL table's ``OPTIONS (table ...)``).
+
+        Raises:
+            InvalidOptionError: neither given, or the two differ.
+        """
+        from pyspark_ducklake.spark.sql_table import NO_TABLE_HINT
+
+        path, table = self.options.get("path"), self.options.get("table")
+        if path and table and path != table:
             raise InvalidOptionError(
-                "no table given: use spark.read.format('ducklake').load('main.events') or .save('main.events')"
+                f"two tables given: path {path!r} and option table {table!r}; give one (load()/save()'s argument "
+                "or option table)"
             )
-        return path
+        if not (path or table):
+            raise InvalidOptionError(NO_TABLE_HINT)
+        return str(path or table)
+
+    def _use_table_options(self, schema: StructType, entry: Entry) -> StructType:
+        """Take a SQL table's options from ``schema`` (where CREATE TABLE left them, see spark/sql_table.py) under
+        the query's own, and return the schema without them.
+
+        Raises:
+            InvalidOptionError: a change-feed read of a SQL table created over the table itself (its columns are
+                the table's; create one with OPTIONS (readChangeFeed 'true', ...) for the feed).
+        """
+        from pyspark_ducklake.spark.sql_table import merged_options, stored_table_options, without_table_options
+
+        stored = stored_table_options(schema)
+        if stored is None:
+            return schema
+        if entry is Entry.WRITE and (_feed_options(stored) or any(k.lower() == "metadata" for k in stored)):
+            raise InvalidOptionError(
+                "this SQL table reads a change feed or the lake's metadata and cannot be written: INSERT into a table "
+                "created over the rows, CREATE TABLE events USING ducklake OPTIONS (table 'main.events', ...)"
+            )
+        self._check(entry)  # the query's own options (WITH (...)) are checked as given
+        query_feed = _feed_options(dict(self.options))
+        merged = merged_options(stored, dict(self.options), entry)
+        for key in list(self.options):
+            del self.options[key]
+        self.options.update(merged)
+        self._config = None
+        if entry is Entry.READ and query_feed and not _feed_options(stored):
+            raise InvalidOptionError(
+                "a SQL table's columns are fixed when it is created, so a change-feed read of it cannot add the "
+                "feed's columns: create a table for the feed, CREATE TABLE events_changes USING ducklake OPTIONS "
+                "(table 'main.events', readChangeFeed 'true', startingSnapshot '1'), or read it with "
+                "spark.read.format('ducklake').option('readChangeFeed', 'true')"
+            )
+        schema = without_table_options(schema)
+        if entry is Entry.READ and "columns" not in self.options and not _feed_options(stored):
+            if "metadata" not in self.options:
+                # the columns of CREATE TABLE time: a column the DuckLake table gained later is not read
+                options: Any = self.options  # a list, not "a, b": a name may hold a comma
+                options["columns"] = [f.name for f in schema.fields]
+        return schema
+
+    def _metadata(self) -> str | None:
+        """The option ``metadata``'s kind (``snapshots``, ``table_info``, ``files``), None for a read of rows.
+
+        Raises:
+            InvalidOptionError: an unknown kind, or the change feed asked for too.
+        """
+        from pyspark_ducklake.batch.metadata_read import metadata_kind
+
+        kind = metadata_kind(dict(self.options))
+        if kind is not None and _feed_options(dict(self.options)):
+            raise InvalidOptionError("option metadata reads the lake's metadata, not the change feed: give one")
+        return kind
 
     def _change_feed(self) -> bool:
         """Whether this read is of the change feed: ``readChangeFeed=true``, or any change-feed start option.
@@ -88,9 +151,28 @@ class DuckLakeDataSource(DataSource):
         return feed
 
     def schema(self) -> StructType:
+        from pyspark_ducklake.spark.sql_table import is_create_table, table_options, with_table_options
+
+        if not is_create_table(self.options):
+            return self._schema()
+        # CREATE TABLE ... USING ducklake: the only time Spark shows the table's OPTIONS (spark/sql_table.py)
+        given = table_options(self.options)
+        for key in list(self.options):
+            del self.options[key]
+        self.options.update(given)
+        # a table's write options (data_inlining_row_limit...) are kept for INSERT; its reads skip them
+        return with_table_options(self._schema(Entry.READ, Entry.WRITE), given)
+
+    def _schema(self, *entries: Entry) -> StructType:
         from pyspark_ducklake.batch.reader import read_schema
 
-        self._check(Entry.READ, Entry.STREAM_READ)  # Spark asks for the schema of reads only
+        self._check(*(entries or (Entry.READ, Entry.STREAM_READ)))  # Spark asks for the schema of reads only
+        kind = self._metadata()
+        if kind is not None:
+            from pyspark_ducklake.batch.metadata_read import metadata_schema
+
+            return metadata_schema(kind)
+        _ = self.identifier
         if self._change_feed():
             from pyspark_ducklake.batch.change_feed_read import change_feed_schema
 
@@ -105,7 +187,15 @@ class DuckLakeDataSource(DataSource):
         # drop rows from the next one (the same holds for two scans of one relation in one plan).
         from pyspark_ducklake.batch.reader import DuckLakeBatchReader
 
+        schema = self._use_table_options(schema, Entry.READ)
         self._check(Entry.READ)
+        kind = self._metadata()
+        if kind is not None:
+            from pyspark_ducklake.batch.metadata_read import MetadataReader, metadata_table
+
+            table = self.options.get("path") or self.options.get("table")
+            return MetadataReader(metadata_table(self.config, kind, table, dict(self.options)))
+        _ = self.identifier  # no table (a SQL table Spark passed no OPTIONS) fails before the catalog is looked for
         if self._change_feed():
             from pyspark_ducklake.batch.change_feed_read import ChangeFeedBatchReader
 
@@ -116,7 +206,9 @@ class DuckLakeDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from pyspark_ducklake.batch.write_job import DuckLakeBatchWriter
 
+        schema = self._use_table_options(schema, Entry.WRITE)
         self._check(Entry.WRITE)
+        _ = self.identifier
         return DuckLakeBatchWriter.create(self.config, self.identifier, dict(self.options), schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
@@ -139,6 +231,14 @@ class DuckLakeDataSource(DataSource):
                 "('latest', 'earliest' or a snapshot id) or readChangeFeed=true"
             )
         return DuckLakeChangeFeedReader(self.config, self.identifier, dict(self.options), schema)
+
+
+def _feed_options(options: dict[str, str]) -> bool:
+    """Whether ``options`` ask for the change feed (``readChangeFeed`` or a ``starting...`` option)."""
+    from pyspark_ducklake.options import option_as_bool, option_value
+
+    starts = ("startingSnapshot", "startingTimestamp")
+    return option_as_bool(options, "readChangeFeed", False) or any(option_value(options, k) for k in starts)
 
 
 def register(spark: Any) -> type[DuckLakeDataSource]:

@@ -48,6 +48,7 @@ from pyspark_ducklake.exceptions import (
 from pyspark_ducklake.io.fileio import delete_files
 from pyspark_ducklake.options import DATA_INLINING_ROW_LIMIT, Entry, check_keywords, check_options, parse_int
 from pyspark_ducklake.table import evolution
+from pyspark_ducklake.table import metadata as M
 from pyspark_ducklake.table.commit import add_pending_files, commit, current_schema, delete_everything, table_folder
 from pyspark_ducklake.table.data_files import (
     PendingFile,
@@ -144,6 +145,33 @@ class Lake:
         """Every snapshot with its changes, author, message and extra info, oldest first."""
         with self.engine.connect() as conn:
             return reader.snapshots(conn)
+
+    def snapshots_table(self) -> pa.Table:
+        """Every snapshot as DuckDB's ``ducklake_snapshots()`` lists it (same columns, ``changes`` as a map)."""
+        return M.snapshots_table(self.snapshots())
+
+    def table_info(self) -> pa.Table:
+        """Every table with its data and delete files' counts and sizes, as DuckDB's ``ducklake_table_info()``."""
+        with self.engine.connect() as conn:
+            snap = reader.latest_snapshot(conn).snapshot_id
+            tables = [
+                M.TableFiles(t, reader.data_files(conn, t, snap, self.data_path)) for t in reader.tables(conn, snap)
+            ]
+        return M.table_info_table(tables)
+
+    def list_files(self, identifier: str | Sequence[str], *, snapshot: int | None = None) -> pa.Table:
+        """The data files of a table (at ``snapshot``, else the latest) with their delete files, as DuckDB's
+        ``ducklake_list_files()`` lists them.
+
+        Raises:
+            NoSuchTableError: no such table at that snapshot.
+        """
+        schema_name, table_name = parse_identifier(identifier)
+        with self.engine.connect() as conn:
+            snap = reader.latest_snapshot(conn).snapshot_id if snapshot is None else snapshot
+            entry = reader.table_by_name(conn, schema_name, table_name, snap)
+            files = reader.data_files(conn, entry, snap, self.data_path)
+        return M.files_table(files)
 
     def referenced_files(self, paths: list[str]) -> set[str]:
         """The subset of ``paths`` (absolute, as this library wrote them) that any snapshot references."""

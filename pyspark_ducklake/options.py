@@ -658,6 +658,25 @@ OPTIONS: tuple[Option, ...] = (
         "logs a warning and skips ahead",
         FEED,
     ),
+    Option(
+        "table",
+        SPARK,
+        parse_text,
+        "`load()` / `save()` / `start()`'s argument",
+        "the table (`schema.table`) when `load()`/`save()` are given none; how a SQL table names its DuckLake "
+        "table: `CREATE TABLE events USING ducklake OPTIONS (table 'main.events')` (see [SQL tables](#sql-tables))",
+        SPARK_TABLE,
+    ),
+    Option(
+        "metadata",
+        frozenset({Entry.READ}),
+        parse_text,
+        "none (the table's rows)",
+        "read the lake's metadata instead, with DuckDB's columns: `snapshots` (`ducklake_snapshots()`, no table), "
+        "`table_info` (`ducklake_table_info()`, no table) or `files` (`ducklake_list_files()` of the `load()` table, "
+        "at `snapshot` if given); see [Metadata](#metadata-as-dataframes)",
+        SPARK_TABLE,
+    ),
     # --- set by Spark itself: load()/save()/start() put the table in `path`; a stream writer gets its checkpoint
     Option("path", SPARK, _any, "", "", None),
     Option("checkpointLocation", frozenset({Entry.STREAM_WRITE}), _any, "", "", None),

@@ -127,8 +127,10 @@ class LakeConfig:
             catalog, source = env.get(ENV_CATALOG), f"environment {ENV_CATALOG}"
         if not catalog:
             raise LakeNotConfiguredError(
-                "no DuckLake catalog configured: pass .option('catalog', 'sqlite:///lake.sqlite'), or set the Spark "
-                f"conf {SPARK_CONF_CATALOG}, or the environment variable {ENV_CATALOG} "
+                "no DuckLake catalog configured: pass .option('catalog', 'sqlite:///lake.sqlite') (in SQL: OPTIONS "
+                f"(catalog '...')), or set the Spark conf {SPARK_CONF_CATALOG} and call "
+                "pyspark_ducklake.register(spark) (a data source Spark finds by itself sees no session conf), or the "
+                f"environment variable {ENV_CATALOG} of the driver and executors "
                 "(SQLAlchemy URL or DuckDB spelling such as 'ducklake:sqlite:lake.sqlite')"
             )
         data_path = option_value(options, DATA_PATH) or conf(SPARK_CONF_DATA_PATH) or env.get(ENV_DATA_PATH)

@@ -128,14 +128,14 @@ CASES: tuple[BadInput, ...] = (
         "spark-no-catalog",
         "Spark read, write or sink with no catalog anywhere",
         E.LakeNotConfiguredError,
-        "pass .option('catalog', …), or set spark.ducklake.catalog or DUCKLAKE_CATALOG",
-        match="or set the Spark conf spark.ducklake.catalog, or the environment variable DUCKLAKE_CATALOG",
+        "pass .option('catalog', …), or set spark.ducklake.catalog and call register(spark), or DUCKLAKE_CATALOG",
+        match="or set the Spark conf spark.ducklake.catalog and call pyspark_ducklake.register(spark)",
     ),
     BadInput(
         "spark-no-table",
-        "Spark `load()` / `save()` without a table",
+        "Spark `load()` / `save()` without a table, or a SQL table made by CTAS or with a column list",
         E.InvalidOptionError,
-        "use spark.read.format('ducklake').load('main.events')",
+        "no DuckLake table given. In the DataFrame API name it in load('main.events')",
     ),
     BadInput(
         "spark-partition-by-differs",

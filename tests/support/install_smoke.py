@@ -1,7 +1,8 @@
 """Run by ``tests/integration/test_install.py`` with the python of a venv holding only the built wheel.
 
 Imports nothing from the repository: it proves that the declared dependencies are enough to import the package, append
-and read with the Python API, append and read through the Spark data source, and commit one ``foreachBatch``
+and read with the Python API, read through the Spark data source without ``register()`` (PySpark finds the installed
+package's ``DefaultSource``), append and read through it, and commit one ``foreachBatch``
 micro-batch with ``ducklake_sink``. With ``--pg CONNINFO`` it also opens a PostgreSQL catalog (the ``[postgres]``
 extra) and reads it from Spark with the conf ``spark.ducklake.catalog`` set to a URL with a password, which must then
 appear nowhere in the Spark UI's REST API (jobs, stages, SQL executions, environment). With ``--duckdb`` it creates,
@@ -63,6 +64,9 @@ def main(argv: list[str]) -> int:
         .getOrCreate()
     )
     try:
+        # Spark finds the installed package by itself (DefaultSource): a read without register(), lake as an option
+        found = spark.read.format("ducklake").option("catalog", catalog).load("main.t")
+        assert sorted(r.id for r in found.collect()) == [1, 2]
         pdl.register(spark)
         # a Spark append and read through the data source
         df = spark.createDataFrame([(3, "c"), (4, "d")], "id bigint, name string")

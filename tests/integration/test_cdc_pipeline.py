@@ -1,0 +1,120 @@
+"""The CDC pipeline end to end on real parts, killed and restarted while it runs (issue #17).
+
+PostgreSQL (its own server, ``wal_level=logical``) -> Debezium's PostgreSQL connector in a real Kafka Connect worker
+-> a real Kafka broker -> Spark Structured Streaming -> ``ducklake_sink(upsert_on=..., delete_when=..., order_by=...)``,
+as ``examples/cdc_postgres_to_lake/cdc_to_lake.py`` runs it. A random workload (inserts, updates, some of one key
+twice in a transaction, deletes, primary-key changes, hostile strings, NULLs) runs on two tables while the pipeline's
+driver is SIGKILLed with its JVM and Python workers, several times, and started again from its checkpoint.
+Afterwards each lake table equals its PostgreSQL table row for row, DuckDB reads the same, and the lake's change
+feed holds update pre/post pairs of one key and one row id, replaying into the table.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import pyspark_ducklake as pdl
+from tests.support.catalogs import CatalogLocation
+from tests.support.debezium import ConnectWorker, drop_slot, remove_connector
+from tests.support.pg_instance import PgInstance
+from tests.support.processes import Spawned, load_module
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.xdist_group("debezium")]
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "cdc_postgres_to_lake" / "cdc_to_lake.py"
+KILLS = 3
+WAIT = 300  # seconds any one step may take on a busy 2-core machine
+ENV_DROP = ("CDC_POSTGRES_URL", "KAFKA_BOOTSTRAP", "CONNECT_URL", "DUCKLAKE_CATALOG", "DUCKLAKE_DATA_PATH")
+
+
+def batches(catalog: CatalogLocation) -> int:
+    """Snapshots the sink has committed so far (0 before the catalog exists)."""
+    try:
+        lake = pdl.connect(catalog.url)
+    except Exception:  # not created yet
+        return 0
+    try:
+        return sum(1 for s in lake.snapshots() if s.commit_extra_info)
+    finally:
+        lake.close()
+
+
+def test_kill_and_restart_under_a_random_workload(
+    cdc_pg: PgInstance,
+    connect_worker: ConnectWorker,
+    kafka_broker: str,
+    kafka_spark_jars: str,
+    sqlite_catalog: CatalogLocation,
+    tmp_path: Path,
+) -> None:
+    example = load_module(EXAMPLE)
+    seed = random.SystemRandom().randrange(1 << 31)
+    print(f"cdc workload seed {seed}", flush=True)
+    server = cdc_pg.start()
+    server_url = server.url()
+    names = example.Names(f"t{uuid.uuid4().hex[:8]}")
+    example.create_database(server_url, names)
+    example.add_connector(connect_worker.url, server_url, names)
+    argv = [
+        sys.executable, str(EXAMPLE), "pipeline", "--tag", names.tag, "--postgres", server_url,
+        "--bootstrap", kafka_broker, "--catalog", sqlite_catalog.url, "--data-path", sqlite_catalog.data_path,
+        "--checkpoint", str(tmp_path / "checkpoint"), "--spark-jars", kafka_spark_jars,
+        "--trigger-seconds", "0.5", "--max-per-batch", "400",
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k not in ENV_DROP} | {"PYTHONUNBUFFERED": "1"}
+    rng = random.Random(seed)
+    try:
+        counts: dict[str, Any] = {}
+        workload = threading.Thread(
+            target=lambda: counts.update(example.workload(server_url, names, 1500, 50, seed)), daemon=True
+        )
+        workload.start()
+        for run in range(KILLS):
+            pipeline = Spawned(argv, tmp_path / f"run-{run}.log", cwd=ROOT, env=env)
+            before, deadline = batches(sqlite_catalog), time.monotonic() + WAIT
+            while batches(sqlite_catalog) <= before:  # at least one batch of this run committed
+                assert pipeline.proc.poll() is None, f"the pipeline exited:\n{pipeline.output()[-4000:]}"
+                assert time.monotonic() < deadline, f"no batch in {WAIT} s:\n{pipeline.output()[-4000:]}"
+                time.sleep(0.5)
+            time.sleep(rng.uniform(0, 2))  # anywhere: mid-batch, between a commit and Spark's checkpoint
+            pipeline.kill()
+        workload.join(WAIT)
+        assert not workload.is_alive() and counts, "the workload did not finish"
+        assert counts.get("update") and counts.get("delete") and counts.get("key"), counts
+
+        final = Spawned(argv, tmp_path / "final.log", cwd=ROOT, env=env)
+        try:
+            deadline = time.monotonic() + WAIT
+            while diff := example.differences(server_url, names, sqlite_catalog.url, sqlite_catalog.data_path):
+                assert final.proc.poll() is None, f"the pipeline exited:\n{final.output()[-4000:]}"
+                assert time.monotonic() < deadline, f"the lake never equalled PostgreSQL: {diff}"
+                time.sleep(1)
+        finally:
+            final.kill()
+        # Still equal once it stopped (nothing committed after the check undoes it), read by DuckDB too.
+        assert example.differences(server_url, names, sqlite_catalog.url, sqlite_catalog.data_path) == []
+        assert example.duckdb_differences(sqlite_catalog.url, sqlite_catalog.data_path) == []
+        feed, problems = example.feed_problems(sqlite_catalog.url, sqlite_catalog.data_path)
+        assert problems == []
+        for table, kinds in feed.items():
+            assert kinds.get("update_preimage") == kinds.get("update_postimage"), (table, kinds)
+            assert kinds.get("update_preimage") and kinds.get("delete"), (table, kinds)
+        lake = pdl.connect(sqlite_catalog.url)
+        try:
+            infos = [s.commit_extra_info for s in lake.snapshots() if s.commit_extra_info]
+        finally:
+            lake.close()
+        assert len(infos) == len(set(infos))  # no micro-batch committed twice
+    finally:
+        remove_connector(connect_worker, names.connector)
+        drop_slot(server.url(names.database), names.slot)
