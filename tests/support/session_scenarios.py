@@ -63,7 +63,7 @@ def batch_write_and_read(spark: Any, catalog: Any) -> None:
     """Create, append and overwrite through the data source (DuckDB reads exactly those rows), then read what DuckDB
     changed (insert, delete, update), now and at an older snapshot: exactly DuckDB's rows."""
     pdl.register(spark)
-    first, second = events(spark, 0, 3000, partitions=3), events(spark, 3000, 7)
+    first, second = events(spark, 0, 1000, partitions=3), events(spark, 1000, 7)
     writer(first, catalog).save("main.events")
     writer(second, catalog).save("main.events")
     expected = canonical_rows(first.toArrow()) + canonical_rows(second.toArrow())
@@ -80,7 +80,7 @@ def batch_write_and_read(spark: Any, catalog: Any) -> None:
             "WHERE id < 20"
         )
         con.execute("DELETE FROM lake.main.events WHERE id % 10 = 3")
-        con.execute("UPDATE lake.main.events SET s = 'upd', amount = 1.5 WHERE id IN (1, 2999, 10001)")
+        con.execute("UPDATE lake.main.events SET s = 'upd', amount = 1.5 WHERE id IN (1, 999, 10001)")
     finally:
         con.close()
     ours = reader(spark, catalog).load("main.events")

@@ -22,12 +22,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyspark
 
-from tests.support.processes import daemon_running, stop_daemon
+from tests.support.processes import stop_daemon
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 CONNECT_SERVER = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -48,16 +48,22 @@ class SparkDaemon:
     """A running Spark JVM: ``marker`` (its main class) and ``state_dir`` are on its command line."""
 
     name: str
-    pid: int
+    process: subprocess.Popen[bytes] = field(compare=False, repr=False)
     marker: str
     state_dir: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
 
     @property
     def log(self) -> Path:
         return self.state_dir / f"{self.name}.log"
 
     def running(self) -> bool:
-        return daemon_running(self.pid, self.marker.encode(), self.state_dir)
+        # not exited (the Popen keeps the pid ours until it is reaped); the command line is empty while the
+        # launcher script execs the JVM, so it is not asked here
+        return self.process.poll() is None
 
     def log_tail(self, lines: int = 40) -> str:
         try:
@@ -68,6 +74,10 @@ class SparkDaemon:
     def stop(self, timeout: float = 30) -> None:
         """SIGTERM, then SIGKILL; then every process left in its process group (a worker's executors), by pid."""
         stop_daemon(self.pid, self.marker.encode(), self.state_dir, timeout)
+        if self.process.poll() is None:  # caught between the launcher script and the JVM
+            self.process.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout)
         for pid in _group_members(self.pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -106,7 +116,7 @@ def _spawn(name: str, marker: str, args: list[str], state_dir: Path) -> SparkDae
             args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=_environment(),
             start_new_session=True, cwd=state_dir,
         )  # fmt: skip
-    return SparkDaemon(name, proc.pid, marker, state_dir)
+    return SparkDaemon(name, proc, marker, state_dir)
 
 
 def _wait_for_port(daemon: SparkDaemon, port: int, timeout: float = START_TIMEOUT_S) -> None:
