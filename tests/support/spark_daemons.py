@@ -4,7 +4,8 @@ cluster (a master and a worker whose executors run in JVMs and Python workers of
 Each daemon runs in its own session (``start_new_session``) with free ports, its log and state in a folder of the
 test's temp dir (pytest keeps the last runs' folders, so a failure's logs stay), and is stopped by pid
 (:mod:`tests.support.processes`). A worker's executors are its children: whatever is left of its process group when
-it has stopped is killed by pid, so no JVM or Python worker outlives the test session.
+it has stopped is killed by pid, so no JVM or Python worker outlives the test session; a test process killed before
+its teardown takes its daemons with it (``PR_SET_PDEATHSIG``: they get SIGTERM).
 
 A Connect client in the test process: ``SparkSession.builder.remote(server.url)`` sets
 ``SPARK_CONNECT_MODE_ENABLED`` in ``os.environ``, which makes ``pyspark.sql.functions`` build Connect columns for
@@ -15,6 +16,7 @@ a Connect test only.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import socket
@@ -109,12 +111,23 @@ def _environment() -> dict[str, str]:
     return env
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the test process dies (a killed pytest skips its fixtures' teardown);
+    the JVM's shutdown hook then stops the daemon, a worker its executors."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
 def _spawn(name: str, marker: str, args: list[str], state_dir: Path) -> SparkDaemon:
     state_dir.mkdir(parents=True, exist_ok=True)
     with open(state_dir / f"{name}.log", "ab") as log:
         proc = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=_environment(),
             start_new_session=True, cwd=state_dir,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )  # fmt: skip
     return SparkDaemon(name, proc, marker, state_dir)
 
