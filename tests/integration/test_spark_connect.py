@@ -4,9 +4,12 @@ change feed, the fast paths' fallback to the data source and the Spark compactio
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
@@ -109,3 +112,18 @@ def test_compaction_job_runs_on_connect(connect_spark: SparkSession, sqlite_cata
     assert scenarios.duck_rows(sqlite_catalog, "SELECT * FROM lake.main.small") == before
     files = "SELECT count(*) AS id FROM ducklake_list_files('lake', 'small')"
     assert scenarios.duck_rows(sqlite_catalog, files) == [(1,)]
+
+
+def test_add_files_and_debezium_on_connect(connect_spark: SparkSession, sqlite_catalog: Any, tmp_path: Path) -> None:
+    """``pdl.add_files`` (the session's conf only) and ``pdl.debezium`` (DataFrame functions and a DDL schema parsed
+    through the session) from a Connect client; the added rows as DuckDB reads them."""
+    lake = pdl.connect(sqlite_catalog.url, sqlite_catalog.data_path)
+    lake.create_table("main.added", pa.schema([("id", pa.int64()), ("s", pa.string())]))
+    pq.write_table(pa.table({"id": [1, 2, 3], "s": ["a", None, "it's"]}), tmp_path / "f.parquet")
+    pdl.add_files(connect_spark, "main.added", str(tmp_path / "f.parquet"), catalog=sqlite_catalog.url)
+    assert scenarios.duck_rows(sqlite_catalog, "SELECT * FROM lake.main.added") == [(1, "a"), (2, None), (3, "it's")]
+
+    change = {"before": None, "after": {"id": 5, "s": "x"}, "op": "c", "source": {"lsn": 42}, "ts_ms": 0}
+    events = connect_spark.createDataFrame([(json.dumps(change),)], "value STRING")
+    rows = [tuple(r) for r in pdl.debezium(events, "id BIGINT, s STRING").collect()]  # type: ignore[attr-defined]
+    assert rows == [(5, "x", "c", 42)]
