@@ -17,7 +17,6 @@ import pyspark_ducklake as pdl
 from pyspark_ducklake.batch.compaction_job import merge_adjacent_files
 from pyspark_ducklake.exceptions import NoSuchTableError
 from pyspark_ducklake.spark.connect import is_connect
-from pyspark_ducklake.spark_parquet_read import plan_read
 from tests.support import session_scenarios as scenarios
 from tests.support.compare import canonical_rows
 
@@ -86,17 +85,8 @@ def test_register_takes_the_session_conf(connect_spark: SparkSession, sqlite_cat
 def test_fast_paths_fall_back_to_the_data_source(connect_spark: SparkSession, catalog: Any) -> None:
     """``write_table``/``read_table`` need the JVM (footers rewritten on the client, paths qualified by Hadoop): on
     Connect they go through the data source, say so, and give the same rows."""
-    df = scenarios.events(connect_spark, 0, 500, partitions=2)
-    outcome: Any = pdl.write_table(df, "main.fast", catalog=catalog.url, data_path=catalog.data_path)
-    assert not outcome.native
-    assert "Spark Connect" in outcome.reason
-    duck = scenarios.duck_rows(catalog, "SELECT * FROM lake.main.fast")
-    assert duck == canonical_rows(df.toArrow())
-    read: Any = pdl.read_table(connect_spark, "main.fast", catalog=catalog.url, data_path=catalog.data_path)
-    assert canonical_rows(read.toArrow()) == duck
-    plan = plan_read(connect_spark, "main.fast", catalog=catalog.url, data_path=catalog.data_path)
-    assert not plan.native
-    assert "Spark Connect" in str(plan.reason)
+    reason = scenarios.fast_paths(connect_spark, catalog, native=False)
+    assert reason is not None and reason.count("Spark Connect") == 2
 
 
 def test_compaction_job_runs_on_connect(connect_spark: SparkSession, sqlite_catalog: Any) -> None:

@@ -94,6 +94,30 @@ def batch_write_and_read(spark: Any, catalog: Any) -> None:
     assert duck_rows(catalog, "SELECT id FROM lake.main.events") == [(i,) for i in range(50, 55)]
 
 
+def fast_paths(spark: Any, catalog: Any, *, native: bool) -> str | None:
+    """``pdl.write_table`` then ``pdl.read_table``: DuckDB reads exactly the written rows, and ``read_table`` gives
+    exactly DuckDB's; ``native`` says whether Spark's own Parquet writer and reader must have done it (else the data
+    source did). Returns the reason the write gave for falling back."""
+    from pyspark_ducklake.spark_parquet_read import plan_read
+
+    df = events(spark, 0, 500, partitions=2)
+    outcome: Any = pdl.write_table(df, "main.fast", catalog=catalog.url, data_path=catalog.data_path)
+    assert outcome.native is native, outcome.reason
+    duck = duck_rows(catalog, "SELECT * FROM lake.main.fast")
+    assert duck == canonical_rows(df.toArrow())
+    con = open_duckdb(catalog)
+    try:
+        con.execute("DELETE FROM lake.main.fast WHERE id % 7 = 1")
+        con.execute("UPDATE lake.main.fast SET s = 'upd' WHERE id = 10")
+    finally:
+        con.close()
+    plan = plan_read(spark, "main.fast", catalog=catalog.url, data_path=catalog.data_path)
+    assert plan.native is native, plan.reason
+    read: Any = pdl.read_table(spark, "main.fast", catalog=catalog.url, data_path=catalog.data_path)
+    assert canonical_rows(read.toArrow()) == duck_rows(catalog, "SELECT * FROM lake.main.fast")
+    return None if native else str(outcome.reason) + " / " + str(plan.reason)
+
+
 def write_json_batches(folder: Path, batches: int, rows: int) -> list[tuple[Any, ...]]:
     """``batches`` JSON files of ``rows`` rows each (id, s, x) in ``folder``; returns the rows."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -224,4 +248,4 @@ def change_feed(spark: Any, catalog: Any, tmp_path: Path) -> None:
     assert len(seen) == len(set(seen))
 
 
-__all__ = ["batch_write_and_read", "change_feed", "events", "sink_streams"]
+__all__ = ["batch_write_and_read", "change_feed", "events", "fast_paths", "sink_streams"]
