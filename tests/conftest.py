@@ -179,6 +179,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     session.stop()
 
 
+CONNECT_SERVER_CONF = ("spark.ducklake.s3.region", "connect-server-region")
+
+
 @pytest.fixture(scope="session")
 def connect_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     """A Spark Connect client of a local[2] Connect server started from pyspark's own jars (one per xdist worker;
@@ -188,7 +191,11 @@ def connect_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkS
     from tests.support.spark_daemons import connect_mode, start_connect_server
 
     try:
-        server = start_connect_server(tmp_path_factory.mktemp("connect-server"))
+        # a spark.ducklake.* setting the server starts with (an S3 region: no test lake is on S3), which register()
+        # must find in the session's conf
+        server = start_connect_server(
+            tmp_path_factory.mktemp("connect-server"), conf={CONNECT_SERVER_CONF[0]: CONNECT_SERVER_CONF[1]}
+        )
     except Exception as e:
         pytest.fail(f"could not start the Spark Connect server: {e}", pytrace=False)
     try:

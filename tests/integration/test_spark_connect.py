@@ -63,6 +63,14 @@ def test_sink_without_app_id_fails_naming_it(connect_spark: SparkSession, sqlite
         pdl.connect(sqlite_catalog.url).scan("main.t")
 
 
+def test_register_finds_the_conf_the_server_started_with(connect_spark: SparkSession) -> None:
+    from tests.conftest import CONNECT_SERVER_CONF
+
+    key, value = CONNECT_SERVER_CONF
+    source: Any = pdl.register(connect_spark)
+    assert source.spark_conf[key] == value
+
+
 def test_register_takes_the_session_conf(connect_spark: SparkSession, sqlite_catalog: Any) -> None:
     """``spark.ducklake.*`` set on the Connect session reaches the data source through ``register`` (read from the
     session's conf: there is no SparkConf on a Connect client)."""
