@@ -516,7 +516,8 @@ OPTIONS: tuple[Option, ...] = (
         frozenset({Entry.SINK, Entry.STREAM_WRITE}),
         parse_text,
         "the streaming query id",
-        "the idempotency key; give one when several queries must count as one writer",
+        "the idempotency key; give one when several queries must count as one writer, and to `ducklake_sink()` on "
+        "Spark Connect (which does not tell it the query id)",
         SINK_TABLE,
         aliases=("appId",),
     ),

@@ -23,8 +23,10 @@ is one of those or is not the table's type or a promotion of it; struct fields a
 type since a file was written;
 data paths whose scheme Spark's Hadoop has no filesystem for (``s3://`` without hadoop-aws) or that contain glob
 characters; encrypted lakes (Spark decrypts Parquet only through a KMS factory class on the JVM, and not DuckDB's
-files, which have no AAD). A Python data source cannot hand Spark a JVM plan (PySpark 4.3's ``DataSourceReader``
-only yields rows or Arrow batches), so ``spark.read.format("ducklake")`` itself stays on the slower path.
+files, which have no AAD); Spark Connect sessions (the paths of deleted rows are qualified by the JVM's Hadoop
+filesystem, which a Connect client cannot call). A Python data source cannot hand Spark a JVM plan (PySpark 4.3's
+``DataSourceReader`` only yields rows or Arrow batches), so ``spark.read.format("ducklake")`` itself stays on the
+slower path.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from pyspark_ducklake.exceptions import InvalidOptionError, UnsupportedTypeError
 from pyspark_ducklake.io.fileio import filesystem
 from pyspark_ducklake.io.parquet import field_id
 from pyspark_ducklake.options import FEED, Entry, check_options, options_for, parse_int
+from pyspark_ducklake.spark.connect import is_connect
 from pyspark_ducklake.spark.lake_config import LakeConfig, spark_conf
 from pyspark_ducklake.spark.type_mapping import arrow_schema_for_spark, spark_schema, spark_type, to_spark_batch
 from pyspark_ducklake.spark.unreadable import with_unreadable
@@ -297,10 +300,13 @@ def _check_paths(spark: SparkSession, paths: list[str], data_path: str) -> None:
     for p in paths:
         if GLOB_CHARACTERS & set(p.split("://", 1)[-1]):
             raise _NotNative(f"data file path {p} contains glob characters, which spark.read.parquet would expand")
+    if is_connect(spark):
+        # Deleted rows are matched by the path Spark's Hadoop filesystem qualifies, which only a JVM can tell
+        raise _NotNative("a Spark Connect session has no JVM on this side to plan the file paths with")
     try:
         jvm = _jvm(spark)
-    except Exception as e:  # Spark Connect: no JVM on this side
-        raise _NotNative("no JVM in this session (Spark Connect)") from e
+    except Exception as e:  # a session whose JVM has gone
+        raise _NotNative("no JVM in this session") from e
     conf = spark.sparkContext._jsc.hadoopConfiguration()
     for scheme in sorted(schemes):
         try:

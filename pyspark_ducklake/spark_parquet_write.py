@@ -19,8 +19,9 @@ with the reason logged (logger ``pyspark_ducklake.native``) and returned: partit
 cannot write as DuckLake stores them (unsigned, HUGEINT, TIME, TIMESTAMP_S/MS/NS, INTERVAL, UUID, JSON; GEOMETRY: Spark
 writes a geometry's WKB as given, big-endian or EWKB, where DuckDB gives back little-endian ISO WKB), NOT NULL
 columns, DataFrame columns that need more than a lossless promotion, data paths that are not on the local
-filesystem (the footers are rewritten in place) and encrypted lakes (Spark encrypts Parquet only through a KMS
-factory class on the JVM; the data source encrypts each file with its own key, as DuckDB does).
+filesystem (the footers are rewritten in place), encrypted lakes (Spark encrypts Parquet only through a KMS
+factory class on the JVM; the data source encrypts each file with its own key, as DuckDB does) and Spark Connect
+sessions (the server writes the files, the client would rewrite their footers).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from pyspark_ducklake.exceptions import DataFileError, InvalidOptionError, Table
 from pyspark_ducklake.io import thrift_compact as tc
 from pyspark_ducklake.io.parquet import LeafStats, WrittenFile, leaf_arrays
 from pyspark_ducklake.options import Entry, check_options, option_as_int
+from pyspark_ducklake.spark.connect import is_connect
 from pyspark_ducklake.spark.job_tasks import tasks_stopped_on_failure
 from pyspark_ducklake.spark.lake_config import LakeConfig, spark_conf
 from pyspark_ducklake.spark.type_mapping import spark_type
@@ -208,6 +210,9 @@ def _local(path: str) -> str:
 
 
 def _check_target(spark: SparkSession, plan: WritePlan) -> None:
+    if is_connect(spark):
+        # The server writes the files; their footers are rewritten here, where the server's disk may not be
+        raise _NotNative("a Spark Connect client cannot rewrite the footers of the files the server writes")
     if plan.encrypted:  # Spark's Parquet encryption needs a KMS factory class on the JVM; the data source encrypts
         raise _NotNative("the lake is encrypted")
     if plan.partition is not None or plan.new_partition_keys:

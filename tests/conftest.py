@@ -9,6 +9,8 @@
 - ``duckdb_lake``: ``open_duckdb(location, alias="lake", inlining_row_limit=None)``, a DuckDB connection with the
   lake attached, closed after the test (``tests.support.duck.open_duckdb`` is the same without the clean-up).
 - ``spark`` (session, created only when requested): local[2] SparkSession, UTC, 2 shuffle partitions, no UI.
+- ``connect_spark``: a Spark Connect client (``SparkSession.builder.remote``) of a local[2] Connect server, one per
+  worker (``connect_session``, session scope; ``tests.support.spark_daemons``).
 
 Hypothesis profiles (property-based tests, ``tests/property``), chosen by ``HYPOTHESIS_PROFILE``:
 
@@ -175,6 +177,56 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     )
     yield session
     session.stop()
+
+
+CONNECT_SERVER_CONF = ("spark.ducklake.s3.region", "connect-server-region")
+
+
+@pytest.fixture(scope="session")
+def connect_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    """A Spark Connect client of a local[2] Connect server started from pyspark's own jars (one per xdist worker;
+    the Connect tests share an xdist group, so one run starts one). Use it through ``connect_spark``."""
+    from pyspark.sql import SparkSession
+
+    from tests.support.spark_daemons import connect_mode, start_connect_server
+
+    try:
+        # a spark.ducklake.* setting the server starts with (an S3 region: no test lake is on S3), which register()
+        # must find in the session's conf
+        server = start_connect_server(
+            tmp_path_factory.mktemp("connect-server"), conf={CONNECT_SERVER_CONF[0]: CONNECT_SERVER_CONF[1]}
+        )
+    except Exception as e:
+        pytest.fail(f"could not start the Spark Connect server: {e}", pytrace=False)
+    try:
+        with connect_mode():
+            session = SparkSession.builder.remote(server.url).create()
+        yield session
+        with connect_mode():
+            session.stop()
+    finally:
+        server.daemon.stop()
+
+
+@pytest.fixture
+def connect_spark(connect_session: SparkSession) -> Iterator[SparkSession]:
+    """The Connect client, with Spark Connect mode on for the test only (``tests.support.spark_daemons``); its
+    ``spark.ducklake.*`` conf must be left as found, as for ``spark``."""
+    from tests.support.spark_daemons import connect_mode
+
+    with connect_mode():
+        before = _lake_conf(connect_session)
+        yield connect_session
+        after = _lake_conf(connect_session)
+    leaked = sorted(k for k in after.keys() | before.keys() if after.get(k) != before.get(k))
+    if leaked:
+        with connect_mode():
+            for key in leaked:
+                if key in before:
+                    connect_session.conf.set(key, before[key])
+                else:
+                    connect_session.conf.unset(key)
+        pytest.fail(f"the test changed Spark conf {', '.join(leaked)} and left it so; unset it")
 
 
 def _lake_conf(session: SparkSession) -> dict[str, str]:

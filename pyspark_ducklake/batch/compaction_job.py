@@ -8,12 +8,17 @@ nothing; files its finished tasks wrote are unreferenced and ``delete_orphan_fil
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import pickle
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
 
 from pyspark_ducklake.options import CATALOG, DATA_PATH
 from pyspark_ducklake.spark.lake_config import LakeConfig, spark_conf
 from pyspark_ducklake.table.maintenance.compaction import MergedFile, MergeGroup, rewrite_group
+
+_RESULT = pa.schema([("i", pa.int64()), ("payload", pa.binary())])
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -27,10 +32,20 @@ def spark_rewrite(
     """A ``rewrite`` for :meth:`Lake.merge_adjacent_files` that runs one Spark task per group."""
 
     def rewrite(groups: list[MergeGroup]) -> list[MergedFile]:
-        indexed = list(enumerate(groups))
-        rdd = spark.sparkContext.parallelize(indexed, max(1, len(indexed)))
-        done = rdd.map(lambda item: (item[0], rewrite_group(item[1], storage_options))).collect()
-        return [merged for _, merged in sorted(done, key=lambda pair: pair[0])]
+        if not groups:
+            return []
+
+        def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for batch in batches:
+                for index in batch.column(0).to_pylist():
+                    merged = rewrite_group(groups[index], storage_options)
+                    yield pa.RecordBatch.from_pydict({"i": [index], "payload": [pickle.dumps(merged)]}, _RESULT)
+
+        # One partition per group (spark.range with as many slices), through DataFrames rather than
+        # sparkContext.parallelize, which a Spark Connect session does not have.
+        ids = spark.range(0, len(groups), 1, len(groups))
+        done = ids.mapInArrow(task, "i bigint, payload binary").collect()
+        return [pickle.loads(row["payload"]) for row in sorted(done, key=lambda row: row["i"])]
 
     return rewrite
 

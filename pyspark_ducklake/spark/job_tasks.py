@@ -15,6 +15,8 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+from pyspark_ducklake.spark.connect import is_connect
+
 log = logging.getLogger("pyspark_ducklake.cleanup")
 
 TASKS_STOP_TIMEOUT_S = 120.0
@@ -28,10 +30,9 @@ LATE_TASK_GRACE_S = 6.0
 def tasks_stopped_on_failure(spark: Any, *, timeout_s: float = TASKS_STOP_TIMEOUT_S) -> Iterator[None]:
     """Run the block's Spark jobs under a job tag of their own; when the block raises, wait (up to ``timeout_s``)
     until no task of those jobs is running any more, then let the error through."""
-    try:
-        sc = spark.sparkContext
-    except Exception:  # Spark Connect raises here: there is no SparkContext to ask
-        sc = None
+    # Spark Connect has no SparkContext (nor status tracker) to ask: the block runs unguarded, so files a late task
+    # of a failed job writes stay as orphans (delete_orphan_files removes them)
+    sc = None if is_connect(spark) else spark.sparkContext
     if sc is None or not hasattr(sc, "addJobTag"):
         yield
         return

@@ -37,6 +37,7 @@ from pyspark_ducklake.options import (
     option_value,
     parse_bool,
 )
+from pyspark_ducklake.spark.connect import is_connect
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +173,13 @@ def spark_conf(spark: Any) -> dict[str, str]:
         InvalidOptionError: a ``spark.ducklake.*`` key this library does not know (with the closest valid key).
     """
     hide_url_passwords_in_spark_ui(spark)
-    static = dict(spark.sparkContext.getConf().getAll())
+    if is_connect(spark):
+        # No SparkContext on a Connect client: the session's conf, which starts from the server's SparkConf, holds
+        # the spark.ducklake.* settings the server was started with as well as those set at run time.
+        static = {k: str(v) for k, v in spark.conf.getAll.items()}
+        static.setdefault(STATIC_REDACTION_CONF, spark.conf.get(STATIC_REDACTION_CONF, STATIC_REDACTION_DEFAULT))
+    else:
+        static = dict(spark.sparkContext.getConf().getAll())
     found = {k: v for k, v in static.items() if k.lower().startswith(SPARK_CONF_PREFIX)}
     _warn_static_passwords(found, static.get(STATIC_REDACTION_CONF, STATIC_REDACTION_DEFAULT))
     runtime = getattr(spark.conf, "getAll", None)  # a dict in PySpark >= 4.0

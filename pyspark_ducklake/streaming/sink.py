@@ -15,6 +15,7 @@ import pyarrow as pa
 from pyspark_ducklake.catalog.transaction import outcome_unknown, run_through_outages, wait_for_catalog
 from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.options import Entry, check_keywords, check_options
+from pyspark_ducklake.spark.connect import is_connect
 from pyspark_ducklake.spark.job_tasks import tasks_stopped_on_failure
 from pyspark_ducklake.spark.lake_config import LakeConfig, retry_config, spark_conf
 from pyspark_ducklake.spark.type_mapping import columns_from_spark
@@ -40,7 +41,12 @@ _OUTPUT_SCHEMA = "payload binary"
 
 
 class DuckLakeSink:
-    """The ``foreachBatch`` function; it also keeps the metrics of every batch it handled (``.metrics``)."""
+    """The ``foreachBatch`` function; it also keeps the metrics of every batch it handled (``.metrics``).
+
+    On Spark Connect the client pickles this object and the server runs the copy in a Python process of its own:
+    ``.metrics`` of the client's object stay empty (read the table's snapshots instead), and ``app_id`` must be
+    given, since nothing there tells the streaming query's id.
+    """
 
     def __init__(
         self,
@@ -60,6 +66,17 @@ class DuckLakeSink:
         self._committer: MicroBatchCommitter | None = None
         # After a batch small enough to inline, the next one is first fetched through Arrow (see collect_if_small).
         self._expect_small = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Spark Connect pickles the foreachBatch function: the copy starts without a lock or an open lake.
+        state = self.__dict__.copy()
+        del state["_lock"]
+        state["_committer"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     @property
     def last(self) -> BatchMetrics | None:
@@ -96,7 +113,7 @@ class DuckLakeSink:
         started = time.monotonic()
         spark = batch_df.sparkSession
         committer = self._get_committer(spark)
-        app_id = self.app_id or spark.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
+        app_id = self.app_id or query_id(spark)
         if not app_id:
             raise InvalidOptionError(
                 "ducklake_sink could not find the streaming query id (not running inside foreachBatch?); "
@@ -161,6 +178,24 @@ class DuckLakeSink:
             )
 
 
+def query_id(spark: Any) -> str | None:
+    """The id of the streaming query running this ``foreachBatch`` call (stable across restarts from its
+    checkpoint), from the SparkContext's local property.
+
+    Raises:
+        InvalidOptionError: on Spark Connect, where the function runs in a Python process of the server that is not
+            told the query's id: the sink needs ``app_id``.
+    """
+    if is_connect(spark):
+        raise InvalidOptionError(
+            "ducklake_sink on Spark Connect cannot find the streaming query id (Spark Connect does not pass it to "
+            "foreachBatch functions): pass app_id='...', one value per query, kept across restarts from the same "
+            "checkpoint (as Delta's txnAppId)"
+        )
+    value = spark.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
+    return str(value) if value else None
+
+
 def collect_if_small(batch_df: Any, limit: int) -> list[pa.RecordBatch] | None:
     """The batch's rows as Arrow on the driver when it has at most ``limit`` rows, else None.
 
@@ -171,7 +206,8 @@ def collect_if_small(batch_df: Any, limit: int) -> list[pa.RecordBatch] | None:
     if limit <= 0:
         return None
     limited = batch_df.limit(limit + 1)
-    collect = getattr(limited, "_collect_as_arrow", None)  # classic PySpark; Spark Connect has toArrow only
+    # classic PySpark; Spark Connect has toArrow only (and its DataFrame answers any attribute with a Column)
+    collect = None if is_connect(batch_df.sparkSession) else getattr(limited, "_collect_as_arrow", None)
     batches: list[pa.RecordBatch] = collect() if collect is not None else limited.toArrow().to_batches()
     return batches if sum(b.num_rows for b in batches) <= limit else None
 
@@ -221,7 +257,8 @@ def ducklake_sink(
         table: ``schema.table``.
         catalog: catalog URL; default from Spark conf ``spark.ducklake.catalog`` or ``DUCKLAKE_CATALOG``.
         data_path: data path for a new lake; default from ``spark.ducklake.dataPath`` or ``DUCKLAKE_DATA_PATH``.
-        app_id: idempotency key; default the streaming query id (stable across restarts from a checkpoint).
+        app_id: idempotency key; default the streaming query id (stable across restarts from a checkpoint). Required
+            on Spark Connect, which does not tell a foreachBatch function its query's id.
         data_inlining_row_limit: batches of at most this many rows are stored in the catalog (default 1000).
         flush_rows: flush inlined rows to Parquet once the table holds this many (default 100000).
         flush_bytes: ... or about this many bytes (default 64 MiB).
