@@ -301,6 +301,21 @@ def parse_column_names(value: object, name: str) -> tuple[str, ...]:
     return tuple(names)
 
 
+def parse_app_id(value: object, name: str) -> str:
+    """An application id: a non-empty string that is not a boolean word (``"false"`` is a mistake, not an id).
+
+    Raises:
+        InvalidOptionError: anything else.
+    """
+    text = parse_text(value, name)
+    if text.strip().lower() in ("true", "false"):
+        raise InvalidOptionError(
+            f"option {name} must name the writing application (e.g. 'orders-etl'), got {text!r}, which reads as a "
+            "boolean"
+        )
+    return text
+
+
 def parse_mapping(value: object, name: str) -> dict[str, Any]:
     """A dict of keyword arguments (``storage_options``)."""
     if not isinstance(value, Mapping):
@@ -510,6 +525,26 @@ OPTIONS: tuple[Option, ...] = (
         SPARK_TABLE,
         aliases=("target_file_rows",),
     ),
+    Option(
+        "txnAppId",
+        frozenset({Entry.WRITE}),
+        lambda value, name: parse_app_id(value, name),
+        "none",
+        "with `txnVersion`: Delta's idempotent writes (e.g. inside `foreachBatch`): when this app id already "
+        "committed `txnVersion` or a later version into the table, the write is a no-op; else the version is recorded "
+        "in the same snapshot. Give both or neither",
+        SPARK_TABLE,
+        aliases=("txn_app_id",),
+    ),
+    Option(
+        "txnVersion",
+        frozenset({Entry.WRITE}),
+        _int(0),
+        "none",
+        "the write's version for `txnAppId`: an integer ≥ 0 (the `batch_id` of `foreachBatch`)",
+        SPARK_TABLE,
+        aliases=("txn_version",),
+    ),
     # --- the foreachBatch sink and writeStream (README: Structured Streaming sink)
     Option(
         "app_id",
@@ -587,6 +622,38 @@ OPTIONS: tuple[Option, ...] = (
         "a task starts a new Parquet file after about this many rows; ≥ 1",
         SINK_TABLE,
         aliases=("targetFileRows",),
+    ),
+    Option(
+        "upsert_on",
+        frozenset({Entry.SINK}),
+        parse_column_names,
+        "none (append)",
+        "apply each micro-batch by key instead of appending: a row whose key exists replaces it (keeping its row id, "
+        "so the change feed shows an update pair), a new key is inserted; key columns of the table, comma-separated "
+        "or a list; NULL keys are a `NullKeyError`. See [Upserts in the sink](#upserts-in-the-sink)",
+        SINK_TABLE,
+        aliases=("upsertOn",),
+    ),
+    Option(
+        "delete_when",
+        frozenset({Entry.SINK}),
+        parse_text,
+        "none",
+        "with `upsert_on`: a Spark SQL boolean expression over the batch's columns (`\"op = 'd'\"`); rows where it "
+        "is true delete their key (NULL counts as false). Columns only it uses and the table lacks are not stored",
+        SINK_TABLE,
+        aliases=("deleteWhen",),
+    ),
+    Option(
+        "order_by",
+        frozenset({Entry.SINK}),
+        parse_column_names,
+        "none",
+        "with `upsert_on`: of several rows for one key in a batch the last in this order wins (ties: the later row; "
+        "NULL first); without it a key twice in a batch is a `DuplicateKeyError`. Columns the table lacks are not "
+        "stored",
+        SINK_TABLE,
+        aliases=("orderBy",),
     ),
     # --- the change feed (README: Change feed)
     Option(

@@ -11,13 +11,22 @@ from dataclasses import replace
 from typing import Any, cast
 
 import pyarrow as pa
+from pyspark.sql.types import StructType
 
 from pyspark_ducklake.catalog.transaction import outcome_unknown, run_through_outages, wait_for_catalog
-from pyspark_ducklake.exceptions import InvalidOptionError
+from pyspark_ducklake.exceptions import InvalidOptionError, StalePlanError
 from pyspark_ducklake.options import Entry, check_keywords, check_options
 from pyspark_ducklake.spark.job_tasks import tasks_stopped_on_failure
 from pyspark_ducklake.spark.lake_config import LakeConfig, retry_config, spark_conf
 from pyspark_ducklake.spark.type_mapping import columns_from_spark
+from pyspark_ducklake.streaming.sink_upsert import (
+    ControlMemo,
+    check_spec,
+    dedupe,
+    flag_deletes,
+    quoted,
+    run_upsert_tasks,
+)
 from pyspark_ducklake.table.job_files import JobToken
 from pyspark_ducklake.table.microbatch import (
     FLUSH_BYTES_DEFAULT,
@@ -30,8 +39,10 @@ from pyspark_ducklake.table.microbatch import (
     MicroBatchCommitter,
     SinkSettings,
     TaskOutput,
+    UpsertSpec,
     write_task,
 )
+from pyspark_ducklake.table.microbatch_upsert import DELETE_FLAG, UpsertCommitter
 
 log = logging.getLogger("pyspark_ducklake.sink")
 
@@ -60,6 +71,7 @@ class DuckLakeSink:
         self._committer: MicroBatchCommitter | None = None
         # After a batch small enough to inline, the next one is first fetched through Arrow (see collect_if_small).
         self._expect_small = False
+        self._control = ControlMemo()
 
     @property
     def last(self) -> BatchMetrics | None:
@@ -102,6 +114,9 @@ class DuckLakeSink:
                 "ducklake_sink could not find the streaming query id (not running inside foreachBatch?); "
                 "pass app_id='...' explicitly"
             )
+        if self.settings.upsert is not None:
+            self._handle_upsert(batch_df, batch_id, app_id, committer, started)
+            return
         done, planned = committer.prepare(app_id, batch_id, columns_from_spark(batch_df.schema))
         if planned is None:
             metrics = BatchMetrics(
@@ -132,6 +147,94 @@ class DuckLakeSink:
         if metrics.rows:
             self._expect_small = metrics.rows <= plan.inline_limit
         self._record(metrics)
+
+    def _handle_upsert(
+        self, batch_df: Any, batch_id: int, app_id: str, committer: MicroBatchCommitter, started: float
+    ) -> None:
+        """One upsert micro-batch: small ones through the driver, large ones written by the executors (see
+        ``streaming/sink_upsert.py``); a large one whose planned row ids went stale before its commit runs again."""
+        spec = self.settings.upsert
+        assert spec is not None
+        check_spec(batch_df, spec)
+        flagged = flag_deletes(batch_df, spec)
+        control = self._control.get(batch_df, spec)
+        existing = committer.table_columns()
+        stored = [c for c in batch_df.columns if c not in control or (existing is not None and c in existing)]
+        fields = [f for f in batch_df.schema.fields if f.name in stored]
+        incoming = columns_from_spark(StructType(fields))
+        order_only = [c for c in spec.order_by if c not in stored]
+        selected = flagged.select(
+            *[quoted(c) for c in stored + order_only], *([DELETE_FLAG] if spec.delete_when else [])
+        )
+        upserts = UpsertCommitter(committer, spec)
+        deduped = None
+        try:
+            for attempt in range(self.settings.retry.max_retry_count + 1):
+                done, planned = committer.prepare(app_id, batch_id, incoming)
+                if planned is None:
+                    self._record(
+                        BatchMetrics(
+                            batch_id, app_id, 0, "skipped", snapshot_id=done, duration_s=time.monotonic() - started
+                        )
+                    )
+                    return
+                plan, tplan = planned
+                plan = replace(plan, job=JobToken.new())
+                upserts.check_keys(plan, stored)
+                if deduped is None:
+                    small = collect_if_small(selected, plan.inline_limit)
+                    if small is not None:
+                        data = pa.Table.from_batches(small) if small else selected.limit(0).toArrow()
+                        if data.num_rows == 0:
+                            metrics = BatchMetrics(batch_id, app_id, 0, "empty", duration_s=time.monotonic() - started)
+                        else:
+                            metrics = upserts.commit_rows(
+                                plan, tplan, data, app_id=app_id, batch_id=batch_id, started=started
+                            )
+                        self._record(metrics)
+                        return
+                    from pyspark import StorageLevel
+
+                    deduped = dedupe(selected, spec).select(
+                        *[quoted(c) for c in stored], *([DELETE_FLAG] if spec.delete_when else [])
+                    )
+                    deduped = deduped.persist(StorageLevel.MEMORY_AND_DISK)
+                key_columns = [*[quoted(k) for k in spec.keys], *([DELETE_FLAG] if spec.delete_when else [])]
+                keys = deduped.select(*key_columns).toArrow()
+                key_plan = upserts.plan_keys(plan, tplan, keys)
+                task_plan = replace(key_plan.task_plan, batch=plan)
+                try:
+                    with tasks_stopped_on_failure(batch_df.sparkSession):
+                        outputs = run_upsert_tasks(deduped, task_plan)
+                except BaseException:
+                    self._remove_attempt_files(committer, plan)
+                    raise
+                try:
+                    metrics = upserts.commit_files(
+                        plan,
+                        tplan,
+                        key_plan,
+                        outputs,
+                        app_id=app_id,
+                        batch_id=batch_id,
+                        rows=keys.num_rows,
+                        started=started,
+                    )
+                except StalePlanError as e:
+                    self._remove_attempt_files(committer, plan)
+                    log.info("ducklake sink %s batch %d: planned again (%s)", self.table, batch_id, e)
+                    if attempt == self.settings.retry.max_retry_count:
+                        raise
+                    continue
+                except Exception as e:
+                    if not outcome_unknown(e):
+                        self._remove_attempt_files(committer, plan)
+                    raise
+                self._record(metrics)
+                return
+        finally:
+            if deduped is not None:
+                deduped.unpersist()
 
     def _remove_attempt_files(self, committer: MicroBatchCommitter, plan: BatchPlan) -> None:
         try:
@@ -213,6 +316,9 @@ def ducklake_sink(
     reconnect_timeout: float | str | None = None,
     storage_options: dict[str, Any] | None = None,
     encrypted: bool | str | None = None,
+    upsert_on: list[str] | str | None = None,
+    delete_when: str | None = None,
+    order_by: list[str] | str | None = None,
     **unknown: Any,
 ) -> DuckLakeSink:
     """A ``foreachBatch`` function that commits each micro-batch to ``table`` as one DuckLake snapshot.
@@ -238,6 +344,14 @@ def ducklake_sink(
             Spark conf ``spark.ducklake.s3.*`` and the ``AWS_*`` environment (executors get them with the tasks).
         encrypted: create a new lake encrypted (DuckDB's ``ATTACH ... (ENCRYPTED)``); on an existing lake it must
             match the lake's setting (default: follow the catalog).
+        upsert_on: key columns: apply each batch by key (a row whose key exists replaces it, keeping its row id, so
+            the change feed shows an update pair; a new key is inserted) instead of appending.
+        delete_when: with ``upsert_on``, a Spark SQL boolean expression over the batch's columns (``"op = 'd'"``):
+            rows where it is true delete their key (NULL counts as false).
+        order_by: with ``upsert_on``, column(s) ordering several rows of one key in a batch: the last wins (ties:
+            the later row; NULL first). Without it a key twice in a batch is a ``DuplicateKeyError``.
+            Columns used only by ``delete_when``/``order_by`` that the table lacks are not stored (nor put in a
+            table the sink creates).
 
     Every value may also be given as a string (``create_table="false"``, ``flush_bytes="64MB"``,
     ``flush_interval="5 min"``), as Spark options are.
@@ -264,6 +378,9 @@ def ducklake_sink(
         "reconnect_timeout": reconnect_timeout,
         "storage_options": storage_options,
         "encrypted": encrypted,
+        "upsert_on": upsert_on,
+        "delete_when": delete_when,
+        "order_by": order_by,
     }
     check_keywords(unknown, ["table", *given], "ducklake_sink()")  # not Python's bare TypeError
     # one parser for every entry point: "false" is False, "64MB" a size, NaN and negative values are refused
@@ -279,6 +396,7 @@ def ducklake_sink(
         cast("tuple[str, ...]", parsed.get("partition_by") or ()),
         cast(int, parsed["target_file_rows"]),
         retry,
+        upsert_spec(parsed),
     )
     app_id = cast("str | None", parsed.get("app_id"))
     storage_options = cast("dict[str, Any] | None", parsed.get("storage_options"))
@@ -287,3 +405,20 @@ def ducklake_sink(
     if parsed.get("encrypted") is not None:
         options["encrypted"] = str(parsed["encrypted"]).lower()
     return DuckLakeSink(table, options, app_id, settings, storage_options)
+
+
+def upsert_spec(parsed: dict[str, object]) -> UpsertSpec | None:
+    """The upsert settings among parsed sink options, or None (append).
+
+    Raises:
+        InvalidOptionError: ``delete_when`` or ``order_by`` without ``upsert_on``, or a key also in ``order_by``.
+    """
+    keys = cast("tuple[str, ...] | None", parsed.get("upsert_on"))
+    delete_when = cast("str | None", parsed.get("delete_when"))
+    order_by = cast("tuple[str, ...]", parsed.get("order_by") or ())
+    if keys is None:
+        if delete_when is not None or order_by:
+            given = "delete_when" if delete_when is not None else "order_by"
+            raise InvalidOptionError(f"option {given} applies only to upserts: give upsert_on (the key columns) too")
+        return None
+    return UpsertSpec(keys, delete_when, order_by)

@@ -1,0 +1,179 @@
+"""The sink's upsert mode (``ducklake_sink(upsert_on=...)``) on a real local SparkSession, DuckDB as the oracle.
+
+The same change stream is applied by the sink to one lake (micro-batches with ``op`` and ``lsn`` columns, deletes by
+``delete_when``, duplicates resolved by ``order_by``) and by DuckDB's own ``UPDATE``/``INSERT``/``DELETE`` to a twin
+lake, one transaction per batch: the tables and the change feeds must be equal, every replaced key must appear as an
+``update_preimage``/``update_postimage`` pair with one ``rowid``, and DuckDB must read our lake's feed exactly as we
+do. Small batches go through the driver (inlined), large ones are written by the executors.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import SparkSession
+
+import pyspark_ducklake as pdl
+from pyspark_ducklake.streaming.sink import ducklake_sink
+from tests.support.duck import connect_duckdb, open_duckdb
+
+SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
+BATCH_DDL = "id BIGINT, v STRING, op STRING, lsn BIGINT"
+FEED = ("_snapshot_id", "_rowid", "_change_type", "id", "v")
+
+Row = tuple[int | None, str | None, str | None, int]  # id, v, op ('d' deletes; NULL does not), lsn
+
+BATCHES: list[list[Row]] = [
+    [(2, "u2", "u", 1), (5, "u5", "u", 1), (20, "n20", "c", 1), (7, None, "d", 1)],
+    [(3, "a", "u", 2), (3, "b", "u", 1), (21, "c", "c", 1), (20, "n20b", None, 1)],
+    [(21, None, "d", 1), (22, "x", "c", 1), (99, None, "d", 1), (0, "z", "u", 1)],
+    [(21, "back", "c", 1), (2, "u2b", "u", 2), (2, "u2c", "u", 3), (22, "gone", "d", 5), (22, "y", "u", 4)],
+]
+
+
+def frame(spark: SparkSession, rows: list[Row], partitions: int = 1) -> Any:
+    return spark.createDataFrame(rows, BATCH_DDL).repartition(partitions)
+
+
+def winners(rows: list[Row]) -> list[tuple[int, str | None, bool]]:
+    """The last row per key by lsn (ties: the later row), in the order of the winning rows."""
+    best: dict[int, tuple[int, int]] = {}
+    for i, (k, _, _, lsn) in enumerate(rows):
+        assert k is not None
+        if k not in best or lsn >= best[k][0]:
+            best[k] = (lsn, i)
+    order = sorted(i for _, i in best.values())
+    return [(rows[i][0], rows[i][1], rows[i][2] == "d") for i in order]  # type: ignore[misc]
+
+
+def duckdb_sql(rows: list[Row]) -> str:
+    """DuckDB's own change of the batch in one transaction (one snapshot): DELETE, UPDATE ... FROM, INSERT."""
+    final = winners(rows)
+    gone = [k for k, _, d in final if d]
+    kept = [(k, v) for k, v, d in final if not d]
+    sql = "BEGIN; "
+    if gone:
+        sql += f"DELETE FROM t WHERE id IN ({', '.join(map(str, gone))}); "
+    if kept:
+        values = ", ".join(f"({k}, {'NULL' if v is None else repr(v)}, {n})" for n, (k, v) in enumerate(kept))
+        src = f"(VALUES {values}) s(id, v, n)"
+        sql += f"UPDATE t SET v = s.v FROM {src} WHERE t.id = s.id; "
+        sql += f"INSERT INTO t SELECT id, v FROM {src} WHERE id NOT IN (SELECT id FROM t) ORDER BY n; "
+    return sql + "COMMIT"
+
+
+def twin(tmp_path: Path, limit: int) -> Any:
+    con = connect_duckdb()
+    con.execute(
+        f"ATTACH 'ducklake:{tmp_path / 'twin.ducklake'}' AS lake (DATA_PATH '{tmp_path / 'twin'}/', "
+        f"DATA_INLINING_ROW_LIMIT {limit})"
+    )
+    con.execute("USE lake")
+    con.execute("CREATE TABLE t(id BIGINT, v VARCHAR)")
+    con.execute("INSERT INTO t SELECT i, 'v' || i FROM range(10) r(i)")
+    return con
+
+
+def lake_with_rows(location: Any, limit: int) -> pdl.Lake:
+    lake = pdl.connect(location.url, location.data_path, data_inlining_row_limit=limit)
+    lake.create_table("main.t", SCHEMA)
+    lake.append("main.t", pa.table({"id": list(range(10)), "v": [f"v{i}" for i in range(10)]}, schema=SCHEMA))
+    return lake
+
+
+def sink_for(location: Any, **kw: Any) -> Any:
+    kw.setdefault("upsert_on", ["id"])
+    kw.setdefault("delete_when", "op = 'd'")
+    kw.setdefault("order_by", "lsn")
+    return ducklake_sink("main.t", catalog=location.url, data_path=location.data_path, app_id="cdc-1", **kw)
+
+
+def _key(r: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple((x is None, x) for x in r)
+
+
+def feed_here(lake: pdl.Lake) -> list[tuple[Any, ...]]:
+    t = lake.table_changes("main.t", 1)
+    return sorted(zip(*(t.column(c).to_pylist() for c in FEED), strict=True), key=_key)
+
+
+def feed_duck(con: Any, end: int) -> list[tuple[Any, ...]]:
+    rows = con.execute(
+        f"SELECT snapshot_id, rowid, change_type, id, v FROM ducklake_table_changes('lake', 'main', 't', 1, {end})"
+    ).fetchall()
+    return sorted(rows, key=_key)
+
+
+def rows_here(lake: pdl.Lake) -> list[tuple[Any, ...]]:
+    t = lake.scan("main.t", columns=["rowid", "id", "v"])
+    return sorted(zip(*(t.column(c).to_pylist() for c in ("rowid", "id", "v")), strict=True))
+
+
+def without_rowid(rows: list[tuple[Any, ...]], at: int) -> list[tuple[Any, ...]]:
+    return sorted((r[:at] + r[at + 1 :] for r in rows), key=_key)
+
+
+def check_update_pairs(feed: list[tuple[Any, ...]]) -> int:
+    """Every update_preimage has its update_postimage with the same rowid, snapshot and key; returns the pairs."""
+    pre = {(s, r, i) for s, r, c, i, _ in feed if c == "update_preimage"}
+    post = {(s, r, i) for s, r, c, i, _ in feed if c == "update_postimage"}
+    assert pre == post
+    # a key keeps its rowid through every update
+    ids: dict[int, set[int]] = {}
+    for _, r, c, i, _ in feed:
+        if c.startswith("update"):
+            ids.setdefault(i, set()).add(r)
+    assert all(len(r) == 1 for r in ids.values()), ids
+    return len(pre)
+
+
+@pytest.mark.parametrize(
+    ("limit", "partitions", "mode"),
+    [(1000, 1, "inlined"), (0, 3, "parquet")],
+    ids=["small-inlined", "large-executors"],
+)
+def test_upsert_stream_equals_duckdb(
+    spark: SparkSession, catalog: Any, tmp_path: Path, limit: int, partitions: int, mode: str
+) -> None:
+    lake = lake_with_rows(catalog, limit)
+    duck = twin(tmp_path, limit)
+    sink = sink_for(catalog, data_inlining_row_limit=limit)
+    try:
+        for b, rows in enumerate(BATCHES):
+            before = lake.current_snapshot_id()
+            sink(frame(spark, rows, partitions), b)
+            assert lake.current_snapshot_id() == before + 1  # one snapshot per micro-batch
+            duck.execute(duckdb_sql(rows))
+        assert [m.mode for m in sink.metrics] == [mode] * len(BATCHES)
+        end = lake.current_snapshot_id()
+        assert duck.execute("SELECT max(snapshot_id) FROM lake.snapshots()").fetchone()[0] == end
+        assert lake.table("main.t").table_schema.names() == ["id", "v"]  # op and lsn are not stored
+        ours, theirs = feed_here(lake), feed_duck(duck, end)
+        if mode == "inlined":  # rows in batch order: row ids equal DuckDB's too
+            assert rows_here(lake) == sorted(duck.execute("SELECT rowid, id, v FROM lake.t").fetchall())
+            assert ours == theirs
+        else:  # executors write new keys in their own order: equal but for new keys' row ids
+            here = rows_here(lake)
+            assert without_rowid(here, 0) == without_rowid(duck.execute("SELECT rowid, id, v FROM t").fetchall(), 0)
+            assert without_rowid(ours, 1) == without_rowid(theirs, 1)
+            old = {r[1]: r[0] for r in here if r[1] < 10}  # keys of the first append keep DuckDB's row ids
+            assert old == {i: r for r, i, _ in duck.execute("SELECT rowid, id, v FROM t").fetchall() if i < 10}
+        assert check_update_pairs(ours) == check_update_pairs(theirs) > 0
+        con = open_duckdb(catalog)
+        try:  # DuckDB reads our lake's rows and feed exactly as we do
+            assert sorted(con.execute("SELECT rowid, id, v FROM lake.main.t").fetchall()) == rows_here(lake)
+            duck_on_ours = sorted(
+                con.execute(
+                    f"SELECT snapshot_id, rowid, change_type, id, v FROM ducklake_table_changes('lake', 'main', 't', "
+                    f"1, {end})"
+                ).fetchall(),
+                key=_key,
+            )
+            assert duck_on_ours == ours
+        finally:
+            con.close()
+    finally:
+        duck.close()
