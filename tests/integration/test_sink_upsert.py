@@ -177,3 +177,104 @@ def test_upsert_stream_equals_duckdb(
             con.close()
     finally:
         duck.close()
+
+
+@pytest.mark.parametrize("limit", [1000, 0], ids=["small-inlined", "large-executors"])
+def test_replayed_batch_is_a_no_op(spark: SparkSession, sqlite_catalog: Any, limit: int) -> None:
+    lake = lake_with_rows(sqlite_catalog, limit)
+    sink = sink_for(sqlite_catalog, data_inlining_row_limit=limit)
+    sink(frame(spark, BATCHES[0], 2), 0)
+    sink(frame(spark, BATCHES[1], 2), 1)
+    state = (lake.current_snapshot_id(), rows_here(lake), sorted(p.name for p in Path(lake.data_path).rglob("*")))
+    # after a crash Spark delivers batch 1 again, then 2: the replay changes nothing and writes no file
+    again = ducklake_sink(
+        "main.t",
+        catalog=sqlite_catalog.url,
+        app_id="cdc-1",
+        upsert_on="id",
+        delete_when="op = 'd'",
+        order_by="lsn",
+        data_inlining_row_limit=limit,
+    )
+    again(frame(spark, BATCHES[1], 2), 1)
+    assert [m.mode for m in again.metrics] == ["skipped"]
+    assert (
+        lake.current_snapshot_id(),
+        rows_here(lake),
+        sorted(p.name for p in Path(lake.data_path).rglob("*")),
+    ) == state
+    again(frame(spark, BATCHES[2], 2), 2)
+    assert lake.current_snapshot_id() == state[0] + 1
+
+
+def test_large_then_small_batches_and_flush(spark: SparkSession, catalog: Any) -> None:
+    # a batch over the inlining limit goes to the executors, small ones inline and are flushed on the threshold;
+    # a table the sink creates leaves out the columns only delete_when and order_by use
+    sink = ducklake_sink(
+        "main.c",
+        catalog=catalog.url,
+        data_path=catalog.data_path,
+        app_id="cdc-2",
+        upsert_on="id",
+        delete_when="op = 'd'",
+        order_by="lsn",
+        data_inlining_row_limit=50,
+        flush_rows=60,
+    )
+    big = [(i, f"a{i}", "c", 1) for i in range(2000)]
+    sink(frame(spark, big, 3), 0)
+    small1 = [(i, f"b{i}", "u", 2) for i in range(0, 40)] + [(i, None, "d", 2) for i in range(1990, 2000)]
+    small2 = [(i, f"c{i}", "u", 3) for i in range(20, 50)] + [(5000, "new", "c", 3)]
+    sink(frame(spark, small1, 2), 1)
+    sink(frame(spark, small2, 2), 2)
+    big2 = [(i, f"d{i}", "u", 4) for i in range(100, 400)] + [(i, f"e{i}", "c", 4) for i in range(3000, 3300)]
+    sink(frame(spark, big2, 3), 3)
+    assert [m.mode for m in sink.metrics] == ["parquet", "inlined", "inlined", "parquet"]
+    assert sink.metrics[2].flushed_rows > 0  # 80 inlined rows crossed flush_rows=60
+    lake = pdl.connect(catalog.url)
+    assert lake.table("main.c").table_schema.names() == ["id", "v"]
+    expected: dict[int, str | None] = {}
+    for rows in (big, small1, small2, big2):
+        for k, v, d in winners(rows):
+            if d:
+                expected.pop(k, None)
+            else:
+                expected[k] = v
+    t = lake.scan("main.c", columns=["rowid", "id", "v"])
+    assert sorted(zip(t.column("id").to_pylist(), t.column("v").to_pylist(), strict=True)) == sorted(expected.items())
+    assert len(set(t.column("rowid").to_pylist())) == t.num_rows
+    feed = lake.table_changes("main.c", 1)
+    kinds = feed.column("_change_type").to_pylist()
+    # updates: 40 + 30 (keys 20..39 twice) + 300; deletes 10; inserts 2000 + 1 + 300
+    assert kinds.count("update_postimage") == kinds.count("update_preimage") == 40 + 30 + 300
+    assert kinds.count("delete") == 10 and kinds.count("insert") == 2301
+    con = open_duckdb(catalog)
+    try:
+        duck = con.execute("SELECT rowid, id, v FROM lake.main.c").fetchall()
+        assert sorted(duck) == sorted(zip(*(t.column(c).to_pylist() for c in ("rowid", "id", "v")), strict=True))
+        end = lake.current_snapshot_id()
+        changes = con.execute(
+            f"SELECT snapshot_id, rowid, change_type, id, v FROM ducklake_table_changes('lake', 'main', 'c', 1, {end})"
+        ).fetchall()
+        mine = zip(*(feed.column(c).to_pylist() for c in FEED), strict=True)
+        assert sorted(changes, key=_key) == sorted(mine, key=_key)
+    finally:
+        con.close()
+
+
+def test_without_delete_when_or_order_by(spark: SparkSession, sqlite_catalog: Any) -> None:
+    # keys only: rows replace or insert; a column the table has (lsn here) is stored like any other
+    lake = pdl.connect(sqlite_catalog.url, sqlite_catalog.data_path)
+    lake.create_table("main.k", pa.schema([("id", pa.int64()), ("v", pa.string()), ("lsn", pa.int64())]))
+    sink = ducklake_sink("main.k", catalog=sqlite_catalog.url, app_id="k", upsert_on="id", order_by="lsn")
+    rows = [(1, "a", None, 1), (2, "b", None, 1), (1, "a2", None, 2)]
+    sink(frame(spark, rows).drop("op"), 0)
+    sink(frame(spark, [(2, "b2", None, 7)]).drop("op"), 1)
+    t = lake.scan("main.k")
+    assert sorted(zip(*(t.column(c).to_pylist() for c in ("id", "v", "lsn")), strict=True)) == [
+        (1, "a2", 2),
+        (2, "b2", 7),
+    ]
+    plain = ducklake_sink("main.k", catalog=sqlite_catalog.url, app_id="k2", upsert_on="id")
+    plain(frame(spark, [(3, "c", None, 1), (1, "a3", None, 1)]).drop("op"), 0)
+    assert sorted(lake.scan("main.k").column("v").to_pylist()) == ["a3", "b2", "c"]
