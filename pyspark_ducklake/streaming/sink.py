@@ -14,7 +14,7 @@ import pyarrow as pa
 from pyspark.sql.types import StructType
 
 from pyspark_ducklake.catalog.transaction import outcome_unknown, run_through_outages, wait_for_catalog
-from pyspark_ducklake.exceptions import InvalidOptionError, StalePlanError
+from pyspark_ducklake.exceptions import InvalidOptionError, NoSuchColumnError, StalePlanError
 from pyspark_ducklake.options import Entry, check_keywords, check_options
 from pyspark_ducklake.spark.job_tasks import tasks_stopped_on_failure
 from pyspark_ducklake.spark.lake_config import LakeConfig, retry_config, spark_conf
@@ -43,6 +43,7 @@ from pyspark_ducklake.table.microbatch import (
     write_task,
 )
 from pyspark_ducklake.table.microbatch_upsert import DELETE_FLAG, UpsertCommitter
+from pyspark_ducklake.table.upsert import closest_name
 
 log = logging.getLogger("pyspark_ducklake.sink")
 
@@ -159,6 +160,11 @@ class DuckLakeSink:
         flagged = flag_deletes(batch_df, spec)
         control = self._control.get(batch_df, spec)
         existing = committer.table_columns()
+        missing = [k for k in spec.keys if existing is not None and k not in existing]
+        if missing:
+            raise NoSuchColumnError(
+                f"upsert_on column {missing[0]!r} is not in table {self.table}{closest_name(missing[0], existing or [])}"
+            )
         stored = [c for c in batch_df.columns if c not in control or (existing is not None and c in existing)]
         fields = [f for f in batch_df.schema.fields if f.name in stored]
         incoming = columns_from_spark(StructType(fields))

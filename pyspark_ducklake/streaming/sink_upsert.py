@@ -10,6 +10,7 @@ with the row id each replaced key keeps.
 from __future__ import annotations
 
 import pickle
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -74,20 +75,20 @@ def flag_deletes(df: Any, spec: UpsertSpec) -> Any:
     return flagged.withColumn(DELETE_FLAG, F.coalesce(F.col(DELETE_FLAG), F.lit(False)))
 
 
-def control_columns(df: Any, spec: UpsertSpec) -> set[str]:
-    """The batch's columns ``delete_when`` reads (Spark's analysis fails without them) and the ``order_by`` ones."""
-    from pyspark.errors import AnalysisException
-    from pyspark.sql import functions as F
+_STRING_LITERAL = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+_IDENTIFIER = re.compile(r"`((?:[^`]|``)+)`|([A-Za-z_][A-Za-z0-9_]*)")
 
+
+def control_columns(columns: list[str], spec: UpsertSpec) -> set[str]:
+    """The ``order_by`` columns and the batch's columns ``delete_when`` names (outside its string literals,
+    case-insensitively, as Spark resolves them; a name Spark would take for a function counts too: such a column is
+    then only kept when the table has it)."""
     out = set(spec.order_by)
     if spec.delete_when is None:
         return out
-    for c in df.columns:
-        try:
-            _ = df.drop(c).select(F.expr(spec.delete_when)).schema
-        except AnalysisException:
-            out.add(c)
-    return out
+    text = _STRING_LITERAL.sub(" ", spec.delete_when)
+    named = {(m.group(1).replace("``", "`") if m.group(1) else m.group(2)).lower() for m in _IDENTIFIER.finditer(text)}
+    return out | {c for c in columns if c.lower() in named}
 
 
 def dedupe(df: Any, spec: UpsertSpec) -> Any:
@@ -120,13 +121,13 @@ def run_upsert_tasks(df: Any, task_plan: UpsertTaskPlan) -> list[TaskOutput]:
 
 @dataclass
 class ControlMemo:
-    """:func:`control_columns` per batch schema (Spark analyses once per column; a stream keeps its schema)."""
+    """:func:`control_columns` per batch schema (a stream keeps its schema)."""
 
     key: Any = None
     value: frozenset[str] = frozenset()
 
     def get(self, df: Any, spec: UpsertSpec) -> frozenset[str]:
-        key = (df.schema.json(), spec)
+        key = (tuple(df.columns), spec)
         if key != self.key:
-            self.key, self.value = key, frozenset(control_columns(df, spec))
+            self.key, self.value = key, frozenset(control_columns(list(df.columns), spec))
         return self.value

@@ -17,7 +17,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 import pyspark_ducklake as pdl
+from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.streaming.sink import ducklake_sink
+from tests.support.bad_inputs import expect_bad_input
 from tests.support.duck import connect_duckdb, open_duckdb
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
@@ -278,3 +280,47 @@ def test_without_delete_when_or_order_by(spark: SparkSession, sqlite_catalog: An
     plain = ducklake_sink("main.k", catalog=sqlite_catalog.url, app_id="k2", upsert_on="id")
     plain(frame(spark, [(3, "c", None, 1), (1, "a3", None, 1)]).drop("op"), 0)
     assert sorted(lake.scan("main.k").column("v").to_pylist()) == ["a3", "b2", "c"]
+
+
+@pytest.mark.parametrize("limit", [1000, 0], ids=["small", "large"])
+def test_hostile_batches_write_nothing(spark: SparkSession, sqlite_catalog: Any, limit: int) -> None:
+    lake = lake_with_rows(sqlite_catalog, 10)
+
+    def run(rows: list[Row], drop: tuple[str, ...] = (), **kw: Any) -> None:
+        sink_for(sqlite_catalog, data_inlining_row_limit=limit, **kw)(frame(spark, rows, 2).drop(*drop), 0)
+
+    with expect_bad_input("upsert-null-key", lake):
+        run([(1, "a", "u", 1), (None, "b", "u", 1)])
+    with expect_bad_input("upsert-duplicate-key", lake) as info:
+        run([(1, "a", "u", 1), (1, "b", "u", 2)], drop=("lsn",), order_by=None)
+    assert "order_by" in str(info.value)  # names the option that resolves it
+    with expect_bad_input("sink-delete-when-not-boolean", lake):
+        run([(1, "a", "u", 1)], delete_when="lsn + 1")
+    with expect_bad_input("sink-delete-when-not-boolean", lake):
+        run([(1, "a", "u", 1)], delete_when="op")
+    with expect_bad_input("sink-delete-when-invalid", lake) as info:
+        run([(1, "a", "u", 1)], delete_when="opp = 'd'")
+    assert "`op`" in str(info.value)  # Spark's own suggestion of the closest column
+    with expect_bad_input("sink-delete-when-invalid", lake):
+        run([(1, "a", "u", 1)], delete_when="op = = 'd'")
+    with expect_bad_input("sink-order-by-missing", lake) as info:
+        run([(1, "a", "u", 1)], order_by="lssn")
+    assert "did you mean 'lsn'" in str(info.value)
+    with expect_bad_input("sink-order-by-missing", lake) as info:
+        run([(1, "a", "u", 1)], upsert_on="ID")
+    assert "did you mean 'id'" in str(info.value)
+    with expect_bad_input("upsert-key-missing", lake):  # a key the batch has but the table lacks
+        run([(1, "a", "u", 1)], upsert_on="lsn", delete_when=None, order_by=None, drop=("op",))
+    assert rows_here(lake) == [(i, i, f"v{i}") for i in range(10)]
+
+
+def test_option_mistakes_are_typed(sqlite_catalog: Any) -> None:
+    with expect_bad_input("option-unknown") as info:
+        ducklake_sink("main.t", catalog=sqlite_catalog.url, upsert_onn=["id"])
+    assert "did you mean 'upsert_on'" in str(info.value)
+    with expect_bad_input("sink-upsert-option-alone"):
+        ducklake_sink("main.t", catalog=sqlite_catalog.url, delete_when="op = 'd'")
+    with expect_bad_input("sink-upsert-option-alone"):
+        ducklake_sink("main.t", catalog=sqlite_catalog.url, order_by="lsn")
+    with pytest.raises(InvalidOptionError, match="without empty ones"):
+        ducklake_sink("main.t", catalog=sqlite_catalog.url, upsert_on="id,,v")
