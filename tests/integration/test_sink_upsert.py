@@ -9,6 +9,11 @@ do. Small batches go through the driver (inlined), large ones are written by the
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +22,14 @@ import pytest
 from pyspark.sql import SparkSession
 
 import pyspark_ducklake as pdl
+from pyspark_ducklake._faults import AFTER_FILES_WRITTEN, ENV
 from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.streaming.sink import ducklake_sink
 from tests.support.bad_inputs import expect_bad_input
+from tests.support import upsert_app
 from tests.support.duck import connect_duckdb, open_duckdb
+
+ROOT = Path(__file__).resolve().parents[2]
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
 BATCH_DDL = "id BIGINT, v STRING, op STRING, lsn BIGINT"
@@ -324,3 +333,47 @@ def test_option_mistakes_are_typed(sqlite_catalog: Any) -> None:
         ducklake_sink("main.t", catalog=sqlite_catalog.url, order_by="lsn")
     with pytest.raises(InvalidOptionError, match="without empty ones"):
         ducklake_sink("main.t", catalog=sqlite_catalog.url, upsert_on="id,,v")
+
+
+def test_crash_between_files_and_commit_then_replay(spark: SparkSession, catalog: Any) -> None:
+    # the driver is SIGKILLed after the executors wrote batch 1's files and before its commit; the replay of
+    # batch 1 commits it once, the killed attempt's files stay unreferenced (no read sees them) until maintenance
+    env = {k: v for k, v in os.environ.items() if k != ENV}
+    env[ENV] = f"{AFTER_FILES_WRITTEN}:1"
+    args = [sys.executable, "-m", "tests.support.upsert_app", catalog.url, catalog.data_path, "0", "1"]
+    proc = subprocess.run(args, cwd=ROOT, env=env, start_new_session=True, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -9, proc.stderr[-3000:]
+    lake = pdl.connect(catalog.url)
+    crashed = lake.current_snapshot_id()
+    orphans = lake.orphan_files(older_than=dt.timedelta(0))
+    assert orphans and not lake.referenced_files(orphans)  # batch 1's files, written and never committed
+    again = upsert_app.sink(catalog.url, catalog.data_path)
+    for b in (1, 1, 2):  # Spark replays batch 1 (twice here: the second is a no-op), then goes on
+        again(spark.createDataFrame(upsert_app.batch_rows(b), upsert_app.BATCH_DDL).repartition(3), b)  # type: ignore[operator]
+    assert [m.mode for m in again.metrics] == ["parquet", "skipped", "parquet"]  # 150 deletes: over the limit
+    assert lake.current_snapshot_id() == crashed + 2
+    batches = [json.loads(s.commit_extra_info)["batch_id"] for s in lake.snapshots() if s.commit_extra_info]
+    assert batches == [0, 1, 2]  # each batch exactly once
+    expected = {i: f"b{i}" for i in range(150, 3000)}
+    t = lake.scan("main.t")
+    assert dict(zip(t.column("id").to_pylist(), t.column("v").to_pylist(), strict=True)) == expected
+    con = open_duckdb(catalog)
+    try:
+        assert con.execute("SELECT count(*), count(DISTINCT id), min(id) FROM lake.main.t").fetchone() == (
+            2850,
+            2850,
+            150,
+        )
+        kinds = dict(
+            con.execute(
+                f"SELECT change_type, count(*) FROM ducklake_table_changes('lake', 'main', 't', 1, "
+                f"{lake.current_snapshot_id()}) GROUP BY ALL"
+            ).fetchall()
+        )
+        assert kinds == {"insert": 200 + 2800, "update_preimage": 100, "update_postimage": 100, "delete": 150}
+    finally:
+        con.close()
+    assert set(lake.orphan_files(older_than=dt.timedelta(0))) == set(orphans)
+    lake.delete_orphan_files(older_than=dt.timedelta(0))
+    assert lake.orphan_files(older_than=dt.timedelta(0)) == []
+    assert lake.scan("main.t").num_rows == 2850
