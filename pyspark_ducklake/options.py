@@ -36,6 +36,7 @@ MAX_RETRY_COUNT = "max_retry_count"
 RETRY_WAIT_MS = "retry_wait_ms"
 RETRY_BACKOFF = "retry_backoff"
 RECONNECT_TIMEOUT = "reconnect_timeout"
+TXN_APP_ID, TXN_VERSION = "txnAppId", "txnVersion"
 
 SPARK_CONF_PREFIX = "spark.ducklake."
 SPARK_CONF_CATALOG = "spark.ducklake.catalog"
@@ -526,7 +527,7 @@ OPTIONS: tuple[Option, ...] = (
         aliases=("target_file_rows",),
     ),
     Option(
-        "txnAppId",
+        TXN_APP_ID,
         frozenset({Entry.WRITE}),
         lambda value, name: parse_app_id(value, name),
         "none",
@@ -537,7 +538,7 @@ OPTIONS: tuple[Option, ...] = (
         aliases=("txn_app_id",),
     ),
     Option(
-        "txnVersion",
+        TXN_VERSION,
         frozenset({Entry.WRITE}),
         _int(0),
         "none",
@@ -909,6 +910,23 @@ def option_as_seconds(options: Mapping[str, Any], key: str, default: float) -> f
 def option_as_size(options: Mapping[str, Any], key: str, default: int) -> int:
     raw = option_value(options, key)
     return default if raw is None else parse_size(raw, key)
+
+
+def option_txn(options: Mapping[str, Any]) -> tuple[str, int] | None:
+    """``(txnAppId, txnVersion)`` from write options (any spelling), both or neither, or None.
+
+    Raises:
+        InvalidOptionError: one without the other, an empty or boolean app id, a version that is not an integer >= 0.
+    """
+    app_id, version = option_value(options, TXN_APP_ID), option_value(options, TXN_VERSION)
+    if app_id is None and version is None:
+        return None
+    if app_id is None or version is None:
+        given, missing = (TXN_APP_ID, TXN_VERSION) if version is None else (TXN_VERSION, TXN_APP_ID)
+        raise InvalidOptionError(
+            f"option {given} without {missing}: options txnAppId and txnVersion go together, give both or neither"
+        )
+    return parse_app_id(app_id, TXN_APP_ID), parse_int(version, TXN_VERSION, minimum=0)
 
 
 def option_as_bool(options: Mapping[str, Any], key: str, default: bool) -> bool:

@@ -162,9 +162,8 @@ class DuckLakeSink:
         existing = committer.table_columns()
         missing = [k for k in spec.keys if existing is not None and k not in existing]
         if missing:
-            raise NoSuchColumnError(
-                f"upsert_on column {missing[0]!r} is not in table {self.table}{closest_name(missing[0], existing or [])}"
-            )
+            near = closest_name(missing[0], existing or [])
+            raise NoSuchColumnError(f"upsert_on column {missing[0]!r} is not in table {self.table}{near}")
         stored = [c for c in batch_df.columns if c not in control or (existing is not None and c in existing)]
         fields = [f for f in batch_df.schema.fields if f.name in stored]
         incoming = columns_from_spark(StructType(fields))

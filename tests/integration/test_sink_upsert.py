@@ -25,8 +25,8 @@ import pyspark_ducklake as pdl
 from pyspark_ducklake._faults import AFTER_FILES_WRITTEN, ENV
 from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.streaming.sink import ducklake_sink
-from tests.support.bad_inputs import expect_bad_input
 from tests.support import upsert_app
+from tests.support.bad_inputs import expect_bad_input
 from tests.support.duck import connect_duckdb, open_duckdb
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -234,7 +234,7 @@ def test_large_then_small_batches_and_flush(spark: SparkSession, catalog: Any) -
     )
     big = [(i, f"a{i}", "c", 1) for i in range(2000)]
     sink(frame(spark, big, 3), 0)
-    small1 = [(i, f"b{i}", "u", 2) for i in range(0, 40)] + [(i, None, "d", 2) for i in range(1990, 2000)]
+    small1 = [(i, f"b{i}", "u", 2) for i in range(40)] + [(i, None, "d", 2) for i in range(1990, 2000)]
     small2 = [(i, f"c{i}", "u", 3) for i in range(20, 50)] + [(5000, "new", "c", 3)]
     sink(frame(spark, small1, 2), 1)
     sink(frame(spark, small2, 2), 2)

@@ -695,7 +695,7 @@ CASES: tuple[BadInput, ...] = (
     ),
     BadInput(
         "sink-delete-when-not-boolean",
-        "`ducklake_sink(delete_when=...)` that is not boolean (`\"op\"`, `\"lsn + 1\"`)",
+        '`ducklake_sink(delete_when=...)` that is not boolean (`"op"`, `"lsn + 1"`)',
         E.InvalidOptionError,
         "must be a boolean expression (true deletes the key)",
     ),
@@ -720,7 +720,7 @@ CASES: tuple[BadInput, ...] = (
     BadInput(
         "write-txn-half",
         "`df.write` / `write_table` with `txnAppId` but no `txnVersion` (or the reverse), a negative or "
-        "non-integer version, or `\"false\"`/`\"\"` as a value",
+        'non-integer version, or `"false"`/`""` as a value',
         E.InvalidOptionError,
         "give both or neither, `txnVersion` an integer ≥ 0, `txnAppId` a name",
         match="txn",

@@ -20,7 +20,7 @@ def batch_rows(batch: int) -> list[tuple[int, str, str, int]]:
         return [(i, f"a{i}", "c", 0) for i in range(200)]
     if batch == 1:
         return [(i, f"b{i}", "u", 1) for i in range(100, 3000)]
-    return [(i, "", "d", 2) for i in range(0, 150)]
+    return [(i, "", "d", 2) for i in range(150)]
 
 
 def sink(catalog: str, data_path: str) -> object:
