@@ -22,8 +22,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 import pyspark_ducklake as pdl
-from pyspark_ducklake._faults import AFTER_FILES_WRITTEN, ENV
+from pyspark_ducklake._faults import AFTER_FILES_WRITTEN, ENV, before_next_commit
 from pyspark_ducklake.exceptions import InvalidOptionError
+from pyspark_ducklake.options import Entry, check_options
 from pyspark_ducklake.streaming.sink import ducklake_sink
 from tests.support import upsert_app
 from tests.support.bad_inputs import expect_bad_input
@@ -377,3 +378,44 @@ def test_crash_between_files_and_commit_then_replay(spark: SparkSession, catalog
     lake.delete_orphan_files(older_than=dt.timedelta(0))
     assert lake.orphan_files(older_than=dt.timedelta(0)) == []
     assert lake.scan("main.t").num_rows == 2850
+
+
+@pytest.mark.parametrize("limit", [1000, 0], ids=["small-replanned", "large-run-again"])
+def test_concurrent_writer_between_plan_and_commit(spark: SparkSession, catalog: Any, limit: int) -> None:
+    # another writer upserts overlapping keys after the batch was planned: the small batch is planned again, the
+    # large one (its files carry the planned row ids) runs again; no update is lost and no key is doubled
+    lake = lake_with_rows(catalog, limit)
+    other = pdl.connect(catalog.url)
+    sink = sink_for(catalog, data_inlining_row_limit=limit)
+    rows: list[Row] = [(3, "mine3", "u", 1), (50, "mine50", "c", 1), (4, None, "d", 1)]
+
+    def concurrent() -> None:
+        other.upsert("main.t", pa.table({"id": [3, 50, 6], "v": ["other3", "other50", "other6"]}), on=["id"])
+
+    with before_next_commit(concurrent):
+        sink(frame(spark, rows, 2), 0)
+    assert lake.current_snapshot_id() == 4  # create, append, the other writer, the batch
+    here = rows_here(lake)
+    assert [(i, v) for _, i, v in here] == [(i, f"v{i}") for i in (0, 1, 2)] + [
+        (3, "mine3"),
+        (5, "v5"),
+        (6, "other6"),
+        *[(i, f"v{i}") for i in (7, 8, 9)],
+        (50, "mine50"),
+    ]
+    feed = feed_here(lake)
+    assert check_update_pairs(feed) == 4  # the other writer: 3 and 6; ours: 3 again and 50 (the other inserted it)
+    assert [r[2] for r in feed if r[0] == 4 and r[3] == 50] == ["update_postimage", "update_preimage"]
+    assert lake.orphan_files(older_than=dt.timedelta(0)) == []  # the first attempt's files are gone
+    con = open_duckdb(catalog)
+    try:
+        assert sorted(con.execute("SELECT rowid, id, v FROM lake.main.t").fetchall()) == here
+    finally:
+        con.close()
+
+
+def test_upsert_options_are_not_writestream_options() -> None:
+    # the Python data source's stream writer has no SparkSession to evaluate delete_when in, nor a job before its
+    # tasks to plan the keys: upserts go through foreachBatch(ducklake_sink(...))
+    with pytest.raises(InvalidOptionError, match="it is an option of ducklake_sink"):
+        check_options({"upsertOn": "id"}, Entry.STREAM_WRITE)
