@@ -189,10 +189,10 @@ class DuckLakeSink:
                 if deduped is None:
                     small = collect_if_small(selected, plan.inline_limit)
                     if small is not None:
-                        data = pa.Table.from_batches(small) if small else selected.limit(0).toArrow()
-                        if data.num_rows == 0:
+                        if sum(b.num_rows for b in small) == 0:
                             metrics = BatchMetrics(batch_id, app_id, 0, "empty", duration_s=time.monotonic() - started)
                         else:
+                            data = pa.Table.from_batches(small)
                             metrics = upserts.commit_rows(
                                 plan, tplan, data, app_id=app_id, batch_id=batch_id, started=started
                             )
