@@ -22,8 +22,8 @@ from pyspark_ducklake.spark.type_mapping import columns_from_spark
 from pyspark_ducklake.streaming.sink_upsert import (
     ControlMemo,
     check_spec,
-    dedupe,
     flag_deletes,
+    persisted_dedupe,
     quoted,
     run_upsert_tasks,
 )
@@ -156,6 +156,52 @@ class DuckLakeSink:
         ``streaming/sink_upsert.py``); a large one whose planned row ids went stale before its commit runs again."""
         spec = self.settings.upsert
         assert spec is not None
+        selected, stored, incoming = self._upsert_input(batch_df, committer, spec)
+        upserts = UpsertCommitter(committer, spec)
+        deduped = None
+        try:
+            for attempt in range(self.settings.retry.max_retry_count + 1):
+                done, planned = committer.prepare(app_id, batch_id, incoming)
+                if planned is None:
+                    elapsed = time.monotonic() - started
+                    self._record(BatchMetrics(batch_id, app_id, 0, "skipped", snapshot_id=done, duration_s=elapsed))
+                    return
+                plan, tplan = planned
+                plan = replace(plan, job=JobToken.new())
+                upserts.check_keys(plan, stored)
+                if deduped is None:
+                    small = collect_if_small(selected, plan.inline_limit)
+                    if small is not None:
+                        if sum(b.num_rows for b in small) == 0:
+                            elapsed = time.monotonic() - started
+                            metrics = BatchMetrics(batch_id, app_id, 0, "empty", duration_s=elapsed)
+                        else:
+                            data = pa.Table.from_batches(small)
+                            metrics = upserts.commit_rows(
+                                plan, tplan, data, app_id=app_id, batch_id=batch_id, started=started
+                            )
+                        self._record(metrics)
+                        return
+                    deduped = persisted_dedupe(selected, spec, stored)
+                last = attempt == self.settings.retry.max_retry_count
+                result = self._upsert_large(upserts, deduped, plan, tplan, app_id, batch_id, started, last)
+                if result is not None:
+                    self._record(result)
+                    return
+        finally:
+            if deduped is not None:
+                deduped.unpersist()
+
+    def _upsert_input(
+        self, batch_df: Any, committer: MicroBatchCommitter, spec: UpsertSpec
+    ) -> tuple[Any, list[str], Any]:
+        """The batch as the upsert reads it (stored columns, ``order_by``-only columns, the delete flag), the stored
+        columns and their schema.
+
+        Raises:
+            NoSuchColumnError: a key column the table or the batch lacks, an ``order_by`` column the batch lacks.
+            InvalidOptionError: ``delete_when`` is not a boolean Spark SQL expression over the batch's columns.
+        """
         check_spec(batch_df, spec)
         flagged = flag_deletes(batch_df, spec)
         control = self._control.get(batch_df, spec)
@@ -165,81 +211,49 @@ class DuckLakeSink:
             near = closest_name(missing[0], existing or [])
             raise NoSuchColumnError(f"upsert_on column {missing[0]!r} is not in table {self.table}{near}")
         stored = [c for c in batch_df.columns if c not in control or (existing is not None and c in existing)]
-        fields = [f for f in batch_df.schema.fields if f.name in stored]
-        incoming = columns_from_spark(StructType(fields))
+        incoming = columns_from_spark(StructType([f for f in batch_df.schema.fields if f.name in stored]))
         order_only = [c for c in spec.order_by if c not in stored]
-        selected = flagged.select(
-            *[quoted(c) for c in stored + order_only], *([DELETE_FLAG] if spec.delete_when else [])
-        )
-        upserts = UpsertCommitter(committer, spec)
-        deduped = None
-        try:
-            for attempt in range(self.settings.retry.max_retry_count + 1):
-                done, planned = committer.prepare(app_id, batch_id, incoming)
-                if planned is None:
-                    self._record(
-                        BatchMetrics(
-                            batch_id, app_id, 0, "skipped", snapshot_id=done, duration_s=time.monotonic() - started
-                        )
-                    )
-                    return
-                plan, tplan = planned
-                plan = replace(plan, job=JobToken.new())
-                upserts.check_keys(plan, stored)
-                if deduped is None:
-                    small = collect_if_small(selected, plan.inline_limit)
-                    if small is not None:
-                        if sum(b.num_rows for b in small) == 0:
-                            metrics = BatchMetrics(batch_id, app_id, 0, "empty", duration_s=time.monotonic() - started)
-                        else:
-                            data = pa.Table.from_batches(small)
-                            metrics = upserts.commit_rows(
-                                plan, tplan, data, app_id=app_id, batch_id=batch_id, started=started
-                            )
-                        self._record(metrics)
-                        return
-                    from pyspark import StorageLevel
+        flag = [DELETE_FLAG] if spec.delete_when else []
+        return flagged.select(*[quoted(c) for c in stored + order_only], *flag), stored, incoming
 
-                    deduped = dedupe(selected, spec).select(
-                        *[quoted(c) for c in stored], *([DELETE_FLAG] if spec.delete_when else [])
-                    )
-                    deduped = deduped.persist(StorageLevel.MEMORY_AND_DISK)
-                key_columns = [*[quoted(k) for k in spec.keys], *([DELETE_FLAG] if spec.delete_when else [])]
-                keys = deduped.select(*key_columns).toArrow()
-                key_plan = upserts.plan_keys(plan, tplan, keys)
-                task_plan = replace(key_plan.task_plan, batch=plan)
-                try:
-                    with tasks_stopped_on_failure(batch_df.sparkSession):
-                        outputs = run_upsert_tasks(deduped, task_plan)
-                except BaseException:
-                    self._remove_attempt_files(committer, plan)
-                    raise
-                try:
-                    metrics = upserts.commit_files(
-                        plan,
-                        tplan,
-                        key_plan,
-                        outputs,
-                        app_id=app_id,
-                        batch_id=batch_id,
-                        rows=keys.num_rows,
-                        started=started,
-                    )
-                except StalePlanError as e:
-                    self._remove_attempt_files(committer, plan)
-                    log.info("ducklake sink %s batch %d: planned again (%s)", self.table, batch_id, e)
-                    if attempt == self.settings.retry.max_retry_count:
-                        raise
-                    continue
-                except Exception as e:
-                    if not outcome_unknown(e):
-                        self._remove_attempt_files(committer, plan)
-                    raise
-                self._record(metrics)
-                return
-        finally:
-            if deduped is not None:
-                deduped.unpersist()
+    def _upsert_large(
+        self,
+        upserts: UpsertCommitter,
+        deduped: Any,
+        plan: BatchPlan,
+        tplan: Any,
+        app_id: str,
+        batch_id: int,
+        started: float,
+        last: bool,
+    ) -> BatchMetrics | None:
+        """Plan the persisted batch's keys, let the executors write its rows, commit; None when the plan went stale
+        (another writer changed the table) and the batch must run again."""
+        spec = upserts.spec
+        committer = upserts.committer
+        key_columns = [*[quoted(k) for k in spec.keys], *([DELETE_FLAG] if spec.delete_when else [])]
+        keys = deduped.select(*key_columns).toArrow()
+        key_plan = upserts.plan_keys(plan, tplan, keys)
+        try:
+            with tasks_stopped_on_failure(deduped.sparkSession):
+                outputs = run_upsert_tasks(deduped, replace(key_plan.task_plan, batch=plan))
+        except BaseException:
+            self._remove_attempt_files(committer, plan)
+            raise
+        try:
+            return upserts.commit_files(
+                plan, tplan, key_plan, outputs, app_id=app_id, batch_id=batch_id, rows=keys.num_rows, started=started
+            )
+        except StalePlanError as e:
+            self._remove_attempt_files(committer, plan)
+            if last:
+                raise
+            log.info("ducklake sink %s batch %d: runs again (%s)", self.table, batch_id, e)
+            return None
+        except Exception as e:
+            if not outcome_unknown(e):
+                self._remove_attempt_files(committer, plan)
+            raise
 
     def _remove_attempt_files(self, committer: MicroBatchCommitter, plan: BatchPlan) -> None:
         try:

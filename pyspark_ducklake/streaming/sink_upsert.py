@@ -104,6 +104,17 @@ def dedupe(df: Any, spec: UpsertSpec) -> Any:
     return ranked.where(F.col(_RANK) == 1).drop(_SEQ, _RANK)
 
 
+def persisted_dedupe(df: Any, spec: UpsertSpec, stored: list[str]) -> Any:
+    """The large batch deduplicated, its stored columns and delete flag, persisted: its keys and its rows are read
+    in two jobs and must be the same rows (computed once; only a lost executor's blocks are computed again, from a
+    source Spark requires to replay deterministically anyway)."""
+    from pyspark import StorageLevel
+
+    flag = [DELETE_FLAG] if spec.delete_when else []
+    deduped = dedupe(df, spec).select(*[quoted(c) for c in stored], *flag)
+    return deduped.persist(StorageLevel.MEMORY_AND_DISK)
+
+
 def run_upsert_tasks(df: Any, task_plan: UpsertTaskPlan) -> list[TaskOutput]:
     """Run :func:`write_upsert_task` on every partition of ``df`` (executors) and collect what they wrote."""
     names = list(df.columns)
