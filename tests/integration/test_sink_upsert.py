@@ -419,3 +419,77 @@ def test_upsert_options_are_not_writestream_options() -> None:
     # tasks to plan the keys: upserts go through foreachBatch(ducklake_sink(...))
     with pytest.raises(InvalidOptionError, match="it is an option of ducklake_sink"):
         check_options({"upsertOn": "id"}, Entry.STREAM_WRITE)
+
+
+def test_streaming_query_with_restart(spark: SparkSession, sqlite_catalog: Any, tmp_path: Path) -> None:
+    # a real streaming query (file source, one file per micro-batch) whose newest commit Spark forgets: on restart
+    # it re-runs that batch, which the sink skips; the query id is the app id across the restart
+    source, checkpoint = tmp_path / "in", tmp_path / "checkpoint"
+    source.mkdir()
+    files: list[list[Row]] = [
+        [(i, f"a{i}", "c", 1) for i in range(300)],
+        [(5, "b5", "u", 2), (5, "b5x", "u", 3), (7, None, "d", 2), (1000, "n", "c", 2)],
+        [(i, f"c{i}", "u", 4) for i in range(100, 250)] + [(i, None, "d", 4) for i in range(5)],
+        [(1000, "again", "u", 5), (6, None, "d", 5)],
+    ]
+
+    def drop_file(i: int) -> None:
+        path = source / f"part-{i:04d}.json"
+        keys = ("id", "v", "op", "lsn")
+        path.write_text("\n".join(json.dumps(dict(zip(keys, r, strict=True))) for r in files[i]))
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+
+    def run_once(sink: Any) -> None:
+        query = (
+            spark.readStream.schema(BATCH_DDL)
+            .option("maxFilesPerTrigger", 1)
+            .json(str(source))
+            .writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(180)
+        assert query.exception() is None
+
+    def make() -> Any:
+        return ducklake_sink(
+            "main.s",
+            catalog=sqlite_catalog.url,
+            data_path=sqlite_catalog.data_path,
+            upsert_on="id",
+            delete_when="op = 'd'",
+            order_by="lsn",
+            data_inlining_row_limit=100,
+        )
+
+    for i in range(3):
+        drop_file(i)
+    first = make()
+    run_once(first)
+    assert [m.mode for m in first.metrics] == ["parquet", "inlined", "parquet"]
+    drop_file(3)
+    newest = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+    os.remove(checkpoint / "commits" / str(newest))
+    os.remove(checkpoint / "commits" / f".{newest}.crc")
+    second = make()
+    run_once(second)
+    assert [m.mode for m in second.metrics] == ["skipped", "inlined"]
+    expected: dict[int, str | None] = {}
+    for rows in files:
+        for k, v, d in winners(rows):
+            if d:
+                expected.pop(k, None)
+            else:
+                expected[k] = v
+    lake = pdl.connect(sqlite_catalog.url)
+    t = lake.scan("main.s")
+    assert t.column_names == ["id", "v"]
+    assert dict(zip(t.column("id").to_pylist(), t.column("v").to_pylist(), strict=True)) == expected
+    apps = {json.loads(s.commit_extra_info)["app_id"] for s in lake.snapshots() if s.commit_extra_info}
+    assert len(apps) == 1
+    con = open_duckdb(sqlite_catalog)
+    try:
+        assert con.execute("SELECT count(*), count(DISTINCT id) FROM lake.main.s").fetchone() == (len(expected),) * 2
+    finally:
+        con.close()
