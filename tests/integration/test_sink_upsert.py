@@ -493,3 +493,56 @@ def test_streaming_query_with_restart(spark: SparkSession, sqlite_catalog: Any, 
         assert con.execute("SELECT count(*), count(DISTINCT id) FROM lake.main.s").fetchone() == (len(expected),) * 2
     finally:
         con.close()
+
+
+@pytest.mark.parametrize("limit", [1000, 0], ids=["small", "large"])
+def test_partitioned_table_and_merge_schema(spark: SparkSession, catalog: Any, limit: int) -> None:
+    # a partitioned table: the executors' and the driver's files follow its keys, replaced rows keep their row ids;
+    # merge_schema adds the batch's new column in the batch's own snapshot
+    lake = pdl.connect(catalog.url, catalog.data_path, data_inlining_row_limit=0)
+    lake.create_table(
+        "main.p", pa.schema([("id", pa.int64()), ("g", pa.string()), ("v", pa.string())]), partition_by=["g"]
+    )
+    lake.append("main.p", pa.table({"id": list(range(40)), "g": [f"g{i % 3}" for i in range(40)], "v": ["old"] * 40}))
+    sink = ducklake_sink(
+        "main.p",
+        catalog=catalog.url,
+        app_id="p",
+        upsert_on="id",
+        delete_when="op = 'd'",
+        order_by="lsn",
+        data_inlining_row_limit=limit,
+        merge_schema=True,
+    )
+    ddl = "id BIGINT, g STRING, v STRING, extra INT, op STRING, lsn BIGINT"
+    rows = [(i, f"g{i % 3}", "new", i * 10, "d" if i % 10 == 0 else "u", 1) for i in range(30, 60)]
+    before = lake.current_snapshot_id()
+    old = lake.scan("main.p", columns=["rowid", "id"])
+    row_ids = dict(zip(old.column("id").to_pylist(), old.column("rowid").to_pylist(), strict=True))
+    sink(spark.createDataFrame(rows, ddl).repartition(2), 0)
+    assert lake.current_snapshot_id() == before + 1
+    table = lake.table("main.p")
+    assert table.table_schema.names() == ["id", "g", "v", "extra"]
+    got = lake.scan("main.p", columns=["rowid", "id", "g", "v", "extra"])
+    by_id = {r["id"]: r for r in got.to_pylist()}
+    assert sorted(by_id) == [i for i in range(60) if not (i >= 30 and i % 10 == 0)]
+    replaced = list(range(31, 40))
+    assert [by_id[i]["rowid"] for i in replaced] == [row_ids[i] for i in replaced]  # replaced rows keep row ids
+    assert all(by_id[i]["v"] == ("new" if i >= 30 else "old") for i in by_id)
+    assert all(by_id[i]["extra"] == (i * 10 if i >= 30 else None) for i in by_id)
+    if limit == 0:  # every new file is in its partition's folder
+        new_files = list(lake.referenced_files([str(p) for p in Path(catalog.data_path).rglob("*.parquet")]))
+        assert all("g=g" in f for f in new_files if "delete" not in f)
+    con = open_duckdb(catalog)
+    try:
+        duck = con.execute("SELECT rowid, id, g, v, extra FROM lake.main.p").fetchall()
+        assert sorted(duck) == sorted(tuple(r.values()) for r in got.to_pylist())
+        end = lake.current_snapshot_id()
+        kinds = dict(
+            con.execute(
+                f"SELECT change_type, count(*) FROM ducklake_table_changes('lake', 'main', 'p', {end}, {end}) GROUP BY ALL"
+            ).fetchall()
+        )
+        assert kinds == {"update_preimage": 9, "update_postimage": 9, "delete": 1, "insert": 18}
+    finally:
+        con.close()
