@@ -10,7 +10,8 @@ RUN apt-get update \
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY pyspark_ducklake ./pyspark_ducklake
-# DuckDB and its extension wheels (httpfs for s3://) are only for the example's final report.
+# The package with extras pyproject.toml declares; DuckDB and its extension wheels (httpfs for s3://), only for the
+# example's final report, at the versions pyproject.toml's test group pins (tests/unit/test_compose_file.py checks both).
 RUN pip install --no-cache-dir ".[postgres,kafka,s3]" \
         duckdb==1.5.5 duckdb-extension-ducklake==1.5.5 duckdb-extension-postgres-scanner==1.5.5 \
         duckdb-extension-sqlite-scanner==1.5.5 duckdb-extension-httpfs==1.5.5

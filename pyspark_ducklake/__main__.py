@@ -1,16 +1,19 @@
-"""``python -m pyspark_ducklake``: inspect and maintain a lake from the command line.
+"""``pyspark-ducklake`` (or ``python -m pyspark_ducklake``): inspect and maintain a lake from the command line.
 
-    python -m pyspark_ducklake --catalog sqlite:///lake.sqlite snapshots
-    python -m pyspark_ducklake --catalog ... tables
-    python -m pyspark_ducklake --catalog ... flush [TABLE]
-    python -m pyspark_ducklake --catalog ... orphans [--older-than-hours 1] [--delete] (a dry run without --delete)
-    python -m pyspark_ducklake --catalog ... changes TABLE START [END]
-    python -m pyspark_ducklake --catalog ... merge [TABLE] [--target-file-size 512MB] [--dry-run] [--json]
-    python -m pyspark_ducklake --catalog ... expire (--older-than TIME | --older-than-hours H | --versions 3,4)
-    python -m pyspark_ducklake --catalog ... cleanup (--older-than TIME | --older-than-hours H | --all)
+    pyspark-ducklake --catalog sqlite:///lake.sqlite snapshots
+    pyspark-ducklake --catalog ... tables
+    pyspark-ducklake --catalog ... flush [TABLE]
+    pyspark-ducklake --catalog ... orphans [--older-than-hours 1] [--delete] (a dry run without --delete)
+    pyspark-ducklake --catalog ... changes TABLE START [END]
+    pyspark-ducklake --catalog ... merge [TABLE] [--target-file-size 512MB] [--dry-run] [--json]
+    pyspark-ducklake --catalog ... expire (--older-than TIME | --older-than-hours H | --versions 3,4)
+    pyspark-ducklake --catalog ... cleanup (--older-than TIME | --older-than-hours H | --all)
 
-Maintenance commands take ``--dry-run`` (report, change nothing) and ``--json`` (the report as JSON on stdout; an
-error is then a JSON object ``{"error": {"type": ..., "message": ...}}`` on stdout too).
+Every command takes ``--json``: its output as one JSON document on stdout (``snapshots``: a list of objects with
+the snapshot's columns; ``tables``: a list of names; ``flush``: ``{"snapshot_id": ...}``, null when there was
+nothing to flush; ``changes``: a list of row objects, times in ISO 8601, decimals as strings, binaries as hex; the
+maintenance commands: their report). An error is then a JSON object ``{"error": {"type": ..., "message": ...}}`` on
+stdout too. Maintenance commands take ``--dry-run`` (report, change nothing).
 
 Exit codes: 0 done, 1 the lake refused or failed (a ``DuckLakeError``: its message, no traceback), 2 a usage error.
 
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import decimal
 import difflib
 import json
 import os
@@ -99,18 +103,19 @@ def _hours(text: str, name: str) -> dt.timedelta:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _Parser(prog="python -m pyspark_ducklake", description="Inspect and maintain a DuckLake.")
+    parser = _Parser(prog=_prog(), description="Inspect and maintain a DuckLake.")
     parser.add_argument(
         "--catalog", default=os.environ.get("DUCKLAKE_CATALOG"), help="catalog URL (or DUCKLAKE_CATALOG)"
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    sub.add_parser("snapshots", help="list snapshots with their changes")
-    sub.add_parser("tables", help="list tables")
-    flush = sub.add_parser("flush", help="write inlined rows to Parquet (one snapshot)")
+    as_json = _Parser(add_help=False)
+    as_json.add_argument("--json", action="store_true", help="print the output as JSON")
+    sub.add_parser("snapshots", parents=[as_json], help="list snapshots with their changes")
+    sub.add_parser("tables", parents=[as_json], help="list tables")
+    flush = sub.add_parser("flush", parents=[as_json], help="write inlined rows to Parquet (one snapshot)")
     flush.add_argument("table", nargs="?")
-    report = _Parser(add_help=False)
+    report = _Parser(add_help=False, parents=[as_json])
     report.add_argument("--dry-run", action="store_true", help="report what would be done, change nothing")
-    report.add_argument("--json", action="store_true", help="print the report as JSON")
     orphans = sub.add_parser(
         "orphans",
         parents=[report],
@@ -144,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     cutoff.add_argument("--older-than", help="ISO time: files scheduled before it (default: 2 days ago)")
     cutoff.add_argument("--older-than-hours", type=_arg(_hours, "--older-than-hours"))
     cutoff.add_argument("--all", action="store_true", help="every scheduled file")
-    changes = sub.add_parser("changes", help="the change feed of a table between two snapshots")
+    changes = sub.add_parser("changes", parents=[as_json], help="the change feed of a table between two snapshots")
     changes.add_argument("table")
     changes.add_argument("start", type=_arg(_snapshot, "START"))
     changes.add_argument("end", type=_arg(_snapshot, "END"), nargs="?")
@@ -157,14 +162,25 @@ def main(argv: list[str] | None = None) -> int:
     try:
         lake = connect(args.catalog)
         if args.command == "snapshots":
-            for s in lake.snapshots():
-                when = s.snapshot.snapshot_time.isoformat() if s.snapshot.snapshot_time else ""
-                print(f"{s.snapshot_id}\t{when}\t{s.changes_made or ''}\t{s.commit_extra_info or ''}")
+            snapshots = lake.snapshots()
+            if args.json:
+                _print_json([_snapshot_dict(s) for s in snapshots])
+            else:
+                for s in snapshots:
+                    when = s.snapshot.snapshot_time.isoformat() if s.snapshot.snapshot_time else ""
+                    print(f"{s.snapshot_id}\t{when}\t{s.changes_made or ''}\t{s.commit_extra_info or ''}")
         elif args.command == "tables":
-            print("\n".join(lake.tables()))
+            tables = lake.tables()
+            if args.json:
+                _print_json(tables)
+            else:
+                print("\n".join(tables))
         elif args.command == "flush":
             snapshot = lake.flush_inlined_data(args.table)
-            print("nothing to flush" if snapshot is None else f"flushed in snapshot {snapshot}")
+            if args.json:
+                _print_json({"snapshot_id": snapshot})
+            else:
+                print("nothing to flush" if snapshot is None else f"flushed in snapshot {snapshot}")
         elif args.command == "orphans":
             found = lake.delete_orphan_files(older_than=args.older_than_hours, dry_run=args.dry_run or not args.delete)
             if args.json:
@@ -195,9 +211,12 @@ def main(argv: list[str] | None = None) -> int:
             cleaned = lake.cleanup_old_files(older_than=older, cleanup_all=args.all, dry_run=args.dry_run)
             _print_report(cleaned, args.json, [f"  {p}" for p in cleaned.files])
         elif args.command == "changes":
-            table = lake.table_changes(args.table, args.start, args.end)
-            for row in table.to_pylist():
-                print(row)
+            rows = lake.table_changes(args.table, args.start, args.end).to_pylist()
+            if args.json:
+                _print_json(rows)
+            else:
+                for row in rows:
+                    print(row)
     except DuckLakeError as e:
         if getattr(args, "json", False):
             print(json.dumps({"error": {"type": type(e).__name__, "message": str(e)}}, indent=2))
@@ -205,6 +224,41 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+def _prog() -> str:
+    """The name the command was run by: ``pyspark-ducklake`` (the console script) or ``python -m ...``."""
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return "python -m pyspark_ducklake" if name in ("", "__main__.py", "-c") else name
+
+
+def _snapshot_dict(s: Any) -> dict[str, Any]:
+    return {
+        "snapshot_id": s.snapshot_id,
+        "snapshot_time": s.snapshot.snapshot_time,
+        "schema_version": s.snapshot.schema_version,
+        "changes_made": s.changes_made,
+        "author": s.author,
+        "commit_message": s.commit_message,
+        "commit_extra_info": s.commit_extra_info,
+    }
+
+
+def _json_value(value: Any) -> Any:
+    """JSON for what a lake returns beyond JSON's types: times in ISO 8601, decimals as strings, bytes as hex."""
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    return str(value)
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, default=_json_value))
 
 
 def _positive(text: str, name: str) -> int:

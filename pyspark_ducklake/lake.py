@@ -307,10 +307,11 @@ class Lake:
             identifier: ``"schema.table"`` or a ``(schema, table)`` tuple.
             data: a pyarrow Table or RecordBatch, or anything ``pa.table()`` takes.
             extra_info: stored as the snapshot's ``commit_extra_info``: a dict of JSON values or a JSON string.
-            txn_app_id, txn_version: replay protection (Delta's ``txnAppId``/``txnVersion``): when the app id has
+            txn_app_id: replay protection (Delta's ``txnAppId``), with ``txn_version``: when the app id has
                 committed this version or a later one into the table, nothing is written and the snapshot that
                 committed it is returned; else the version is recorded with the snapshot (the streaming sink's
                 record, ``pyspark_ducklake_app_progress``).
+            txn_version: the version of ``txn_app_id`` this write is (Delta's ``txnVersion``).
 
         Returns:
             The new snapshot id.
@@ -541,9 +542,10 @@ class Lake:
             order_by: column(s) of ``data``; of several rows for one key the last in this order (ties: the later
                 row; NULL first) wins. Without it, a key twice in ``data`` is an error. Columns the table does not
                 have are not stored.
-            txn_app_id, txn_version: replay protection (Delta's ``txnAppId``/``txnVersion``): when the app id has
+            txn_app_id: replay protection (Delta's ``txnAppId``), with ``txn_version``: when the app id has
                 committed this version or a later one into the table, nothing is written and the snapshot that
                 committed it is returned.
+            txn_version: the version of ``txn_app_id`` this write is (Delta's ``txnVersion``).
 
         Returns:
             The new snapshot id (the current one when nothing changed).
@@ -859,7 +861,8 @@ class Lake:
             identifier: the table; None merges every table whose ``auto_compact`` option is not false.
             target_file_size: bytes (or ``"512MB"``) a merged file aims for; default the catalog's
                 ``target_file_size`` option, else 512 MiB. Only files smaller than it are merged.
-            min_file_size, max_file_size: only merge files of at least / less than this size.
+            min_file_size: only merge files of at least this size.
+            max_file_size: only merge files of less than this size.
             max_compacted_files: stop after considering this many files (DuckDB's ``max_compacted_files``).
             dry_run: only report what would be merged.
             rewrite: runs :func:`~pyspark_ducklake.table.maintenance.compaction.rewrite_group` over the groups
@@ -1213,8 +1216,11 @@ def connect(
     Numbers may also be given as strings (``max_retry_count="3"``, ``reconnect_timeout="5 min"``), as Spark options are.
 
     Raises:
-        CatalogUnreachableError, NotADuckLakeCatalogError, UnsupportedSpecVersionError, InvalidOptionError (also for
-        a misspelt keyword argument, naming the closest valid one).
+        CatalogUnreachableError: the catalog database cannot be reached.
+        NotADuckLakeCatalogError: the database holds other tables, not a DuckLake.
+        UnsupportedSpecVersionError: the catalog is of another DuckLake format version.
+        InvalidOptionError: an option that does not parse, or a misspelt keyword argument (naming the closest valid
+            one).
     """
     # a misspelt keyword is an InvalidOptionError naming the right one, not Python's bare TypeError
     check_keywords(unknown, CONNECT_ARGUMENTS, "connect()")

@@ -3,7 +3,7 @@
 Every entry point (``connect()``, ``ducklake_sink()``, the Spark data source's read, write, readStream and writeStream,
 ``read_table``/``write_table``) checks what it is given with :func:`check_options`: an unknown or misspelt name is an
 :class:`InvalidOptionError` naming the closest valid one, and a value that does not parse is one naming the option and
-the value. Names match case-insensitively (Spark lowercases option keys). The README's option tables are rendered from
+the value. Names match case-insensitively (Spark lowercases option keys). The docs' option tables are rendered from
 :data:`OPTIONS` (``python -m tests.support.option_tables --write``), and a test fails when the two differ.
 
 This module sits at the bottom of the package: it imports only ``exceptions`` and ``io.storage``.
@@ -328,7 +328,7 @@ def parse_mapping(value: object, name: str) -> dict[str, Any]:
 
 
 class Entry(enum.Enum):
-    """Where options are given; the value is how messages and the README name it."""
+    """Where options are given; the value is how messages and the docs name it."""
 
     CONNECT = "connect()"
     SINK = "ducklake_sink()"
@@ -362,7 +362,7 @@ COMMITS = frozenset({Entry.CONNECT, Entry.SINK, Entry.WRITE, Entry.STREAM_WRITE}
 class Option:
     """One option: its names, the entry points that take it, how its value parses, and its documentation.
 
-    ``section`` names the README table it is documented in (None: set by Spark itself, not documented).
+    ``section`` names the docs table it is documented in (None: set by Spark itself, not documented).
     """
 
     name: str
@@ -402,7 +402,7 @@ LAKE, SPARK_TABLE, SINK_TABLE, FEED = "lake", "spark", "sink", "feed"
 _LOCATION = ALL - {Entry.CONNECT}  # connect() takes them as positional arguments
 
 OPTIONS: tuple[Option, ...] = (
-    # --- where the lake is, how commits retry (README: Configuration)
+    # --- where the lake is, how commits retry (docs/configuration.md)
     Option(
         CATALOG,
         _LOCATION,
@@ -475,7 +475,7 @@ OPTIONS: tuple[Option, ...] = (
         LAKE,
     ),
     Option("author", frozenset({Entry.CONNECT}), parse_text, "none", "the `author` of every snapshot committed", LAKE),
-    # --- Spark batch reads and writes (README: Spark)
+    # --- Spark batch reads and writes (docs/spark.md)
     Option(
         "snapshot",
         frozenset({Entry.READ}),
@@ -546,7 +546,7 @@ OPTIONS: tuple[Option, ...] = (
         SPARK_TABLE,
         aliases=("txn_version",),
     ),
-    # --- the foreachBatch sink and writeStream (README: Structured Streaming sink)
+    # --- the foreachBatch sink and writeStream (docs/streaming-sink.md)
     Option(
         "app_id",
         frozenset({Entry.SINK, Entry.STREAM_WRITE}),
@@ -656,7 +656,7 @@ OPTIONS: tuple[Option, ...] = (
         SINK_TABLE,
         aliases=("orderBy",),
     ),
-    # --- the change feed (README: Change feed)
+    # --- the change feed (docs/change-feed.md)
     Option(
         "readChangeFeed",
         frozenset({Entry.READ, Entry.STREAM_READ}),
@@ -800,7 +800,7 @@ def lookup(key: str, *entries: Entry) -> Option | None:
         f"unknown option {key!r} for {where}{_suggest(key, names)} Its options are: {', '.join(documented)}"
         + (f", {S3_OPTION_PREFIX}<name>" if spark else "")
         + ("".join(f", {st.option_prefix}<name>" for st in STORES) if spark else "")
-        + " (names are case-insensitive; see the README's option tables)"
+        + " (names are case-insensitive; the docs have option tables per entry point)"
     )
 
 
@@ -934,13 +934,13 @@ def option_as_bool(options: Mapping[str, Any], key: str, default: bool) -> bool:
     return default if raw is None else parse_bool(raw, key)
 
 
-# --- the README's option tables -------------------------------------------------------------------------------------
+# --- the docs' option tables ----------------------------------------------------------------------------------------
 
 _ENTRY_ORDER = (Entry.CONNECT, Entry.SINK, Entry.READ, Entry.WRITE, Entry.STREAM_READ, Entry.STREAM_WRITE)
 
 
 def render_table(section: str) -> str:
-    """The README table of ``section``'s options: names (aliases), where they are accepted, default, meaning."""
+    """The docs table of ``section``'s options: names (aliases), where they are accepted, default, meaning."""
     lines = ["| option | accepted by | default | meaning |", "|---|---|---|---|"]
     for o in OPTIONS:
         if o.section != section:
@@ -952,31 +952,3 @@ def render_table(section: str) -> str:
 
 
 SECTIONS = (LAKE, SPARK_TABLE, SINK_TABLE, FEED)
-
-
-def _markers(section: str) -> tuple[str, str]:
-    return f"<!-- options-{section}:start -->", f"<!-- options-{section}:end -->"
-
-
-def readme_tables(text: str) -> dict[str, str | None]:
-    """The option tables in README text, by section (None where the markers are missing)."""
-    out: dict[str, str | None] = {}
-    for section in SECTIONS:
-        start, end = _markers(section)
-        m = re.search(re.escape(start) + r"\n(.*?)\n" + re.escape(end), text, re.S)
-        out[section] = m.group(1) if m else None
-    return out
-
-
-def _replace_block(text: str, start: str, end: str, block: str) -> str:
-    return re.sub(re.escape(start) + r".*?" + re.escape(end), lambda _m: block, text, flags=re.S)
-
-
-def write_readme_tables(text: str) -> str:
-    """README text with every option table rendered afresh from the registry."""
-    for section in SECTIONS:
-        start, end = _markers(section)
-        if start not in text:
-            raise SystemExit(f"README.md has no {start} marker; add one where the table belongs")
-        text = _replace_block(text, start, end, f"{start}\n{render_table(section)}\n{end}")
-    return text

@@ -8,7 +8,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 VENV=.venv
 STAMP="$VENV/.setup-stamp"
 PYTHON="${PYTHON:-python3}"
-EXTRAS="postgres,kafka,s3,gcs,azure"
+EXTRAS="postgres,kafka,s3,gcs,azure,docs"
 GROUPS_TO_INSTALL=(test dev)
 
 want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)

@@ -22,35 +22,11 @@ from tests.support.debezium import (
     drop_slot,
     postgres_connector_config,
     remove_connector,
-    start_connect,
-    stop_connect,
 )
 from tests.support.pg_instance import PgInstance
 
-# One xdist worker for the module: one PostgreSQL and one Connect worker serve both tests.
+# One xdist worker for every Debezium module: one PostgreSQL and one Connect worker (tests/integration/conftest.py).
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(600), pytest.mark.xdist_group("debezium")]
-
-
-@pytest.fixture(scope="module")
-def cdc_pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgInstance]:
-    """A PostgreSQL of its own with logical WAL (scripts/postgres.sh configures it), in a fresh cluster folder, so
-    neither the shared server nor another worker's is ever restarted for it."""
-    instance = PgInstance(tmp_path_factory.mktemp("postgres-cdc"))
-    instance.start()
-    try:
-        yield instance
-    finally:
-        instance.stop()
-
-
-@pytest.fixture(scope="module")
-def connect_worker(kafka_broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectWorker]:
-    try:
-        worker = start_connect(tmp_path_factory.mktemp("connect"), kafka_broker)
-    except Exception as e:
-        pytest.fail(f"could not start Kafka Connect with Debezium: {e}", pytrace=False)
-    yield worker
-    stop_connect(worker)
 
 
 def consume(bootstrap: str, topic: str, want: int, timeout: float = 90) -> list[tuple[Any, Any, int]]:

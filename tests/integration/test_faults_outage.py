@@ -1,7 +1,7 @@
 """Catalog outage: the catalog's PostgreSQL is stopped for 20 seconds while three streams write, then started again.
 
 Runs on a PostgreSQL instance of its own (``tests.support.pg_instance``), never the suite's shared server. Both
-behaviours the README documents are exercised in the same outage:
+behaviours the docs document are exercised in the same outage:
 
 - the ``patient`` stream (default ``reconnect_timeout=60``) waits with backoff inside its micro-batch and continues
   when the catalog is back;

@@ -12,6 +12,7 @@ cache; add its download otherwise), 93 s for a later run (the smoke's Spark sess
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -39,7 +40,7 @@ def build_wheel(out: Path) -> Path:
     """The wheel of the working tree, built from a copy (setuptools' build/ folder must not leak stale modules)."""
     src = out / "src"
     src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(REPO_ROOT / name, src / name)
     shutil.copytree(
         REPO_ROOT / "pyspark_ducklake", src / "pyspark_ducklake", ignore=shutil.ignore_patterns("__pycache__")
@@ -89,3 +90,12 @@ def test_the_wheel_installs_into_an_empty_venv_and_runs(tmp_path: Path, pg_serve
     finally:
         drop_database(pg_admin, db)  # type: ignore[arg-type]
     assert proc.stdout.strip().endswith("smoke ok"), proc.stdout
+    # the wheel's console script (pyproject's [project.scripts]) runs the command line on a lake the smoke made
+    lakes = sorted(work.rglob("*.sqlite"))
+    assert lakes, "the smoke left no SQLite catalog"
+    cli = run(
+        [str(venv / "bin" / "pyspark-ducklake"), "--catalog", f"sqlite:///{lakes[0]}", "tables", "--json"], env=env
+    )
+    assert json.loads(cli.stdout), cli.stdout
+    with zipfile.ZipFile(wheel) as z:  # the license travels with the wheel
+        assert any(n.endswith(".dist-info/licenses/LICENSE") for n in z.namelist()), z.namelist()

@@ -10,7 +10,6 @@ The same pipeline also runs on a PostgreSQL catalog (one process: Spark's start-
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -28,6 +27,7 @@ from pyspark_ducklake._faults import AFTER_CATALOG_COMMIT, ENV
 from tests.support.catalogs import CatalogLocation
 from tests.support.duck import open_duckdb
 from tests.support.kafka import KAFKA_SCRIPT, KafkaBroker, create_topic, run_script, topic_offsets
+from tests.support.processes import Spawned, load_module
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -37,12 +37,7 @@ WAIT = 300  # seconds any one process may take on a busy 2-core machine
 
 
 def load_example() -> Any:
-    spec = importlib.util.spec_from_file_location("kafka_to_lake", EXAMPLE)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, module)  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return sys.modules[spec.name]
+    return load_module(EXAMPLE)
 
 
 def clean_env(crash: str | None = None) -> dict[str, str]:
@@ -55,41 +50,14 @@ def clean_env(crash: str | None = None) -> dict[str, str]:
     return env
 
 
-class Pipeline:
+class Pipeline(Spawned):
     """``kafka_to_lake.py --pipeline`` in its own session (process group), its output in a file."""
 
     def __init__(self, args: list[str], log: Path, crash: str | None = None) -> None:
-        self.log = log
-        self._out = log.open("w")
-        self.proc = subprocess.Popen(
-            [sys.executable, str(EXAMPLE), "--pipeline", *args],
-            cwd=ROOT,
-            env=clean_env(crash),
-            stdin=subprocess.DEVNULL,
-            stdout=self._out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-    def output(self) -> str:
-        return self.log.read_text()
+        super().__init__([sys.executable, str(EXAMPLE), "--pipeline", *args], log, cwd=ROOT, env=clean_env(crash))
 
     def wait(self, timeout: float = WAIT) -> int:
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise AssertionError(f"the pipeline did not finish in {timeout} s:\n{self.output()[-4000:]}") from None
-        finally:
-            self._out.close()
-
-    def kill(self) -> None:
-        """SIGKILL the driver, its JVM and its Python workers (all in the process group)."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait(30)
+        return super().wait(timeout)
 
 
 def producer(bootstrap: str, topic: str, count: int, first_id: int, rate: float = 0) -> subprocess.Popen[str]:

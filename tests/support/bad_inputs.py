@@ -1,10 +1,10 @@
 """The bad-input cases: what each gets (typed error, the advice its message gives) and proof nothing was written.
 
-``CASES`` is the single list behind the README's "Bad input" table (``python -m tests.support.bad_inputs`` prints
-it; ``--write`` puts it into README.md between the ``bad-input-table`` markers). Tests prove each case with
+``CASES`` is the single list behind the docs' "Bad input" table (``python -m tests.support.bad_inputs`` prints
+it; ``--write`` puts it between the ``bad-input-table`` markers, in docs/errors.md). Tests prove each case with
 ``expect_bad_input("<id>", ...)``: the block must raise the case's error (directly, or wrapped by Spark), the message
 must contain the advice, and the catalog's snapshot count and the listing (names, sizes) of the watched folders and
-files must be unchanged. ``tests/unit/test_bad_input.py`` checks that the README matches and that every case is
+files must be unchanged. ``tests/unit/test_bad_input.py`` checks that the docs page matches and that every case is
 proven by some test.
 """
 
@@ -23,18 +23,18 @@ import pytest
 
 import pyspark_ducklake as pdl
 from pyspark_ducklake import exceptions as E
+from tests.support import doc_blocks
 from tests.support.catalogs import REPO_ROOT
 
-README = REPO_ROOT / "README.md"
-START, END = "<!-- bad-input-table:start -->", "<!-- bad-input-table:end -->"
+BLOCK = "bad-input-table"  # its markers: docs/errors.md, "Bad input" (tests.support.doc_blocks finds them)
 
 
 @dataclass(frozen=True)
 class BadInput:
     id: str
-    what: str  # the bad input, as the README's first column says it
+    what: str  # the bad input, as the table's first column says it
     error: type[E.DuckLakeError] | None  # None: accepted as it is
-    advice: str  # what the message tells the user to do (README column)
+    advice: str  # what the message tells the user to do (table column)
     match: str | None = None  # the part of the message that proves it; default: ``advice``
 
     @property
@@ -805,20 +805,14 @@ def render_table() -> str:
     return "\n".join(lines)
 
 
-def readme_table() -> str | None:
-    text = README.read_text()
-    match = re.search(re.escape(START) + r"\n(.*?)\n" + re.escape(END), text, re.S)
-    return match.group(1) if match else None
+def docs_table() -> str | None:
+    """The table between the ``bad-input-table`` markers, in whichever docs page holds them."""
+    return doc_blocks.read(BLOCK)
 
 
-def write_readme() -> None:
-    text = README.read_text()
-    block = f"{START}\n{render_table()}\n{END}"
-    if START in text:
-        text = re.sub(re.escape(START) + r".*?" + re.escape(END), lambda _: block, text, flags=re.S)
-    else:
-        raise SystemExit(f"README.md has no {START} marker; add one where the table belongs")
-    README.write_text(text)
+def write_docs() -> None:
+    for path in doc_blocks.write({BLOCK: render_table()}):
+        print(f"wrote {path}")
 
 
 def proven_case_ids(root: Path = REPO_ROOT / "tests") -> set[str]:
@@ -842,6 +836,6 @@ def accepted_input(case_id: str) -> BadInput:
 
 if __name__ == "__main__":
     if "--write" in sys.argv[1:]:
-        write_readme()
+        write_docs()
     else:
         print(render_table())

@@ -5,7 +5,7 @@
 - :func:`assert_no_orphans_after_cleanup`: after ``delete_orphan_files(older_than=0)`` every file under the data
   path is referenced by the catalog;
 - :func:`record_figures`: a test's figures as JSON under ``.cache/reliability/`` (``python -m
-  tests.support.reliability`` prints the README's table from them).
+  tests.support.reliability`` prints the docs' table from them, docs/reliability.md).
 """
 
 from __future__ import annotations

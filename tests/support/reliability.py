@@ -1,7 +1,7 @@
-"""Print the README's "Reliability" figures from the fault tests' last runs (``.cache/reliability/*.json``).
+"""Print the docs' "Reliability" figures from the fault tests' last runs (``.cache/reliability/*.json``).
 
     .venv/bin/python -m pytest tests/integration/test_faults_*.py tests/unit/test_bad_input.py
-    .venv/bin/python -m tests.support.reliability            # --write: into README.md
+    .venv/bin/python -m tests.support.reliability            # --write: into docs/reliability.md
 
 Each fault test writes its figures when it passes (``tests.support.faults.record_figures``); a test that did not run
 shows as "not run".
@@ -10,14 +10,14 @@ shows as "not run".
 from __future__ import annotations
 
 import json
-import re
 import sys
 from typing import Any
 
-from tests.support.bad_inputs import CASES, README
+from tests.support import doc_blocks
+from tests.support.bad_inputs import CASES
 from tests.support.faults import FIGURES_DIR
 
-START, END = "<!-- reliability-figures:start -->", "<!-- reliability-figures:end -->"
+BLOCK = "reliability-figures"  # its markers: docs/reliability.md (tests.support.doc_blocks finds them)
 
 
 def load(name: str) -> dict[str, Any] | None:
@@ -94,7 +94,7 @@ def table() -> str:
                 f"{r['reader_checks'].get('reads', 0)} snapshots against DuckDB, time travel and the change feed",
             )
         )
-    rows.append(("bad inputs tried", str(len(CASES)), "the [Bad input](#bad-input) table, one test each"))
+    rows.append(("bad inputs tried", str(len(CASES)), "the [Bad input](errors.md#bad-input) table, one test each"))
     runs = [r for r in (soak, outage, contention) if r]
     lost = sum(r["rows_lost"] for r in runs) + sum(r["rows_missing"] for r in loads)
     doubled = sum(r["rows_duplicated"] for r in runs) + sum(r["rows_doubled"] for r in loads)
@@ -106,16 +106,13 @@ def table() -> str:
     return "\n".join(lines)
 
 
-def write_readme() -> None:
-    text = README.read_text()
-    if START not in text:
-        raise SystemExit(f"README.md has no {START} marker")
-    block = f"{START}\n{table()}\n{END}"
-    README.write_text(re.sub(re.escape(START) + r".*?" + re.escape(END), lambda _: block, text, flags=re.S))
+def write_docs() -> None:
+    for path in doc_blocks.write({BLOCK: table()}):
+        print(f"wrote {path}")
 
 
 if __name__ == "__main__":
     if "--write" in sys.argv[1:]:
-        write_readme()
+        write_docs()
     else:
         print(table())

@@ -1,6 +1,6 @@
 """Bad input gets a typed error that says what to do, and nothing is written.
 
-The cases are listed once, in ``tests.support.bad_inputs.CASES`` (the README's "Bad input" table is rendered from
+The cases are listed once, in ``tests.support.bad_inputs.CASES`` (the "Bad input" table of docs/errors.md is rendered from
 it); ``expect_bad_input`` checks the error class, the advice in the message, and that the catalog's snapshot count
 and the data path's files are unchanged. Cases that need Spark or PostgreSQL are proven in
 ``tests/integration/test_faults_bad_input.py``.
@@ -35,9 +35,9 @@ from pyspark_ducklake.spark.lake_config import LakeConfig
 from tests.support.bad_inputs import (
     CASES,
     accepted_input,
+    docs_table,
     expect_bad_input,
     proven_case_ids,
-    readme_table,
     render_table,
 )
 
@@ -54,11 +54,11 @@ def parquet_files(root: str) -> list[str]:
     return [os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if f.endswith(".parquet")]
 
 
-# --- the case list, the README and the tests agree ------------------------------------------------------------------
+# --- the case list, the docs and the tests agree --------------------------------------------------------------------
 
 
-def test_readme_table_is_rendered_from_the_cases() -> None:
-    assert readme_table() == render_table(), "README is stale: run python -m tests.support.bad_inputs --write"
+def test_docs_table_is_rendered_from_the_cases() -> None:
+    assert docs_table() == render_table(), "docs/errors.md is stale: run python -m tests.support.bad_inputs --write"
 
 
 def test_every_case_is_proven_by_a_test() -> None:

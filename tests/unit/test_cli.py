@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import re
+import subprocess
+import sys
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
@@ -103,7 +108,106 @@ def test_cli_errors_exit_1_stay_json_and_huge_ages_are_usage_errors(
         code, out, err = run("orphans", "--older-than-hours", hours)
         assert code == 2 and "--older-than-hours" in err and "Traceback" not in err, (hours, err)
     code, out, err = run("--json", "tables")
-    assert code == 2 and "--json is an option of the command cleanup, expire, merge, orphans" in err
+    assert (
+        code == 2
+        and "--json is an option of the command changes, cleanup, expire, flush, merge, orphans, snapshots, tables"
+        in err
+    )
     code, out, err = run("expire", "--versions", "99")
     assert code == 0 and "no snapshot 99 (never existed or already expired)" in out
     assert [s.snapshot_id for s in lake.snapshots()] == list(range(head + 1))
+
+
+def _commands(capsys: pytest.CaptureFixture[str]) -> set[str]:
+    """The subcommands the parser offers, from its usage line ``{snapshots,tables,...}``."""
+    assert main(["--help"]) == 0
+    usage = capsys.readouterr().out
+    return set(re.search(r"\{([a-z,]+)\}", usage).group(1).split(","))  # type: ignore[union-attr]
+
+
+def test_cli_json_for_every_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every subcommand prints one JSON document under --json, with the values a script needs (times in ISO 8601,
+    decimals as strings, binaries as hex)."""
+    url = f"sqlite:///{tmp_path}/c.sqlite"
+    lake = pdl.connect(url, str(tmp_path / "data"), author="cli-test")
+    schema = pa.schema(
+        [
+            ("id", pa.int64()),
+            ("amount", pa.decimal128(9, 2)),
+            ("at", pa.timestamp("us", tz="UTC")),
+            ("blob", pa.binary()),
+        ]
+    )
+    lake.create_table("main.t", schema)
+    at = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+    first = lake.append(
+        "main.t",
+        pa.table({"id": [1], "amount": [Decimal("12.50")], "at": [at], "blob": [b"\x00\xff"]}, schema=schema),
+        extra_info={"job": "a"},
+    )
+    (tmp_path / "data" / "main" / "t").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "data" / "main" / "t" / "ducklake-crashed.parquet").write_bytes(b"x")
+
+    def run(*args: str) -> object:
+        code = main(["--catalog", url, *args, "--json"])
+        out = capsys.readouterr()
+        assert code == 0 and out.err == "", out.err
+        return json.loads(out.out)
+
+    tried = set()
+
+    def command(name: str, *args: str) -> object:
+        tried.add(name)
+        return run(name, *args)
+
+    assert command("tables") == ["main.t"]
+    assert command("snapshots") == [
+        {
+            "snapshot_id": s.snapshot_id,
+            "snapshot_time": s.snapshot.snapshot_time.isoformat(),
+            "schema_version": s.snapshot.schema_version,
+            "changes_made": s.changes_made,
+            "author": s.author,
+            "commit_message": s.commit_message,
+            "commit_extra_info": s.commit_extra_info,
+        }
+        for s in lake.snapshots()
+    ]
+    last = lake.snapshots()[-1]
+    assert (
+        last.snapshot_id == first and last.author == "cli-test" and json.loads(last.commit_extra_info) == {"job": "a"}
+    )
+    (change,) = command("changes", "main.t", str(first))  # type: ignore[misc]
+    committed = lake.snapshots()[-1].snapshot.snapshot_time
+    assert dt.datetime.fromisoformat(change.pop("_commit_timestamp")) == committed
+    assert change == {
+        "id": 1,
+        "amount": "12.50",
+        "at": "2026-01-02T03:04:05+00:00",
+        "blob": "00ff",
+        "_change_type": "insert",
+        "_snapshot_id": first,
+        "_rowid": 0,
+    }
+    flushed = command("flush", "main.t")
+    assert flushed == {"snapshot_id": lake.current_snapshot_id()} and flushed["snapshot_id"] == first + 1  # type: ignore[index]
+    assert command("flush") == {"snapshot_id": None}  # nothing left to flush
+    assert command("orphans", "--older-than-hours", "0")["orphans"] == [  # type: ignore[index]
+        str(tmp_path / "data" / "main" / "t" / "ducklake-crashed.parquet")
+    ]
+    assert command("merge", "--dry-run")["dry_run"] is True  # type: ignore[index]
+    assert command("expire", "--versions", str(first), "--dry-run")["snapshots"] == [first]  # type: ignore[index]
+    assert command("cleanup", "--all", "--dry-run")["files"] == []  # type: ignore[index]
+    assert tried == _commands(capsys), "a subcommand without a --json test"
+
+
+def test_console_script_runs_the_cli(tmp_path: Path) -> None:
+    """`pyspark-ducklake` (pyproject's [project.scripts]) is installed beside the interpreter and runs main()."""
+    script = Path(sys.executable).parent / "pyspark-ducklake"
+    assert script.exists(), "run make install: the console script is missing from the venv"
+    url = f"sqlite:///{tmp_path}/c.sqlite"
+    pdl.connect(url, str(tmp_path / "data")).create_table("main.t", pa.schema([("id", pa.int64())]))
+    out = subprocess.run([str(script), "--catalog", url, "tables", "--json"], capture_output=True, text=True)
+    assert out.returncode == 0 and json.loads(out.stdout) == ["main.t"], out.stderr
+    usage = subprocess.run([str(script), "tables", "--bogus"], capture_output=True, text=True)
+    assert usage.returncode == 2 and usage.stderr.startswith("usage: pyspark-ducklake "), usage.stderr

@@ -1,5 +1,8 @@
 """docker-compose.yml and the Dockerfile agree with the code they run (there is no Docker engine to try them here).
 
+The compose file is validated against the Compose Specification's JSON schema (the copy the check-jsonschema package
+ships), and the Dockerfile installs only what pyproject.toml declares, at its pins.
+
 The app service runs examples/kafka_to_lake.py: every variable it sets must be one the example reads, every
 variable the example is configured by must be set, and each value must point at a service of the file with the
 ports, credentials and bucket that service really has.
@@ -241,3 +244,84 @@ def _optional_dependency_groups(pyproject: str) -> set[str]:
         return set(tomllib.loads(pyproject)["project"]["optional-dependencies"])
     section = pyproject.split("[project.optional-dependencies]", 1)[1].split("\n[", 1)[0]
     return set(re.findall(r"^([A-Za-z0-9_-]+)\s*=", section, re.M))
+
+
+# --- the Compose Specification's schema, and what the images install -----------------------------------------------
+
+
+def compose_schema_validator() -> Any:
+    """A validator of the Compose Specification's JSON schema, as the check-jsonschema package ships it
+    (``check_jsonschema/builtin_schemas/vendor/compose-spec.json``, vendored from the compose-spec project)."""
+    import json
+    from importlib import resources
+
+    import jsonschema
+
+    text = resources.files("check_jsonschema.builtin_schemas.vendor").joinpath("compose-spec.json").read_text()
+    schema = json.loads(text)
+    assert schema["title"] == "Compose Specification"
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def test_compose_file_follows_the_compose_specification(compose: dict[str, Any]) -> None:
+    """What `docker compose config` would check first, without a Docker engine: the file against the spec's schema."""
+    errors = [
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in compose_schema_validator().iter_errors(compose)
+    ]
+    assert errors == []
+
+
+def test_the_schema_check_refuses_what_compose_would(compose: dict[str, Any]) -> None:
+    """The check bites: a misspelt key, a wrong type and an unknown depends_on condition are each refused."""
+    validator = compose_schema_validator()
+    app = compose["services"]["app"]
+    for broken in (
+        {**app, "depend_on": app["depends_on"]},
+        {**app, "ports": "8080"},
+        {**app, "depends_on": {"postgres": {"condition": "service_ready"}}},
+    ):
+        bad = {**compose, "services": {**compose["services"], "app": broken}}
+        assert list(validator.iter_errors(bad)), broken
+
+
+def test_kafka_image_is_the_broker_the_tests_run(services: dict[str, Any]) -> None:
+    """The image's Kafka release is the one scripts/kafka.sh fetches from Maven Central and the tests run natively,
+    so the tag names a release that exists."""
+    default = re.search(
+        r'^KAFKA_VERSION="\$\{KAFKA_VERSION:-([0-9.]+)\}"', (ROOT / "scripts" / "kafka.sh").read_text(), re.M
+    )
+    assert default and services["kafka"]["image"] == f"apache/kafka:{default.group(1)}"
+
+
+def _pip_installs(dockerfile: str) -> list[str]:
+    """Every requirement the Dockerfile's `pip install` commands name (continuation lines joined)."""
+    text = dockerfile.replace("\\\n", " ")
+    found: list[str] = []
+    for line in re.findall(r"pip install ([^\n&;]+)", text):
+        found += [w.strip("\"'") for w in line.split() if not w.startswith("-")]
+    return found
+
+
+def _declared_requirements(pyproject: str) -> dict[str, str]:
+    """Every requirement pyproject.toml states (dependencies, extras, groups), by lower-case name."""
+    reqs = re.findall(r'^\s*"([A-Za-z0-9][A-Za-z0-9._\[\],-]*[^"]*)"', pyproject, re.M)
+    return {re.split(r"[\[<>=!~ ;]", r, maxsplit=1)[0].lower(): r for r in reqs}
+
+
+def test_dockerfile_installs_what_pyproject_declares() -> None:
+    """The image installs the package from pyproject.toml with extras it declares, and any other package only at
+    the exact version pyproject.toml pins for it (DuckDB and its extension wheels: the test group's pins)."""
+    installs = _pip_installs(DOCKERFILE.read_text())
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    declared = _declared_requirements(pyproject)
+    extras = _optional_dependency_groups(pyproject)
+    package = [r for r in installs if r.startswith(".[")]
+    assert len(package) == 1 and set(package[0][2:-1].split(",")) <= extras, installs
+    others = [r for r in installs if not r.startswith(".")]
+    assert others, installs
+    for req in others:
+        name = re.split(r"[\[<>=!~]", req, maxsplit=1)[0].lower()
+        assert name in declared, f"the Dockerfile installs {req}, which pyproject.toml does not declare"
+        assert "==" in req and declared[name] == req, f"the Dockerfile pins {req}, pyproject.toml {declared[name]}"

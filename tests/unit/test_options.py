@@ -74,8 +74,8 @@ from tests.support.bad_inputs import accepted_input, expect_bad_input  # noqa: E
 from tests.support.option_tables import stale_sections  # noqa: E402
 
 
-def test_readme_option_tables_are_rendered_from_the_registry() -> None:
-    assert stale_sections() == [], "README is stale: run python -m tests.support.option_tables --write"
+def test_docs_option_tables_are_rendered_from_the_registry() -> None:
+    assert stale_sections() == [], "docs are stale: run python -m tests.support.option_tables --write"
 
 
 def test_options_module_imports_nothing_above_it() -> None:
