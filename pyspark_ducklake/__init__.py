@@ -43,7 +43,8 @@ def write_table(df: object, table: str, **options: object) -> object:
     from pyspark_ducklake.options import check_keywords
     from pyspark_ducklake.spark_parquet_write import write_table as _write_table
 
-    check_keywords(options, ("mode", "partition_by", "catalog", "data_path", "options"), "write_table()")
+    allowed = ("mode", "partition_by", "catalog", "data_path", "options", "txn_app_id", "txn_version")
+    check_keywords(options, allowed, "write_table()")
     return _write_table(df, table, **options)  # type: ignore[arg-type]
 
 

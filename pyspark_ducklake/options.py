@@ -36,6 +36,7 @@ MAX_RETRY_COUNT = "max_retry_count"
 RETRY_WAIT_MS = "retry_wait_ms"
 RETRY_BACKOFF = "retry_backoff"
 RECONNECT_TIMEOUT = "reconnect_timeout"
+TXN_APP_ID, TXN_VERSION = "txnAppId", "txnVersion"
 
 SPARK_CONF_PREFIX = "spark.ducklake."
 SPARK_CONF_CATALOG = "spark.ducklake.catalog"
@@ -301,6 +302,21 @@ def parse_column_names(value: object, name: str) -> tuple[str, ...]:
     return tuple(names)
 
 
+def parse_app_id(value: object, name: str) -> str:
+    """An application id: a non-empty string that is not a boolean word (``"false"`` is a mistake, not an id).
+
+    Raises:
+        InvalidOptionError: anything else.
+    """
+    text = parse_text(value, name)
+    if text.strip().lower() in ("true", "false"):
+        raise InvalidOptionError(
+            f"option {name} must name the writing application (e.g. 'orders-etl'), got {text!r}, which reads as a "
+            "boolean"
+        )
+    return text
+
+
 def parse_mapping(value: object, name: str) -> dict[str, Any]:
     """A dict of keyword arguments (``storage_options``)."""
     if not isinstance(value, Mapping):
@@ -510,6 +526,26 @@ OPTIONS: tuple[Option, ...] = (
         SPARK_TABLE,
         aliases=("target_file_rows",),
     ),
+    Option(
+        TXN_APP_ID,
+        frozenset({Entry.WRITE}),
+        lambda value, name: parse_app_id(value, name),
+        "none",
+        "with `txnVersion`: Delta's idempotent writes (e.g. inside `foreachBatch`): when this app id already "
+        "committed `txnVersion` or a later version into the table, the write is a no-op; else the version is recorded "
+        "in the same snapshot. Give both or neither",
+        SPARK_TABLE,
+        aliases=("txn_app_id",),
+    ),
+    Option(
+        TXN_VERSION,
+        frozenset({Entry.WRITE}),
+        _int(0),
+        "none",
+        "the write's version for `txnAppId`: an integer ≥ 0 (the `batch_id` of `foreachBatch`)",
+        SPARK_TABLE,
+        aliases=("txn_version",),
+    ),
     # --- the foreachBatch sink and writeStream (docs/streaming-sink.md)
     Option(
         "app_id",
@@ -588,6 +624,38 @@ OPTIONS: tuple[Option, ...] = (
         "a task starts a new Parquet file after about this many rows; ≥ 1",
         SINK_TABLE,
         aliases=("targetFileRows",),
+    ),
+    Option(
+        "upsert_on",
+        frozenset({Entry.SINK}),
+        parse_column_names,
+        "none (append)",
+        "apply each micro-batch by key instead of appending: a row whose key exists replaces it (keeping its row id, "
+        "so the change feed shows an update pair), a new key is inserted; key columns of the table, comma-separated "
+        "or a list; NULL keys are a `NullKeyError`. See [Upserts in the sink](#upserts-in-the-sink)",
+        SINK_TABLE,
+        aliases=("upsertOn",),
+    ),
+    Option(
+        "delete_when",
+        frozenset({Entry.SINK}),
+        parse_text,
+        "none",
+        "with `upsert_on`: a Spark SQL boolean expression over the batch's columns (`\"op = 'd'\"`); rows where it "
+        "is true delete their key (NULL counts as false). Columns only it uses and the table lacks are not stored",
+        SINK_TABLE,
+        aliases=("deleteWhen",),
+    ),
+    Option(
+        "order_by",
+        frozenset({Entry.SINK}),
+        parse_column_names,
+        "none",
+        "with `upsert_on`: of several rows for one key in a batch the last in this order wins (ties: the later row; "
+        "NULL first); without it a key twice in a batch is a `DuplicateKeyError`. Columns the table lacks are not "
+        "stored",
+        SINK_TABLE,
+        aliases=("orderBy",),
     ),
     # --- the change feed (docs/change-feed.md)
     Option(
@@ -862,6 +930,23 @@ def option_as_seconds(options: Mapping[str, Any], key: str, default: float) -> f
 def option_as_size(options: Mapping[str, Any], key: str, default: int) -> int:
     raw = option_value(options, key)
     return default if raw is None else parse_size(raw, key)
+
+
+def option_txn(options: Mapping[str, Any]) -> tuple[str, int] | None:
+    """``(txnAppId, txnVersion)`` from write options (any spelling), both or neither, or None.
+
+    Raises:
+        InvalidOptionError: one without the other, an empty or boolean app id, a version that is not an integer >= 0.
+    """
+    app_id, version = option_value(options, TXN_APP_ID), option_value(options, TXN_VERSION)
+    if app_id is None and version is None:
+        return None
+    if app_id is None or version is None:
+        given, missing = (TXN_APP_ID, TXN_VERSION) if version is None else (TXN_VERSION, TXN_APP_ID)
+        raise InvalidOptionError(
+            f"option {given} without {missing}: options txnAppId and txnVersion go together, give both or neither"
+        )
+    return parse_app_id(app_id, TXN_APP_ID), parse_int(version, TXN_VERSION, minimum=0)
 
 
 def option_as_bool(options: Mapping[str, Any], key: str, default: bool) -> bool:

@@ -55,7 +55,7 @@ from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_type, can_
 from pyspark_ducklake.exceptions import DataFileError, InvalidOptionError, TableAlreadyExistsError
 from pyspark_ducklake.io import thrift_compact as tc
 from pyspark_ducklake.io.parquet import LeafStats, WrittenFile, leaf_arrays
-from pyspark_ducklake.options import Entry, check_options, option_as_int
+from pyspark_ducklake.options import TXN_APP_ID, TXN_VERSION, Entry, check_options, option_as_int, option_txn
 from pyspark_ducklake.spark.connect import is_connect
 from pyspark_ducklake.spark.job_tasks import tasks_stopped_on_failure
 from pyspark_ducklake.spark.lake_config import LakeConfig, spark_conf
@@ -106,6 +106,8 @@ def write_table(
     catalog: str | None = None,
     data_path: str | None = None,
     options: Mapping[str, str] | None = None,
+    txn_app_id: str | None = None,
+    txn_version: int | None = None,
 ) -> WriteOutcome:
     """Append ``df`` to ``table`` (or replace its rows with ``mode="overwrite"``) in one snapshot.
 
@@ -115,9 +117,15 @@ def write_table(
     ``options`` takes the data source's write options (``targetFileRows``, the retry options, S3 settings);
     ``partition_by`` is its ``partitionBy`` (partitioned tables are written through the data source).
 
+    ``txn_app_id`` and ``txn_version`` (options ``txnAppId``/``txnVersion``) make the write idempotent as Delta's
+    are, e.g. inside ``foreachBatch`` with the batch id as the version: when that app committed this version or a
+    later one into the table, nothing is written (no Spark job runs) and the outcome names the snapshot of its
+    last committed version.
+
     Raises:
         TableAlreadyExistsError: mode ``"error"`` and the table exists; nothing was written.
-        InvalidOptionError: an unknown mode or option.
+        InvalidOptionError: an unknown mode or option; ``txn_app_id`` without ``txn_version`` (or the reverse), a
+            version that is not an integer >= 0.
     """
     if mode not in MODES:
         raise InvalidOptionError(
@@ -131,7 +139,13 @@ def write_table(
         opts["dataPath"] = data_path
     if partition_by is not None:
         opts[PARTITION_BY] = partition_by
+    for key, value in ((TXN_APP_ID, txn_app_id), (TXN_VERSION, txn_version)):
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, (str, int)):
+                raise InvalidOptionError(f"{key} must be a string or an integer, got {value!r}")
+            opts[key] = str(value)
     check_options(opts, Entry.WRITE)
+    option_txn(opts)  # both or neither, before anything runs
     config = LakeConfig.resolve(opts, spark_conf(spark).get)
     plan = plan_write(config, table, opts, df.schema)
     if mode in CREATE_MODES:  # Spark's SaveMode semantics, which the data source cannot offer (Spark refuses them)
@@ -143,6 +157,11 @@ def write_table(
                 f"table {table} already exists (mode {mode!r}); use mode 'append' or 'overwrite' to write to it"
             )
         mode = "append"  # the commit creates the table; one created meanwhile makes it a CommitConflictError
+    if plan.txn_done is not None:
+        log.info(
+            "write_table to %s: txn %s already committed (snapshot %d); nothing written", table, plan.txn, plan.txn_done
+        )
+        return WriteOutcome(True, f"txn {plan.txn} already committed", plan.txn_done)
     try:
         frame = _conform(df, plan)
         _check_target(spark, plan)

@@ -11,6 +11,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
+from pyspark_ducklake.catalog import app_progress
 from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog.entries import TableEntry
 from pyspark_ducklake.catalog.partitioning import (
@@ -27,7 +28,7 @@ from pyspark_ducklake.exceptions import (
     NotATableError,
 )
 from pyspark_ducklake.io.fileio import delete_files
-from pyspark_ducklake.options import option_as_int, option_value
+from pyspark_ducklake.options import option_as_int, option_txn, option_value
 from pyspark_ducklake.spark.job_tasks import LATE_TASK_GRACE_S
 from pyspark_ducklake.spark.lake_config import LakeConfig
 from pyspark_ducklake.spark.type_mapping import columns_from_spark
@@ -70,6 +71,10 @@ class WritePlan:
     # names every file of this job, so a failed job's files are found without its tasks (see table.job_files)
     job: JobToken = field(default_factory=JobToken.new)
     encrypted: bool = False  # the lake is encrypted: every file gets its own key
+    # Delta's idempotent writes: (txnAppId, txnVersion), recorded with the snapshot; see catalog/app_progress.py
+    txn: tuple[str, int] | None = None
+    # the snapshot that already committed this txn version (or a later one): the write is a no-op
+    txn_done: int | None = None
 
     @property
     def partition_keys(self) -> tuple[PartitionKey, ...]:
@@ -91,8 +96,11 @@ def plan_write(config: LakeConfig, identifier: str, options: dict[str, str], spa
     )
     new_schema = columns_from_spark(spark_schema)
     partition_option = option_value(options, PARTITION_BY)
+    txn = option_txn(options)
     lake = config.connect()
     try:
+        if txn is not None:
+            app_progress.ensure_progress_table(lake.engine)
         snapshot = lake.current_snapshot_id()
         try:
             table = lake.table((schema_name, table_name), snapshot=snapshot)
@@ -122,6 +130,7 @@ def plan_write(config: LakeConfig, identifier: str, options: dict[str, str], spa
                 None,
                 new.partition_keys,
                 encrypted=lake.info.encrypted,
+                txn=txn,
             )
         # Validate the incoming columns against the table now, so a mismatch fails before any task runs.
         conform_to_table(empty_table(new_schema.arrow_schema()), table.table_schema, table.name)
@@ -144,13 +153,29 @@ def plan_write(config: LakeConfig, identifier: str, options: dict[str, str], spa
             target_rows,
             table.partition,
             encrypted=lake.info.encrypted,
+            txn=txn,
+            txn_done=_txn_done(lake, table.table_id, txn),
         )
     finally:
         lake.close()
 
 
+def _txn_done(lake: Any, table_id: int, txn: tuple[str, int] | None) -> int | None:
+    """The snapshot that committed ``txn``'s version or a later one of its app into the table, else None."""
+    if txn is None:
+        return None
+    with lake.engine.connect() as conn:
+        last = app_progress.last_batch(conn, txn[0], table_id)
+    return last[1] if last is not None and txn[1] <= last[0] else None
+
+
 def write_batches(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> list[PendingFile]:
-    """Executor side: conform batches to the table and roll Parquet files at ``target_file_rows``."""
+    """Executor side: conform batches to the table and roll Parquet files at ``target_file_rows`` (nothing for a
+    txn version already committed)."""
+    if plan.txn_done is not None:
+        for _ in batches:
+            pass
+        return []
     return write_rolling(
         batches,
         plan.table_dir,
@@ -171,12 +196,25 @@ def commit_files(
     overwrite: bool,
     extra_info: dict[str, Any] | None = None,
 ) -> int | None:
-    """Driver side: one snapshot that (creates the table,) optionally empties it, and adds the files."""
+    """Driver side: one snapshot that (creates the table,) optionally empties it, and adds the files; with a txn,
+    none when its app committed that version (or a later one) meanwhile (the files are then removed)."""
+    if plan.txn_done is not None:
+        delete_files([f.written.path for f in files], plan.config.storage_options)
+        log.info(
+            "write to %s.%s: txn %s already committed; nothing written", plan.schema_name, plan.table_name, plan.txn
+        )
+        return None
     lake = plan.config.connect()
     try:
+        txn = plan.txn
 
         def apply(ctx: CommitContext) -> None:
             entry, partition = _target_entry(ctx, plan)
+            if txn is not None:
+                last = app_progress.last_batch(ctx.conn, txn[0], entry.table_id)
+                if last is not None and txn[1] <= last[0]:
+                    raise SkipCommit()
+                app_progress.record_batch(ctx.conn, txn[0], entry.table_id, txn[1], ctx.snapshot_id)
             schema = R.table_schema(ctx.conn, entry.table_id, ctx.snapshot_id)
             if overwrite and plan.table_exists:
                 delete_everything(ctx, LakeTable(entry, schema, ctx.base.snapshot_id), lake.data_path)
@@ -186,9 +224,13 @@ def commit_files(
 
         if not files and not overwrite and plan.table_exists:
             return None
+        if txn is not None:
+            extra_info = {**(extra_info or {}), "txn_app_id": txn[0], "txn_version": txn[1]}
         result = commit(
             lake, apply, base=plan.base_snapshot, files=[f.written.path for f in files], extra_info=extra_info
         )
+        if result.snapshot_id is None:
+            delete_files([f.written.path for f in files], plan.config.storage_options)
         return result.snapshot_id
     finally:
         lake.close()

@@ -11,14 +11,23 @@ from dataclasses import replace
 from typing import Any, cast
 
 import pyarrow as pa
+from pyspark.sql.types import StructType
 
 from pyspark_ducklake.catalog.transaction import outcome_unknown, run_through_outages, wait_for_catalog
-from pyspark_ducklake.exceptions import InvalidOptionError
+from pyspark_ducklake.exceptions import InvalidOptionError, NoSuchColumnError, StalePlanError
 from pyspark_ducklake.options import Entry, check_keywords, check_options
 from pyspark_ducklake.spark.connect import is_connect
 from pyspark_ducklake.spark.job_tasks import tasks_stopped_on_failure
 from pyspark_ducklake.spark.lake_config import LakeConfig, retry_config, spark_conf
 from pyspark_ducklake.spark.type_mapping import columns_from_spark
+from pyspark_ducklake.streaming.sink_upsert import (
+    ControlMemo,
+    check_spec,
+    flag_deletes,
+    persisted_dedupe,
+    quoted,
+    run_upsert_tasks,
+)
 from pyspark_ducklake.table.job_files import JobToken
 from pyspark_ducklake.table.microbatch import (
     FLUSH_BYTES_DEFAULT,
@@ -31,8 +40,11 @@ from pyspark_ducklake.table.microbatch import (
     MicroBatchCommitter,
     SinkSettings,
     TaskOutput,
+    UpsertSpec,
     write_task,
 )
+from pyspark_ducklake.table.microbatch_upsert import DELETE_FLAG, UpsertCommitter
+from pyspark_ducklake.table.upsert import closest_name
 
 log = logging.getLogger("pyspark_ducklake.sink")
 
@@ -66,6 +78,7 @@ class DuckLakeSink:
         self._committer: MicroBatchCommitter | None = None
         # After a batch small enough to inline, the next one is first fetched through Arrow (see collect_if_small).
         self._expect_small = False
+        self._control = ControlMemo()
 
     def __getstate__(self) -> dict[str, Any]:
         # Spark Connect pickles the foreachBatch function: the copy starts without a lock or an open lake.
@@ -119,6 +132,9 @@ class DuckLakeSink:
                 "ducklake_sink could not find the streaming query id (not running inside foreachBatch?); "
                 "pass app_id='...' explicitly"
             )
+        if self.settings.upsert is not None:
+            self._handle_upsert(batch_df, batch_id, app_id, committer, started)
+            return
         done, planned = committer.prepare(app_id, batch_id, columns_from_spark(batch_df.schema))
         if planned is None:
             metrics = BatchMetrics(
@@ -149,6 +165,112 @@ class DuckLakeSink:
         if metrics.rows:
             self._expect_small = metrics.rows <= plan.inline_limit
         self._record(metrics)
+
+    def _handle_upsert(
+        self, batch_df: Any, batch_id: int, app_id: str, committer: MicroBatchCommitter, started: float
+    ) -> None:
+        """One upsert micro-batch: small ones through the driver, large ones written by the executors (see
+        ``streaming/sink_upsert.py``); a large one whose planned row ids went stale before its commit runs again."""
+        spec = self.settings.upsert
+        assert spec is not None
+        selected, stored, incoming = self._upsert_input(batch_df, committer, spec)
+        upserts = UpsertCommitter(committer, spec)
+        deduped = None
+        try:
+            for attempt in range(self.settings.retry.max_retry_count + 1):
+                done, planned = committer.prepare(app_id, batch_id, incoming)
+                if planned is None:
+                    elapsed = time.monotonic() - started
+                    self._record(BatchMetrics(batch_id, app_id, 0, "skipped", snapshot_id=done, duration_s=elapsed))
+                    return
+                plan, tplan = planned
+                plan = replace(plan, job=JobToken.new())
+                upserts.check_keys(plan, stored)
+                if deduped is None:
+                    small = collect_if_small(selected, plan.inline_limit)
+                    if small is not None:
+                        if sum(b.num_rows for b in small) == 0:
+                            elapsed = time.monotonic() - started
+                            metrics = BatchMetrics(batch_id, app_id, 0, "empty", duration_s=elapsed)
+                        else:
+                            data = pa.Table.from_batches(small)
+                            metrics = upserts.commit_rows(
+                                plan, tplan, data, app_id=app_id, batch_id=batch_id, started=started
+                            )
+                        self._record(metrics)
+                        return
+                    deduped = persisted_dedupe(selected, spec, stored)
+                last = attempt == self.settings.retry.max_retry_count
+                result = self._upsert_large(upserts, deduped, plan, tplan, app_id, batch_id, started, last)
+                if result is not None:
+                    self._record(result)
+                    return
+        finally:
+            if deduped is not None:
+                deduped.unpersist()
+
+    def _upsert_input(
+        self, batch_df: Any, committer: MicroBatchCommitter, spec: UpsertSpec
+    ) -> tuple[Any, list[str], Any]:
+        """The batch as the upsert reads it (stored columns, ``order_by``-only columns, the delete flag), the stored
+        columns and their schema.
+
+        Raises:
+            NoSuchColumnError: a key column the table or the batch lacks, an ``order_by`` column the batch lacks.
+            InvalidOptionError: ``delete_when`` is not a boolean Spark SQL expression over the batch's columns.
+        """
+        check_spec(batch_df, spec)
+        flagged = flag_deletes(batch_df, spec)
+        control = self._control.get(batch_df, spec)
+        existing = committer.table_columns()
+        missing = [k for k in spec.keys if existing is not None and k not in existing]
+        if missing:
+            near = closest_name(missing[0], existing or [])
+            raise NoSuchColumnError(f"upsert_on column {missing[0]!r} is not in table {self.table}{near}")
+        stored = [c for c in batch_df.columns if c not in control or (existing is not None and c in existing)]
+        incoming = columns_from_spark(StructType([f for f in batch_df.schema.fields if f.name in stored]))
+        order_only = [c for c in spec.order_by if c not in stored]
+        flag = [DELETE_FLAG] if spec.delete_when else []
+        return flagged.select(*[quoted(c) for c in stored + order_only], *flag), stored, incoming
+
+    def _upsert_large(
+        self,
+        upserts: UpsertCommitter,
+        deduped: Any,
+        plan: BatchPlan,
+        tplan: Any,
+        app_id: str,
+        batch_id: int,
+        started: float,
+        last: bool,
+    ) -> BatchMetrics | None:
+        """Plan the persisted batch's keys, let the executors write its rows, commit; None when the plan went stale
+        (another writer changed the table) and the batch must run again."""
+        spec = upserts.spec
+        committer = upserts.committer
+        key_columns = [*[quoted(k) for k in spec.keys], *([DELETE_FLAG] if spec.delete_when else [])]
+        keys = deduped.select(*key_columns).toArrow()
+        key_plan = upserts.plan_keys(plan, tplan, keys)
+        try:
+            with tasks_stopped_on_failure(deduped.sparkSession):
+                outputs = run_upsert_tasks(deduped, replace(key_plan.task_plan, batch=plan))
+        except BaseException:
+            self._remove_attempt_files(committer, plan)
+            raise
+        try:
+            return upserts.commit_files(
+                plan, tplan, key_plan, outputs, app_id=app_id, batch_id=batch_id, rows=keys.num_rows, started=started
+            )
+        except StalePlanError as e:
+            self._remove_attempt_files(committer, plan)
+            if last:
+                raise
+            log.info("ducklake sink %s batch %d: runs again (%s)", self.table, batch_id, e)
+            return None
+        except Exception as e:
+            if not outcome_unknown(e):
+                self._remove_attempt_files(committer, plan)
+            raise
 
     def _remove_attempt_files(self, committer: MicroBatchCommitter, plan: BatchPlan) -> None:
         try:
@@ -249,6 +371,9 @@ def ducklake_sink(
     reconnect_timeout: float | str | None = None,
     storage_options: dict[str, Any] | None = None,
     encrypted: bool | str | None = None,
+    upsert_on: list[str] | str | None = None,
+    delete_when: str | None = None,
+    order_by: list[str] | str | None = None,
     **unknown: Any,
 ) -> DuckLakeSink:
     """A ``foreachBatch`` function that commits each micro-batch to ``table`` as one DuckLake snapshot.
@@ -275,6 +400,14 @@ def ducklake_sink(
             Spark conf ``spark.ducklake.s3.*`` and the ``AWS_*`` environment (executors get them with the tasks).
         encrypted: create a new lake encrypted (DuckDB's ``ATTACH ... (ENCRYPTED)``); on an existing lake it must
             match the lake's setting (default: follow the catalog).
+        upsert_on: key columns: apply each batch by key (a row whose key exists replaces it, keeping its row id, so
+            the change feed shows an update pair; a new key is inserted) instead of appending.
+        delete_when: with ``upsert_on``, a Spark SQL boolean expression over the batch's columns (``"op = 'd'"``):
+            rows where it is true delete their key (NULL counts as false).
+        order_by: with ``upsert_on``, column(s) ordering several rows of one key in a batch: the last wins (ties:
+            the later row; NULL first). Without it a key twice in a batch is a ``DuplicateKeyError``.
+            Columns used only by ``delete_when``/``order_by`` that the table lacks are not stored (nor put in a
+            table the sink creates).
 
     Every value may also be given as a string (``create_table="false"``, ``flush_bytes="64MB"``,
     ``flush_interval="5 min"``), as Spark options are.
@@ -301,6 +434,9 @@ def ducklake_sink(
         "reconnect_timeout": reconnect_timeout,
         "storage_options": storage_options,
         "encrypted": encrypted,
+        "upsert_on": upsert_on,
+        "delete_when": delete_when,
+        "order_by": order_by,
     }
     check_keywords(unknown, ["table", *given], "ducklake_sink()")  # not Python's bare TypeError
     # one parser for every entry point: "false" is False, "64MB" a size, NaN and negative values are refused
@@ -316,6 +452,7 @@ def ducklake_sink(
         cast("tuple[str, ...]", parsed.get("partition_by") or ()),
         cast(int, parsed["target_file_rows"]),
         retry,
+        upsert_spec(parsed),
     )
     app_id = cast("str | None", parsed.get("app_id"))
     storage_options = cast("dict[str, Any] | None", parsed.get("storage_options"))
@@ -324,3 +461,20 @@ def ducklake_sink(
     if parsed.get("encrypted") is not None:
         options["encrypted"] = str(parsed["encrypted"]).lower()
     return DuckLakeSink(table, options, app_id, settings, storage_options)
+
+
+def upsert_spec(parsed: dict[str, object]) -> UpsertSpec | None:
+    """The upsert settings among parsed sink options, or None (append).
+
+    Raises:
+        InvalidOptionError: ``delete_when`` or ``order_by`` without ``upsert_on``, or a key also in ``order_by``.
+    """
+    keys = cast("tuple[str, ...] | None", parsed.get("upsert_on"))
+    delete_when = cast("str | None", parsed.get("delete_when"))
+    order_by = cast("tuple[str, ...]", parsed.get("order_by") or ())
+    if keys is None:
+        if delete_when is not None or order_by:
+            given = "delete_when" if delete_when is not None else "order_by"
+            raise InvalidOptionError(f"option {given} applies only to upserts: give upsert_on (the key columns) too")
+        return None
+    return UpsertSpec(keys, delete_when, order_by)

@@ -57,6 +57,15 @@ TARGET_FILE_ROWS_DEFAULT = 1_000_000
 
 
 @dataclass(frozen=True)
+class UpsertSpec:
+    """How the sink applies a micro-batch by key (``upsert_on``, ``delete_when``, ``order_by``)."""
+
+    keys: tuple[str, ...]
+    delete_when: str | None = None  # a Spark SQL expression, evaluated by Spark before rows reach this package
+    order_by: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class SinkSettings:
     """Everything the sink decides by; parsed once when the sink is made."""
 
@@ -69,6 +78,7 @@ class SinkSettings:
     partition_by: tuple[str, ...] = ()
     target_file_rows: int = TARGET_FILE_ROWS_DEFAULT
     retry: RetryConfig = field(default_factory=RetryConfig)
+    upsert: UpsertSpec | None = None  # None: append
 
 
 @dataclass(frozen=True)
@@ -176,7 +186,7 @@ class MicroBatchCommitter:
         self.settings = settings
         self._progress_ready = False
         self._known: _Known | None = None
-        self._plan_memo: tuple[tuple[Any, ...], BatchPlan, _TablePlan] | None = None
+        self._plan_memo: tuple[tuple[Any, ...], BatchPlan, TablePlan] | None = None
 
     @property
     def qualified_name(self) -> str:
@@ -191,13 +201,30 @@ class MicroBatchCommitter:
         known = self._known
         return known if known is not None and known.snapshot_id == snapshot_id else None
 
+    def forget_state(self) -> None:
+        """Drop what the last commit left known: a commit made outside :meth:`commit` (an upsert) changed it."""
+        self._known = None
+
+    def table_columns(self) -> list[str] | None:
+        """The table's column names now, or None when it does not exist (yet)."""
+        with self.lake.engine.connect() as conn:
+            head = R.latest_snapshot(conn).snapshot_id
+            known = self._known_at(head)
+            if known is not None:
+                return known.schema.names()
+            try:
+                entry = R.table_by_name(conn, self.schema_name, self.table_name, head)
+            except NoSuchTableError:
+                return None
+            return R.table_schema(conn, entry.table_id, head).names()
+
     def committed_snapshot(self, app_id: str, batch_id: int) -> int | None:
         """The snapshot that already holds this batch (a replay), or None."""
         self._ensure_progress()
         with self.lake.engine.connect() as conn:
             return self._committed(conn, R.latest_snapshot(conn).snapshot_id, app_id, batch_id)
 
-    def plan(self, incoming: TableSchema) -> tuple[BatchPlan, _TablePlan]:
+    def plan(self, incoming: TableSchema) -> tuple[BatchPlan, TablePlan]:
         """Resolve the target table for a batch whose columns are ``incoming`` (numbered as a new table's).
 
         Raises:
@@ -209,7 +236,7 @@ class MicroBatchCommitter:
 
     def prepare(
         self, app_id: str, batch_id: int, incoming: TableSchema
-    ) -> tuple[int | None, tuple[BatchPlan, _TablePlan] | None]:
+    ) -> tuple[int | None, tuple[BatchPlan, TablePlan] | None]:
         """:meth:`committed_snapshot` and, unless the batch is a replay, :meth:`plan`, on one read of the head.
 
         Returns:
@@ -237,7 +264,7 @@ class MicroBatchCommitter:
             return last[1]
         return None
 
-    def _plan(self, conn: Connection, snapshot: int, incoming: TableSchema) -> tuple[BatchPlan, _TablePlan]:
+    def _plan(self, conn: Connection, snapshot: int, incoming: TableSchema) -> tuple[BatchPlan, TablePlan]:
         lake = self.lake
         known = self._known_at(snapshot)
         if (
@@ -271,7 +298,7 @@ class MicroBatchCommitter:
                     snapshot=snapshot,
                     partition_by=list(self.settings.partition_by),
                 )
-                tplan = _TablePlan(snapshot, None, incoming, (), None, new.partition_keys)
+                tplan = TablePlan(snapshot, None, incoming, (), None, new.partition_keys)
                 return self._batch_plan(new.table_dir, incoming, tplan.keys_for(incoming)), tplan
             current = R.table_schema(conn, entry.table_id, snapshot)
             spec = partition_spec(conn, entry.table_id, snapshot, current)
@@ -294,7 +321,7 @@ class MicroBatchCommitter:
             validate_columns(target.columns, f"table {self.qualified_name}")
         # Type check against the table now, before any task writes a file.
         conform_to_table(empty_table(incoming.arrow_schema()), target, self.qualified_name)
-        tplan = _TablePlan(snapshot, entry, target, added, spec, ())
+        tplan = TablePlan(snapshot, entry, target, added, spec, ())
         table_dir = checked_table_dir(R.table_path(entry, lake.data_path), lake.data_path, self.qualified_name)
         bplan = self._batch_plan(table_dir, target, resolve_keys(spec, target))
         if key is not None:
@@ -321,7 +348,7 @@ class MicroBatchCommitter:
     def commit(
         self,
         plan: BatchPlan,
-        tplan: _TablePlan,
+        tplan: TablePlan,
         outputs: Sequence[TaskOutput],
         *,
         app_id: str,
@@ -337,7 +364,7 @@ class MicroBatchCommitter:
         inline_rows: pa.Table | None = None
         if small:
             leftovers = pa.concat_tables(small)
-            if not files and leftovers.num_rows <= plan.inline_limit and self._inlinable(plan, leftovers):
+            if not files and leftovers.num_rows <= plan.inline_limit and self.inlinable(plan, leftovers):
                 inline_rows = leftovers
             else:
                 files += write_data_files(
@@ -369,7 +396,7 @@ class MicroBatchCommitter:
                     W.seed_table_stats(ctx, entry.table_id, known.stats)
             else:
                 known = None
-                entry, spec = self._target(ctx, tplan)
+                entry, spec = self.target_in_commit(ctx, tplan)
                 last = app_progress.last_batch(ctx.conn, app_id, entry.table_id)
                 schema = R.table_schema(ctx.conn, entry.table_id, ctx.snapshot_id)
             if last is not None and batch_id <= last[0]:
@@ -392,7 +419,7 @@ class MicroBatchCommitter:
                 count += inline_rows.num_rows
                 oldest = oldest or ctx.snapshot_time
             flushed[0] = 0
-            if self._should_flush(count, oldest, inline_rows):
+            if self.should_flush(count, oldest, inline_rows):
                 result = flush_inlined(ctx, entry)
                 flushed[0] = result.rows
                 if result.kept is None:
@@ -435,7 +462,7 @@ class MicroBatchCommitter:
             result.attempts,
         )
 
-    def _inlinable(self, plan: BatchPlan, rows: pa.Table) -> bool:
+    def inlinable(self, plan: BatchPlan, rows: pa.Table) -> bool:
         """Whether DuckDB reads every one of ``rows`` back exactly from the catalog (else they go to Parquet)."""
         why = table_inline_obstacle(plan.schema.columns, rows, self.lake.engine.dialect.name)
         if why is not None:
@@ -456,7 +483,7 @@ class MicroBatchCommitter:
 
         delete_files([f.written.path for f in files], self.lake.storage_options)
 
-    def _target(self, ctx: CommitContext, tplan: _TablePlan) -> tuple[TableEntry, PartitionSpec | None]:
+    def target_in_commit(self, ctx: CommitContext, tplan: TablePlan) -> tuple[TableEntry, PartitionSpec | None]:
         try:
             entry = R.table_by_name(ctx.conn, self.schema_name, self.table_name, ctx.snapshot_id)
         except NoSuchTableError:
@@ -473,7 +500,7 @@ class MicroBatchCommitter:
             evolution.add_column_with_ids(ctx, entry, column, parent)
         return entry, partition_spec(ctx.conn, entry.table_id, ctx.snapshot_id, tplan.schema)
 
-    def _should_flush(self, count: int, oldest: dt.datetime | None, inline_rows: pa.Table | None) -> bool:
+    def should_flush(self, count: int, oldest: dt.datetime | None, inline_rows: pa.Table | None) -> bool:
         """Whether the table's ``count`` inlined rows, the oldest from ``oldest``, cross a flush threshold."""
         s = self.settings
         if count == 0:
@@ -503,7 +530,7 @@ class _Known:
 
 
 @dataclass(frozen=True)
-class _TablePlan:
+class TablePlan:
     """The table as the batch was planned against it."""
 
     snapshot_id: int

@@ -694,6 +694,38 @@ CASES: tuple[BadInput, ...] = (
         "pass both or neither",
     ),
     BadInput(
+        "sink-delete-when-not-boolean",
+        '`ducklake_sink(delete_when=...)` that is not boolean (`"op"`, `"lsn + 1"`)',
+        E.InvalidOptionError,
+        "must be a boolean expression (true deletes the key)",
+    ),
+    BadInput(
+        "sink-delete-when-invalid",
+        "`ducklake_sink(delete_when=...)` that does not parse or names a column the batch lacks",
+        E.InvalidOptionError,
+        "is not a Spark SQL expression over the micro-batch's columns",
+    ),
+    BadInput(
+        "sink-order-by-missing",
+        "`ducklake_sink(order_by=...)` or `upsert_on` naming a column the micro-batch lacks",
+        E.NoSuchColumnError,
+        "did you mean",
+    ),
+    BadInput(
+        "sink-upsert-option-alone",
+        "`ducklake_sink(delete_when=...)` or `order_by` without `upsert_on`",
+        E.InvalidOptionError,
+        "give upsert_on (the key columns) too",
+    ),
+    BadInput(
+        "write-txn-half",
+        "`df.write` / `write_table` with `txnAppId` but no `txnVersion` (or the reverse), a negative or "
+        'non-integer version, or `"false"`/`""` as a value',
+        E.InvalidOptionError,
+        "give both or neither, `txnVersion` an integer ≥ 0, `txnAppId` a name",
+        match="txn",
+    ),
+    BadInput(
         "update-unknown-column",
         "`lake.update(set={...})` naming a column the table lacks",
         E.NoSuchColumnError,
