@@ -353,7 +353,9 @@ def create_lake_tables(catalog: str, data_path: str) -> None:
 
     with pdl.connect(catalog, data_path) as lake:
         for t in TABLES:
-            lake.create_table(t.lake_table, to_arrow_schema(StructType.fromDDL(t.spark_schema)), exist_ok=True)
+            lake.create_table(
+                t.lake_table, to_arrow_schema(StructType.fromDDL(t.spark_schema), timezone="UTC"), exist_ok=True
+            )
 
 
 def start_query(spark: Any, args: argparse.Namespace, t: Captured) -> Any:
@@ -377,6 +379,7 @@ def start_query(spark: Any, args: argparse.Namespace, t: Captured) -> Any:
         upsert_on=[t.key],
         delete_when="op = 'd'",
         order_by="lsn",
+        data_inlining_row_limit=args.inline_limit,
     )
 
     def apply(batch_df: Any, batch_id: int) -> None:
@@ -396,8 +399,8 @@ def start_query(spark: Any, args: argparse.Namespace, t: Captured) -> Any:
 
 def run_pipeline(args: argparse.Namespace, until: threading.Event | None = None) -> int:
     """Stream every table until ``until`` is set, ``--timeout`` passes or Ctrl-C; 1 when a query failed."""
-    create_lake_tables(args.catalog, args.data_path)
     spark = build_spark(args.spark_jars or script("kafka", "spark-jars"), args.master)
+    create_lake_tables(args.catalog, args.data_path)  # its DDL schemas are parsed by the session
     queries = [start_query(spark, args, t) for t in TABLES]
     deadline = time.monotonic() + args.timeout if args.timeout else None
     failed = None
@@ -565,6 +568,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=1, help="the workload's random seed")
     parser.add_argument("--timeout", type=float, default=0, help="stop the pipeline after this many seconds")
     parser.add_argument("--max-per-batch", type=int, default=5000, help="maxOffsetsPerTrigger of the Kafka source")
+    parser.add_argument(
+        "--inline-limit", type=int, default=1000, help="micro-batches of at most this many changes stay in the catalog"
+    )
     parser.add_argument("--trigger-seconds", type=float, default=1.0, help="micro-batch interval")
     parser.add_argument("--master", default="local[2]", help="Spark master")
     parser.add_argument("--spark-jars", help="comma-separated jars of Spark's Kafka source")

@@ -4,7 +4,8 @@ PostgreSQL (its own server, ``wal_level=logical``) -> Debezium's PostgreSQL conn
 -> a real Kafka broker -> Spark Structured Streaming -> ``ducklake_sink(upsert_on=..., delete_when=..., order_by=...)``,
 as ``examples/cdc_postgres_to_lake/cdc_to_lake.py`` runs it. A random workload (inserts, updates, some of one key
 twice in a transaction, deletes, primary-key changes, hostile strings, NULLs) runs on two tables while the pipeline's
-driver is SIGKILLed with its JVM and Python workers, several times, and started again from its checkpoint.
+driver is SIGKILLed with its JVM and Python workers, several times, and started again from its checkpoint; batches
+of up to 60 changes are inlined by the driver, larger ones written by the executors.
 Afterwards each lake table equals its PostgreSQL table row for row, DuckDB reads the same, and the lake's change
 feed holds update pre/post pairs of one key and one row id, replaying into the table.
 """
@@ -69,14 +70,15 @@ def test_kill_and_restart_under_a_random_workload(
         sys.executable, str(EXAMPLE), "pipeline", "--tag", names.tag, "--postgres", server_url,
         "--bootstrap", kafka_broker, "--catalog", sqlite_catalog.url, "--data-path", sqlite_catalog.data_path,
         "--checkpoint", str(tmp_path / "checkpoint"), "--spark-jars", kafka_spark_jars,
-        "--trigger-seconds", "0.5", "--max-per-batch", "400",
+        "--trigger-seconds", "0.5", "--max-per-batch", "400", "--inline-limit", "60",
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k not in ENV_DROP} | {"PYTHONUNBUFFERED": "1"}
     rng = random.Random(seed)
+    stop = threading.Event()
     try:
         counts: dict[str, Any] = {}
         workload = threading.Thread(
-            target=lambda: counts.update(example.workload(server_url, names, 1500, 50, seed)), daemon=True
+            target=lambda: counts.update(example.workload(server_url, names, 1500, 50, seed, stop)), daemon=True
         )
         workload.start()
         for run in range(KILLS):
@@ -115,6 +117,9 @@ def test_kill_and_restart_under_a_random_workload(
         finally:
             lake.close()
         assert len(infos) == len(set(infos))  # no micro-batch committed twice
+        modes = "".join(p.read_text() for p in tmp_path.glob("*.log"))
+        assert "changes inlined" in modes and "changes parquet" in modes, modes[-3000:]  # both paths ran
     finally:
+        stop.set()
         remove_connector(connect_worker, names.connector)
         drop_slot(server.url(names.database), names.slot)
