@@ -486,8 +486,8 @@ OPTIONS: tuple[Option, ...] = (
         'read only these top-level columns, comma-separated (`"id, name"`; case-insensitive, as DuckDB\'s names), in '
         "the table's order: the DataFrame has only them and only they are decoded (PySpark 4.3 gives a data source no "
         "column list). A column this library cannot read is readable around this way; a name the table lacks is a "
-        "`NoSuchColumnError` naming the closest. Also for `readChangeFeed` and the change-feed `readStream` (the change "
-        "columns always come)",
+        "`NoSuchColumnError` naming the closest. Also for `readChangeFeed` and the change-feed `readStream` (the "
+        "change columns always come)",
         SPARK_TABLE,
     ),
     Option(

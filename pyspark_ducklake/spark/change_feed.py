@@ -26,7 +26,14 @@ from pyspark_ducklake.options import (
 )
 from pyspark_ducklake.spark.type_mapping import arrow_schema_for_spark, spark_schema, to_spark_batch
 from pyspark_ducklake.table.change_feed import change_column_names, plan_changes
-from pyspark_ducklake.table.change_feed_initial import InitialLoad, InitialPiece, plan_initial, read_window, window_pieces
+from pyspark_ducklake.table.change_feed_initial import (
+    InitialLoad,
+    InitialPiece,
+    plan_initial,
+    read_window,
+    window_pieces,
+    with_row_groups,
+)
 from pyspark_ducklake.table.change_feed_split import ChangePart, execute_part, split_plan
 from pyspark_ducklake.table.conform import default_array
 from pyspark_ducklake.table.projection import project, resolve_names
@@ -165,13 +172,21 @@ def initial_partitions(load: InitialLoad, low: int, high: int | None) -> list[In
 
 
 def plan_initial_load(
-    lake: Lake, schema_name: str, table_name: str, snapshot_id: int, columns: Sequence[str] | None = None
+    lake: Lake,
+    schema_name: str,
+    table_name: str,
+    snapshot_id: int,
+    columns: Sequence[str] | None = None,
+    *,
+    footers: dict[int, Any] | None = None,
 ) -> InitialLoad:
     """The table's rows at ``snapshot_id`` (those of ``columns``, names at that snapshot, when given) as the
-    initial load's pieces (see ``table.change_feed_initial``)."""
+    initial load's pieces with their row groups' row ids (see ``table.change_feed_initial``); ``footers`` keeps
+    what the data files' footers said across calls."""
     with lake.engine.connect() as conn:
         entry = R.table_by_name(conn, schema_name, table_name, snapshot_id)
-        return plan_initial(conn, entry, snapshot_id, lake.data_path, columns=columns)
+        load = plan_initial(conn, entry, snapshot_id, lake.data_path, columns=columns)
+    return with_row_groups(load, storage_options=lake.storage_options, cache=footers)
 
 
 def read_partition(
@@ -189,7 +204,11 @@ def read_partition(
     if isinstance(partition, InitialLoadPartition):
         at_end = partition.load.schema
         parts: Iterator[pa.Table] = iter(
-            [read_window(partition.load, partition.piece, partition.low, partition.high, storage_options=storage_options)]
+            [
+                read_window(
+                    partition.load, partition.piece, partition.low, partition.high, storage_options=storage_options
+                )
+            ]
         )
     else:
         at_end = partition.part.plan.schema

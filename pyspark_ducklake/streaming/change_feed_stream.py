@@ -3,10 +3,10 @@
 Offsets are snapshot ids. A micro-batch (start, end] emits every change committed in snapshots start+1..end:
 inserts, deletes and update pre/post images, as DuckDB's ``ducklake_table_changes`` reports them. Without a start
 option the stream first emits the table's rows at the newest snapshot as inserts (as Delta's change-data-feed
-stream does), in windows of row ids (``table.change_feed_initial``): those offsets carry the next row id to load. The stream's
-columns are the table's columns when the query starts; columns added later are ignored, and a column dropped,
-renamed or retyped under a running query stops it with a typed error asking for a restart (which resumes from the
-checkpoint with the new columns, with no gap).
+stream does), in windows of row ids (``table.change_feed_initial``): those offsets carry the next row id to load.
+The stream's columns are the table's columns when the query starts (those of the ``columns`` option when given);
+columns added later are ignored, and a column dropped, renamed or retyped under a running query stops it with a
+typed error asking for a restart (which resumes from the checkpoint with the new columns, with no gap).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from pyspark.sql.types import StructType
 from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog.types import TableSchema
 from pyspark_ducklake.exceptions import (
+    CheckpointMismatchError,
     DataLossError,
-    InvalidOptionError,
     NoSuchSnapshotError,
     NoSuchTableError,
     SchemaChangedError,
@@ -67,6 +67,7 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
         self.spark_schema = schema
         self._available_now: int | None = None
         self._planner: Lake | None = None
+        self._footers: dict[int, Any] = {}  # data file id -> its row groups' row ids (files never change)
         lake = self._planner_lake()
         # No start option: the table's rows at the newest snapshot first (the initial load), then its changes.
         self.initial_load = self.options.starting is None and self.options.starting_timestamp is None
@@ -89,6 +90,7 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_planner"] = None  # an engine does not travel to the executors; read() opens its own
+        state["_footers"] = {}
         return state
 
     def stop(self) -> None:
@@ -118,7 +120,7 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
 
         Raises:
             NoSuchTableError: dropped or renamed since the query started.
-            InvalidOptionError: a table of the same name replaced it (the checkpoint belongs to the old one).
+            CheckpointMismatchError: a table of the same name replaced it (the checkpoint belongs to the old one).
         """
         with lake.engine.connect() as conn:
             try:
@@ -130,7 +132,7 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
                     "valid for it)"
                 ) from None
         if str(entry.table_uuid) != self.table_uuid:
-            raise InvalidOptionError(
+            raise CheckpointMismatchError(
                 f"table {self.identifier} was dropped and created again while its change feed was running; the "
                 "checkpoint belongs to the old table: use a new checkpoint location to follow the new one"
             )
@@ -153,7 +155,7 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
         begin = offset.snapshot_id
         latest = lake.current_snapshot_id()
         if begin > latest:
-            raise InvalidOptionError(
+            raise CheckpointMismatchError(
                 f"the checkpoint's offset (snapshot {begin}) is beyond the newest snapshot {latest} of "
                 f"{self.identifier}: the checkpoint belongs to another lake or table; use a new checkpoint location"
             )
@@ -206,7 +208,7 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
             columns = None
             if self.columns is not None:
                 columns = names_at(R.table_schema(conn, entry.table_id, snapshot_id), self.stream_schema)
-        return plan_initial_load(lake, self.schema_name, self.table_name, snapshot_id, columns)
+        return plan_initial_load(lake, self.schema_name, self.table_name, snapshot_id, columns, footers=self._footers)
 
     def _changed(self, lake: Lake, begin: int, latest: int) -> list[int]:
         """Snapshots after ``begin`` that changed the table's rows (maintenance and other tables' commits left out)."""
@@ -245,10 +247,13 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
         first = min(later)
         message = (
             f"change feed of {self.identifier} needs snapshots {begin + 1}..{first - 1}, which were expired or "
-            "cleaned up"
+            f"cleaned up (the oldest snapshot still readable after them is {first})"
         )
         if self.options.fail_on_data_loss:
-            raise DataLossError(message + "; restart from a later snapshot, or set failOnDataLoss=false to skip them")
+            raise DataLossError(
+                message + f"; restart with a new checkpoint from snapshot {first} (or 'earliest'), or set "
+                "failOnDataLoss=false to skip them"
+            )
         log.warning("%s; skipping to snapshot %d (failOnDataLoss=false)", message, first)
         return first - 1
 
@@ -272,7 +277,9 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
         begin = self._check_data_loss(lake, begin)
         if last <= begin:
             return out
-        return out + change_partitions(lake, self.schema_name, self.table_name, begin + 1, last, self._names(lake, last))
+        return out + change_partitions(
+            lake, self.schema_name, self.table_name, begin + 1, last, self._names(lake, last)
+        )
 
     def _names(self, lake: Lake, snapshot_id: int) -> list[str] | None:
         """The names at ``snapshot_id`` of the stream's columns when the ``columns`` option picked some."""

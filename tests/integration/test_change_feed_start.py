@@ -16,6 +16,9 @@ from pyspark.sql import SparkSession
 
 import pyspark_ducklake as pdl
 from pyspark_ducklake.exceptions import CheckpointMismatchError
+from pyspark_ducklake.spark.change_feed import plan_initial_load
+from pyspark_ducklake.table.change_feed_initial import next_window, read_window, window_pieces
+from pyspark_ducklake.table.scan import execute_file_task
 from tests.support.duck import open_duckdb
 
 FEED = ["_snapshot_id", "_rowid", "_change_type", "id", "s"]
@@ -30,7 +33,11 @@ def history(catalog: Any) -> pdl.Lake:
     lake.append("main.a", pa.table({"id": list(range(1000, 1200)), "s": [f"q{i}" for i in range(200)]}))
     lake.delete("main.a", [("id", "=", 2)])
     lake.delete("main.a", [("id", ">=", 150), ("id", "<", 1010)])
-    duck(catalog, "UPDATE lake.main.a SET s = 'upd' WHERE id IN (1, 100, 1100)", "INSERT INTO lake.main.a VALUES (7, 'duck')")
+    duck(
+        catalog,
+        "UPDATE lake.main.a SET s = 'upd' WHERE id IN (1, 100, 1100)",
+        "INSERT INTO lake.main.a VALUES (7, 'duck')",
+    )
     return lake
 
 
@@ -221,6 +228,25 @@ def test_load_snapshot_expired_under_the_load(spark: SparkSession, sqlite_catalo
     assert "DataLossError" in message and f"rows at snapshot {start}, which was expired" in message
 
 
+def test_start_in_expired_history_names_the_oldest_readable(
+    spark: SparkSession, sqlite_catalog: Any, tmp_path: Path
+) -> None:
+    catalog = sqlite_catalog
+    pdl.register(spark)
+    lake = history(catalog)
+    lake.expire_snapshots(versions=[1, 2, 3])
+    oldest = min(s.snapshot_id for s in lake.snapshots() if s.snapshot_id > 1)
+    failed = run(spark, catalog, tmp_path / "ck", Collector(), startingSnapshot="2")
+    message = str(failed.exception())
+    assert "DataLossError" in message and "needs snapshots 2..3" in message
+    assert f"the oldest snapshot still readable after them is {oldest}" in message
+    # 'earliest' starts there: DuckDB's table_changes from the oldest snapshot still readable
+    sink = Collector()
+    assert run(spark, catalog, tmp_path / "ck2", sink, startingSnapshot="earliest").exception() is None
+    first = lake.snapshots()[0].snapshot_id
+    assert sink.rows() == duck_changes(catalog, first, lake.current_snapshot_id())
+
+
 def test_columns_option(spark: SparkSession, catalog: Any, tmp_path: Path) -> None:
     """Only the named columns (and every change column) in the load and in the changes."""
     pdl.register(spark)
@@ -240,7 +266,9 @@ def test_columns_option(spark: SparkSession, catalog: Any, tmp_path: Path) -> No
     assert later == duck_changes(catalog, start + 1, lake.current_snapshot_id(), "s")
     # a stream with a start option takes it too
     other = Collector(columns=["_change_type", "s"])
-    assert run(spark, catalog, tmp_path / "ck2", other, columns="s", startingSnapshot=str(start + 1)).exception() is None
+    assert (
+        run(spark, catalog, tmp_path / "ck2", other, columns="s", startingSnapshot=str(start + 1)).exception() is None
+    )
     assert other.schemas[0].names == ["s", "_change_type", "_snapshot_id", "_rowid", "_commit_timestamp"]
     assert other.rows() == sorted((r[2], r[3]) for r in later)
 
@@ -281,3 +309,44 @@ def test_checkpoint_of_another_table_names_both(spark: SparkSession, sqlite_cata
     message = str(failure.value)
     assert CheckpointMismatchError.__name__ in message
     assert "written for table main.a" in message and "not for main.b" in message
+
+
+def test_a_merged_file_is_loaded_row_group_by_row_group(spark: SparkSession, catalog: Any, tmp_path: Path) -> None:
+    """DuckDB's merge of four inserts is one file of four row groups (row ids by position, no row-id column), with
+    a delete file: each window reads only its row groups, and the load equals DuckDB's read."""
+    pdl.register(spark)
+    statements = [
+        "CALL lake.set_option('parquet_row_group_size', 100)",
+        "CREATE TABLE lake.main.a(id BIGINT, s VARCHAR)",
+    ]
+    statements += [
+        f"INSERT INTO lake.main.a SELECT i, 'v' || i FROM range({i * 250}, {i * 250 + 250}) t(i)" for i in range(4)
+    ]
+    statements += ["CALL ducklake_merge_adjacent_files('lake')", "DELETE FROM lake.main.a WHERE id % 7 = 0"]
+    duck(catalog, *statements)
+    lake = pdl.connect(catalog.url, catalog.data_path)
+    start = lake.current_snapshot_id()
+    expected = duck_rows_as_inserts(catalog, start)
+    assert len(expected) == 1000 - 143
+    load = plan_initial_load(lake, "main", "a", start)
+    assert [len(p.groups or ()) for p in load.pieces] == [4]
+    (piece,) = load.pieces
+    assert piece.task is not None and piece.groups is not None
+    second = execute_file_task(piece.task, load.schema, row_groups=[piece.groups[1][:3]])  # that row group alone
+    assert sorted(zip(second.column("rowid").to_pylist(), second.column("id").to_pylist(), strict=True)) == [
+        (rowid, id_) for _snap, rowid, _kind, id_, _s in expected if 250 <= rowid < 500
+    ]
+    got, low = [], 0
+    while True:
+        high = next_window(load, low, max_rows=250, max_files=10)
+        for piece in window_pieces(load, low, high):
+            part = read_window(load, piece, low, high)
+            got += part.select(["_snapshot_id", "_rowid", "_change_type", "id", "s"]).to_pylist()
+        if high is None:
+            break
+        low = high
+    assert sorted(tuple(r.values()) for r in got) == expected
+    sink = Collector()
+    assert run(spark, catalog, tmp_path / "ck", sink, maxRowsPerTrigger="250").exception() is None
+    assert sink.rows() == expected
+    assert len(sink.batches) >= 4 and max(len(b) for b in sink.batches.values()) <= 250
