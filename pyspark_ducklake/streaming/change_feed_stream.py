@@ -204,10 +204,7 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
                     "which was expired before the load finished; start again with a new checkpoint location (or "
                     "give startingSnapshot to follow only the changes)"
                 ) from None
-            entry = R.table_by_name(conn, self.schema_name, self.table_name, snapshot_id)
-            columns = None
-            if self.columns is not None:
-                columns = names_at(R.table_schema(conn, entry.table_id, snapshot_id), self.stream_schema)
+        columns = self._names(lake, snapshot_id)
         return plan_initial_load(lake, self.schema_name, self.table_name, snapshot_id, columns, footers=self._footers)
 
     def _changed(self, lake: Lake, begin: int, latest: int) -> list[int]:
