@@ -227,8 +227,9 @@ class DuckLakeDataSource(DataSource):
         self._check(Entry.STREAM_READ)
         if not self._change_feed():
             raise InvalidOptionError(
-                "readStream.format('ducklake') reads the table's change feed: set option startingSnapshot "
-                "('latest', 'earliest' or a snapshot id) or readChangeFeed=true"
+                "readStream.format('ducklake') reads the table's change feed: set option readChangeFeed=true "
+                "(the table's current rows as inserts, then its changes) or startingSnapshot ('latest', 'earliest' "
+                "or a snapshot id: only the changes from there)"
             )
         return DuckLakeChangeFeedReader(self.config, self.identifier, dict(self.options), schema)
 

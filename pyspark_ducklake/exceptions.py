@@ -63,6 +63,10 @@ class InvalidOptionError(DuckLakeError, ValueError):
     """An option is unknown or its value cannot be parsed."""
 
 
+class CheckpointMismatchError(InvalidOptionError):
+    """A change-feed checkpoint written for one table is used for another (of this lake or another)."""
+
+
 class LakeNotConfiguredError(InvalidOptionError):
     """No catalog (or data path) was given by option, Spark conf or environment."""
 

@@ -496,13 +496,14 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "columns",
-        frozenset({Entry.READ}),
+        frozenset({Entry.READ, Entry.STREAM_READ}),
         parse_column_names,
         "all",
         'read only these top-level columns, comma-separated (`"id, name"`; case-insensitive, as DuckDB\'s names), in '
         "the table's order: the DataFrame has only them and only they are decoded (PySpark 4.3 gives a data source no "
         "column list). A column this library cannot read is readable around this way; a name the table lacks is a "
-        "`NoSuchColumnError` naming the closest. Also for `readChangeFeed` (the change columns always come)",
+        "`NoSuchColumnError` naming the closest. Also for `readChangeFeed` and the change-feed `readStream` (the "
+        "change columns always come)",
         SPARK_TABLE,
     ),
     Option(
@@ -670,9 +671,11 @@ OPTIONS: tuple[Option, ...] = (
         "startingSnapshot",
         frozenset({Entry.READ, Entry.STREAM_READ}),
         parse_snapshot_start,
-        "`latest`",
+        "`read`: none (required); `readStream`: the table's rows first",
         "first snapshot to emit: an id (at most the newest + 1), `earliest` (the oldest snapshot not expired) or "
-        "`latest` (only what comes after the query starts)",
+        "`latest` (only what comes after the query starts). A `readStream` without it (nor `startingTimestamp`) "
+        "first emits the table's rows at the newest snapshot as inserts, then the changes after it (as Delta's "
+        "change-data-feed stream does); `latest` is what such a stream did before",
         FEED,
         aliases=("startingVersion",),
     ),
@@ -715,7 +718,17 @@ OPTIONS: tuple[Option, ...] = (
         frozenset({Entry.STREAM_READ}),
         _int(1),
         "none",
-        "about this many change rows per micro-batch (soft: whole snapshots, at least one)",
+        "about this many change rows per micro-batch (soft: whole snapshots, at least one); in a stream's initial "
+        "load of the table's rows, about this many rows (default 1000000)",
+        FEED,
+    ),
+    Option(
+        "maxFilesPerTrigger",
+        frozenset({Entry.STREAM_READ}),
+        _int(1),
+        "1000",
+        "in a stream's initial load of the table's rows (no start option), at most this many data files per "
+        "micro-batch (as Delta's initial snapshot)",
         FEED,
     ),
     Option(

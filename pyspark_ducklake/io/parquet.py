@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -606,8 +606,10 @@ def read_columns(
     *,
     storage_options: dict[str, Any] | None = None,
     encryption_key: str | None = None,
+    row_groups: Sequence[int] | None = None,
 ) -> pa.Table:
-    """Read the columns that ``pick`` chooses from the file's schema (None: all), opening the file once.
+    """Read the columns that ``pick`` chooses from the file's schema (None: all), opening the file once; only the
+    row groups ``row_groups`` (in that order) when given.
 
     Raises:
         DataFileError: the file is missing or is not Parquet.
@@ -617,13 +619,11 @@ def read_columns(
     fs, p = filesystem(path, storage_options)
     try:
         if encryption_key is not None:
-            return _read_encrypted(fs, p, path, decode_key(encryption_key, path), pick, storage_options)
+            return _read_encrypted(fs, p, path, decode_key(encryption_key, path), pick, storage_options, row_groups)
         if isinstance(fs, LocalFileSystem):  # pyarrow's own file: no Python call per read, ~1 ms less per file
-            pf = pq.ParquetFile(fs._strip_protocol(p))
-            return pf.read(columns=pick(pf.schema_arrow), use_threads=True)
+            return _read(pq.ParquetFile(fs._strip_protocol(p)), pick, row_groups)
         with fs.open(p, "rb") as f:
-            pf = pq.ParquetFile(f)
-            return pf.read(columns=pick(pf.schema_arrow), use_threads=True)
+            return _read(pq.ParquetFile(f), pick, row_groups)
     except FileNotFoundError as e:
         raise DataFileError(
             f"data file {path} is missing: the lake's files were removed or moved (its data_path is recorded in the "
@@ -635,6 +635,43 @@ def read_columns(
         raise DataFileError(f"data file {path} cannot be read as Parquet: {e}") from e
 
 
+def _read(
+    pf: pq.ParquetFile, pick: Callable[[pa.Schema], list[str] | None], row_groups: Sequence[int] | None
+) -> pa.Table:
+    columns = pick(pf.schema_arrow)
+    if row_groups is None:
+        return pf.read(columns=columns, use_threads=True)
+    return pf.read_row_groups(list(row_groups), columns=columns, use_threads=True)
+
+
+def row_group_ranges(
+    path: str, column: str, *, storage_options: dict[str, Any] | None = None
+) -> tuple[bool, list[tuple[int, int | None, int | None]]]:
+    """Whether the file has the top-level integer column ``column``, and each row group's ``(rows, min, max)`` of
+    it, from the footer alone (min and max None where the footer has no statistics or no such column).
+
+    Raises:
+        DataFileError: the file is missing or is not Parquet.
+    """
+    fs, p = filesystem(path, storage_options)
+    try:
+        with fs.open(p, "rb") as f:
+            meta = pq.ParquetFile(f).metadata
+    except (OSError, pa.ArrowInvalid) as e:
+        raise DataFileError(f"data file {path} cannot be read as Parquet: {e}") from e
+    at = next((i for i in range(meta.num_columns) if meta.schema.column(i).path == column), None)
+    out: list[tuple[int, int | None, int | None]] = []
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        low = high = None
+        if at is not None:
+            stats = group.column(at).statistics
+            if stats is not None and stats.has_min_max:
+                low, high = int(stats.min), int(stats.max)
+        out.append((group.num_rows, low, high))
+    return at is not None, out
+
+
 def _read_encrypted(
     fs: Any,
     p: str,
@@ -642,6 +679,7 @@ def _read_encrypted(
     key: bytes,
     pick: Callable[[pa.Schema], list[str] | None],
     storage_options: dict[str, Any] | None,
+    row_groups: Sequence[int] | None = None,
 ) -> pa.Table:
     """Read an encrypted file whole and decrypt it (io.encryption); a store failure is not a decryption failure."""
     try:
@@ -656,7 +694,7 @@ def _read_encrypted(
         ) from scrubbed(e, storage_options)
     pf = open_encrypted(data, key, path)
     try:
-        return pf.read(columns=pick(pf.schema_arrow), use_threads=True)
+        return _read(pf, pick, row_groups)
     except (OSError, pa.ArrowException) as e:
         raise undecryptable(path, type(e).__name__) from None
 

@@ -5,7 +5,7 @@ where it starts, and its partitions, each a Spark task reading whole data files 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -16,12 +16,27 @@ from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog.types import TableSchema
 from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.lake import Lake
-from pyspark_ducklake.options import option_as_bool, option_as_int, option_value, parse_int, parse_timestamp
+from pyspark_ducklake.options import (
+    option_as_bool,
+    option_as_int,
+    option_value,
+    parse_column_names,
+    parse_int,
+    parse_timestamp,
+)
 from pyspark_ducklake.spark.type_mapping import arrow_schema_for_spark, spark_schema, to_spark_batch
 from pyspark_ducklake.table.change_feed import change_column_names, plan_changes
+from pyspark_ducklake.table.change_feed_initial import (
+    InitialLoad,
+    InitialPiece,
+    plan_initial,
+    read_window,
+    window_pieces,
+    with_row_groups,
+)
 from pyspark_ducklake.table.change_feed_split import ChangePart, execute_part, split_plan
 from pyspark_ducklake.table.conform import default_array
-from pyspark_ducklake.table.projection import project
+from pyspark_ducklake.table.projection import project, resolve_names
 
 # Never null, and declared so: Spark then skips a null check per value when it takes the rows in. The commit time
 # is null for a snapshot the catalog holds no time for.
@@ -43,6 +58,7 @@ class FeedOptions:
     starting_timestamp: str | None
     max_snapshots: int | None
     max_rows: int | None
+    max_files: int | None
     fail_on_data_loss: bool
 
     @classmethod
@@ -52,6 +68,7 @@ class FeedOptions:
             option_value(options, "startingTimestamp"),
             option_as_int(options, "maxSnapshotsPerTrigger", None, minimum=1),
             option_as_int(options, "maxRowsPerTrigger", None, minimum=1),
+            option_as_int(options, "maxFilesPerTrigger", None, minimum=1),
             option_as_bool(options, "failOnDataLoss", True),
         )
 
@@ -62,6 +79,25 @@ def feed_schema(table_schema: TableSchema, columns: Sequence[str] | None = None)
     names = change_column_names(table_schema)
     extra = [StructField(name, f.dataType, f.nullable) for name, f in zip(names, CHANGE_COLUMNS, strict=True)]
     return spark_schema(project(table_schema, columns).nullable(), extra)
+
+
+def feed_columns(options: dict[str, str], schema: TableSchema, identifier: str) -> list[str] | None:
+    """The table's names of the columns the ``columns`` option selects, or None (every column).
+
+    Raises:
+        InvalidOptionError: an empty or repeated name.
+        NoSuchColumnError: a name the table lacks (naming the closest).
+    """
+    value = option_value(options, "columns")
+    if value is None:
+        return None
+    return resolve_names(schema, parse_column_names(value, "columns"), identifier)
+
+
+def names_at(schema: TableSchema, stream: TableSchema) -> list[str]:
+    """The names, in ``schema`` (the table at some snapshot), of the stream's columns it has (matched by id)."""
+    ids = {c.column_id for c in stream.columns}
+    return [c.name for c in schema.columns if c.column_id in ids]
 
 
 def resolve_start(lake: Lake, options: FeedOptions) -> int:
@@ -115,6 +151,44 @@ def change_partitions(
     return [ChangeFeedPartition(part) for part in parts]
 
 
+@dataclass(frozen=True)
+class InitialLoadPartition(InputPartition):
+    """One piece of the initial load (a data file, or the inlined rows) limited to the row ids ``[low, high)``."""
+
+    load: InitialLoad  # without its piece list; with its inlined rows only in the inlined piece's partition
+    piece: InitialPiece
+    low: int
+    high: int | None
+
+
+def initial_partitions(load: InitialLoad, low: int, high: int | None) -> list[InputPartition]:
+    """The tasks of the initial load's window ``[low, high)`` (``high`` None: to the end), one per piece in it."""
+    bare = replace(load, pieces=[], inlined=load.inlined.slice(0, 0))
+    out: list[InputPartition] = []
+    for piece in window_pieces(load, low, high):
+        part = bare if piece.task is not None else replace(bare, inlined=load.inlined)
+        out.append(InitialLoadPartition(part, piece, low, high))
+    return out
+
+
+def plan_initial_load(
+    lake: Lake,
+    schema_name: str,
+    table_name: str,
+    snapshot_id: int,
+    columns: Sequence[str] | None = None,
+    *,
+    footers: dict[int, Any] | None = None,
+) -> InitialLoad:
+    """The table's rows at ``snapshot_id`` (those of ``columns``, names at that snapshot, when given) as the
+    initial load's pieces with their row groups' row ids (see ``table.change_feed_initial``); ``footers`` keeps
+    what the data files' footers said across calls."""
+    with lake.engine.connect() as conn:
+        entry = R.table_by_name(conn, schema_name, table_name, snapshot_id)
+        load = plan_initial(conn, entry, snapshot_id, lake.data_path, columns=columns)
+    return with_row_groups(load, storage_options=lake.storage_options, cache=footers)
+
+
 def read_partition(
     partition: InputPartition,
     stream: TableSchema | None,
@@ -124,11 +198,22 @@ def read_partition(
 ) -> Iterator[pa.RecordBatch]:
     """A task's changes in the stream's columns (None: the range's end snapshot's), as Arrow batches of exactly
     Spark's types, file by file."""
-    if not isinstance(partition, ChangeFeedPartition):
+    if not isinstance(partition, (ChangeFeedPartition, InitialLoadPartition)):
         return  # Spark's stand-in partition when there are none: an empty range
     target = arrow_schema_for_spark(spark)
-    at_end = partition.part.plan.schema
-    for changes in execute_part(partition.part, storage_options=storage_options):
+    if isinstance(partition, InitialLoadPartition):
+        at_end = partition.load.schema
+        parts: Iterator[pa.Table] = iter(
+            [
+                read_window(
+                    partition.load, partition.piece, partition.low, partition.high, storage_options=storage_options
+                )
+            ]
+        )
+    else:
+        at_end = partition.part.plan.schema
+        parts = execute_part(partition.part, storage_options=storage_options)
+    for changes in parts:
         if stream is not None:
             changes = stream_columns(changes, at_end, stream)
         for batch in changes.to_batches(max_chunksize=BATCH_ROWS):

@@ -1,10 +1,12 @@
 """``spark.readStream.format("ducklake")``: the change feed of a table as a stream, micro-batch by micro-batch.
 
 Offsets are snapshot ids. A micro-batch (start, end] emits every change committed in snapshots start+1..end:
-inserts, deletes and update pre/post images, as DuckDB's ``ducklake_table_changes`` reports them. The stream's
-columns are the table's columns when the query starts; columns added later are ignored, and a column dropped,
-renamed or retyped under a running query stops it with a typed error asking for a restart (which resumes from the
-checkpoint with the new columns, with no gap).
+inserts, deletes and update pre/post images, as DuckDB's ``ducklake_table_changes`` reports them. Without a start
+option the stream first emits the table's rows at the newest snapshot as inserts (as Delta's change-data-feed
+stream does), in windows of row ids (``table.change_feed_initial``): those offsets carry the next row id to load.
+The stream's columns are the table's columns when the query starts (those of the ``columns`` option when given);
+columns added later are ignored, and a column dropped, renamed or retyped under a running query stops it with a
+typed error asking for a restart (which resumes from the checkpoint with the new columns, with no gap).
 """
 
 from __future__ import annotations
@@ -27,18 +29,29 @@ from pyspark.sql.types import StructType
 from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog.types import TableSchema
 from pyspark_ducklake.exceptions import (
+    CheckpointMismatchError,
     DataLossError,
-    InvalidOptionError,
     NoSuchSnapshotError,
     NoSuchTableError,
     SchemaChangedError,
 )
 from pyspark_ducklake.lake import Lake
-from pyspark_ducklake.spark.change_feed import FeedOptions, change_partitions, read_partition, resolve_start
+from pyspark_ducklake.spark.change_feed import (
+    FeedOptions,
+    change_partitions,
+    feed_columns,
+    initial_partitions,
+    names_at,
+    plan_initial_load,
+    read_partition,
+    resolve_start,
+)
 from pyspark_ducklake.spark.lake_config import LakeConfig
 from pyspark_ducklake.streaming.offsets import SnapshotOffset
 from pyspark_ducklake.table.change_feed import changed_snapshots, count_changes
+from pyspark_ducklake.table.change_feed_initial import DEFAULT_MAX_FILES, DEFAULT_MAX_ROWS, InitialLoad, next_window
 from pyspark_ducklake.table.identifiers import parse_identifier
+from pyspark_ducklake.table.projection import project
 
 log = logging.getLogger("pyspark_ducklake.source")
 
@@ -54,11 +67,16 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
         self.spark_schema = schema
         self._available_now: int | None = None
         self._planner: Lake | None = None
+        self._footers: dict[int, Any] = {}  # data file id -> its row groups' row ids (files never change)
         lake = self._planner_lake()
+        # No start option: the table's rows at the newest snapshot first (the initial load), then its changes.
+        self.initial_load = self.options.starting is None and self.options.starting_timestamp is None
+        self._start = lake.current_snapshot_id() if self.initial_load else resolve_start(lake, self.options)
         table = lake.table(identifier)
-        self.stream_schema = table.table_schema.nullable()  # old rows may predate a SET NOT NULL
+        full = table.table_schema
+        self.columns = feed_columns(options, full, identifier)  # None: every column
+        self.stream_schema = project(full, self.columns).nullable()  # old rows may predate a SET NOT NULL
         self.table_uuid = str(table.entry.table_uuid)
-        self._start = resolve_start(lake, self.options)
 
     def _lake(self) -> Lake:
         return self.config.connect()
@@ -72,6 +90,7 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_planner"] = None  # an engine does not travel to the executors; read() opens its own
+        state["_footers"] = {}
         return state
 
     def stop(self) -> None:
@@ -81,21 +100,27 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
 
     # --- offsets ------------------------------------------------------------------------------------------------
     def initialOffset(self) -> dict[str, Any]:
+        if self.initial_load:
+            return self._offset(self._start, initial=0)
         return self._offset(self._start - 1)
 
-    def _offset(self, snapshot_id: int) -> dict[str, Any]:
-        return SnapshotOffset(snapshot_id, self.table_uuid).to_dict()
+    def _offset(self, snapshot_id: int, *, initial: int | None = None) -> dict[str, Any]:
+        return SnapshotOffset(snapshot_id, self.table_uuid, initial, self.identifier).to_dict()
+
+    def _read_offset(self, offset: dict[str, Any]) -> SnapshotOffset:
+        """An offset of this table (a checkpoint of another table is refused)."""
+        return SnapshotOffset.from_dict(offset).check_table(self.table_uuid, self.identifier)
 
     def _begin(self, offset: dict[str, Any]) -> int:
         """The snapshot id of an offset of this table (a checkpoint of another table is refused)."""
-        return SnapshotOffset.from_dict(offset).check_table(self.table_uuid, self.identifier).snapshot_id
+        return self._read_offset(offset).snapshot_id
 
     def _check_table(self, lake: Lake, snapshot_id: int) -> None:
         """Fail when the streamed table is gone at ``snapshot_id`` (dropped, renamed) or is another table by now.
 
         Raises:
             NoSuchTableError: dropped or renamed since the query started.
-            InvalidOptionError: a table of the same name replaced it (the checkpoint belongs to the old one).
+            CheckpointMismatchError: a table of the same name replaced it (the checkpoint belongs to the old one).
         """
         with lake.engine.connect() as conn:
             try:
@@ -107,7 +132,7 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
                     "valid for it)"
                 ) from None
         if str(entry.table_uuid) != self.table_uuid:
-            raise InvalidOptionError(
+            raise CheckpointMismatchError(
                 f"table {self.identifier} was dropped and created again while its change feed was running; the "
                 "checkpoint belongs to the old table: use a new checkpoint location to follow the new one"
             )
@@ -123,11 +148,14 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
         self._available_now = self._planner_lake().current_snapshot_id()
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        begin = self._begin(start)
+        offset = self._read_offset(start)
         lake = self._planner_lake()
+        if offset.initial is not None:
+            return self._initial_end(lake, offset, limit)
+        begin = offset.snapshot_id
         latest = lake.current_snapshot_id()
         if begin > latest:
-            raise InvalidOptionError(
+            raise CheckpointMismatchError(
                 f"the checkpoint's offset (snapshot {begin}) is beyond the newest snapshot {latest} of "
                 f"{self.identifier}: the checkpoint belongs to another lake or table; use a new checkpoint location"
             )
@@ -144,6 +172,40 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
         elif isinstance(limit, ReadMaxRows):
             return self._offset(self._limit_rows(lake, begin, latest, limit.max_rows))
         return self._offset(latest)
+
+    # --- the initial load ---------------------------------------------------------------------------------------
+    def _initial_end(self, lake: Lake, offset: SnapshotOffset, limit: ReadLimit) -> dict[str, Any]:
+        """The end of the next initial-load micro-batch: a window of row ids of about ``maxRowsPerTrigger`` rows
+        (else :data:`DEFAULT_MAX_ROWS`) in at most ``maxFilesPerTrigger`` files (else :data:`DEFAULT_MAX_FILES`);
+        the load's last window ends at the load's snapshot with nothing left to load."""
+        assert offset.initial is not None
+        load = self._plan_initial(lake, offset.snapshot_id)
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else self.options.max_rows
+        end = next_window(
+            load,
+            offset.initial,
+            max_rows=max_rows or DEFAULT_MAX_ROWS,
+            max_files=self.options.max_files or DEFAULT_MAX_FILES,
+        )
+        return self._offset(offset.snapshot_id, initial=end)
+
+    def _plan_initial(self, lake: Lake, snapshot_id: int) -> InitialLoad:
+        """The initial load at ``snapshot_id``, planned now (files a flush or merge replaced since are not read).
+
+        Raises:
+            DataLossError: the snapshot was expired before the load finished.
+        """
+        with lake.engine.connect() as conn:
+            try:
+                R.snapshot_by_id(conn, snapshot_id)
+            except NoSuchSnapshotError:
+                raise DataLossError(
+                    f"the change feed of {self.identifier} was loading the table's rows at snapshot {snapshot_id}, "
+                    "which was expired before the load finished; start again with a new checkpoint location (or "
+                    "give startingSnapshot to follow only the changes)"
+                ) from None
+        columns = self._names(lake, snapshot_id)
+        return plan_initial_load(lake, self.schema_name, self.table_name, snapshot_id, columns, footers=self._footers)
 
     def _changed(self, lake: Lake, begin: int, latest: int) -> list[int]:
         """Snapshots after ``begin`` that changed the table's rows (maintenance and other tables' commits left out)."""
@@ -182,25 +244,47 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
         first = min(later)
         message = (
             f"change feed of {self.identifier} needs snapshots {begin + 1}..{first - 1}, which were expired or "
-            "cleaned up"
+            f"cleaned up (the oldest snapshot still readable after them is {first})"
         )
         if self.options.fail_on_data_loss:
-            raise DataLossError(message + "; restart from a later snapshot, or set failOnDataLoss=false to skip them")
+            raise DataLossError(
+                message + f"; restart with a new checkpoint from snapshot {first} (or 'earliest'), or set "
+                "failOnDataLoss=false to skip them"
+            )
         log.warning("%s; skipping to snapshot %d (failOnDataLoss=false)", message, first)
         return first - 1
 
     # --- reading ------------------------------------------------------------------------------------------------
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        begin = self._begin(start)
-        last = self._begin(end)
-        if last <= begin:
-            return []
+        first = self._read_offset(start)
+        until = self._read_offset(end)
+        begin, last = first.snapshot_id, until.snapshot_id
         lake = self._planner_lake()
+        out: list[InputPartition] = []
+        if first.initial is not None:
+            load_end = until.initial if last == begin else None
+            if load_end is not None and load_end <= first.initial:
+                return []
+            out += initial_partitions(self._plan_initial(lake, begin), first.initial, load_end)
+            if until.initial is not None:
+                return out
+        if last <= begin:
+            return out
         # latestOffset already failed (or, with failOnDataLoss=false, warned) for expired snapshots: skip them.
         begin = self._check_data_loss(lake, begin)
         if last <= begin:
-            return []
-        return change_partitions(lake, self.schema_name, self.table_name, begin + 1, last)
+            return out
+        return out + change_partitions(
+            lake, self.schema_name, self.table_name, begin + 1, last, self._names(lake, last)
+        )
+
+    def _names(self, lake: Lake, snapshot_id: int) -> list[str] | None:
+        """The names at ``snapshot_id`` of the stream's columns when the ``columns`` option picked some."""
+        if self.columns is None:
+            return None
+        with lake.engine.connect() as conn:
+            entry = R.table_by_name(conn, self.schema_name, self.table_name, snapshot_id)
+            return names_at(R.table_schema(conn, entry.table_id, snapshot_id), self.stream_schema)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         lake = self._lake()

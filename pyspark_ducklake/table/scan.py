@@ -6,7 +6,7 @@ plan task needs only the task itself, so Spark executors can run them in paralle
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -163,12 +163,14 @@ def execute_file_task(
     *,
     storage_options: dict[str, Any] | None = None,
     with_positions: bool = False,
+    row_groups: Sequence[tuple[int, int, int]] | None = None,
 ) -> pa.Table:
     """Read one data file's live rows at the task's snapshot, with ``rowid`` and ``snapshot_id``.
 
     With ``with_positions`` a ``_file_position`` column gives each row's position in the file (for delete files).
     Only the columns of ``schema`` (a projection: an upsert reads just the key columns) and the internal ones are
-    decoded from a file with field ids.
+    decoded from a file with field ids. ``row_groups``: only these row groups, each ``(index, its first row's
+    position in the file, rows)``.
     """
     f = task.file
     wanted = {c.column_id for c in schema.columns} | {ROW_ID_FIELD_ID, SNAPSHOT_ID_FIELD_ID}
@@ -182,7 +184,13 @@ def execute_file_task(
             return None
         return [x.name for x, i in zip(file_schema, ids, strict=True) if i in wanted]
 
-    raw = read_columns(f.path, pick, storage_options=storage_options, encryption_key=f.encryption_key)
+    raw = read_columns(
+        f.path,
+        pick,
+        storage_options=storage_options,
+        encryption_key=f.encryption_key,
+        row_groups=None if row_groups is None else [g[0] for g in row_groups],
+    )
     foreign = f.name_mapping is not None or without_field_ids(raw)
     if f.name_mapping is not None:  # an added file: columns by name, not field id
         raw = apply_name_mapping(raw, f.name_mapping, f.path, schema)
@@ -190,35 +198,51 @@ def execute_file_task(
         raw = apply_positional(raw, schema)
     n = raw.num_rows
     ids = {field_id(raw.schema.field(i)): i for i in range(raw.num_columns)}
-    row_ids, snaps = row_versions(f, raw, n)
+    at: np.ndarray | None = None  # each row's position in the file, when only some row groups were read
+    if row_groups is not None:
+        at = np.concatenate(
+            [np.arange(first, first + rows, dtype=np.int64) for _, first, rows in row_groups]
+            or [np.zeros(0, dtype=np.int64)]
+        )
+    row_ids, snaps = row_versions(f, raw, n, at)
     keep = np.ones(n, dtype=bool)
     if f.partial_max is not None and f.partial_max > task.snapshot_id and SNAPSHOT_ID_FIELD_ID in ids:
         keep &= snaps.to_numpy(zero_copy_only=False) <= task.snapshot_id
     if f.delete_file is not None:
-        positions = read_delete_positions(f.delete_file, task.snapshot_id, storage_options, row_count=n)
-        positions = positions[positions < n]
-        keep[positions] = False
+        rows = n if at is None else f.record_count
+        positions = read_delete_positions(f.delete_file, task.snapshot_id, storage_options, row_count=rows)
+        if at is None:
+            positions = positions[positions < n]
+            keep[positions] = False
+        else:
+            keep &= ~np.isin(at, positions)
     if task.inlined_deleted_positions:
         pos = np.array(task.inlined_deleted_positions, dtype=np.int64)
-        keep[pos[pos < n]] = False
+        if at is None:
+            keep[pos[pos < n]] = False
+        else:
+            keep &= ~np.isin(at, pos)
     data = conform_foreign(raw, schema, f.path) if foreign else conform_table(raw, schema)
     data = data.append_column(ROWID, row_ids).append_column(SNAPSHOT_ID, snaps)
     if with_positions:
-        data = data.append_column(FILE_POSITION, pa.array(np.arange(n, dtype=np.int64)))
+        data = data.append_column(FILE_POSITION, pa.array(np.arange(n, dtype=np.int64) if at is None else at))
     if not keep.all():
         data = data.filter(pa.array(keep))
     return data
 
 
-def row_versions(f: DataFileEntry, raw: pa.Table, n: int) -> tuple[pa.Array, pa.Array]:
+def row_versions(
+    f: DataFileEntry, raw: pa.Table, n: int, positions: np.ndarray | None = None
+) -> tuple[pa.Array, pa.Array]:
     """Each of the file's ``n`` rows' row id and begin snapshot: from its internal columns where ``raw`` has them
-    (flush and rewrite output), else ``row_id_start + position`` and the file's own begin snapshot."""
+    (flush and rewrite output), else ``row_id_start + position`` (``positions``: the rows' positions in the file,
+    when ``raw`` is not the whole file) and the file's own begin snapshot."""
     ids = {field_id(x): i for i, x in enumerate(raw.schema)}
     if ROW_ID_FIELD_ID in ids:
         row_ids = raw.column(ids[ROW_ID_FIELD_ID]).combine_chunks().cast(pa.int64())
     else:
         start = f.row_id_start or 0
-        row_ids = pa.array(np.arange(start, start + n, dtype=np.int64))
+        row_ids = pa.array(np.arange(start, start + n, dtype=np.int64) if positions is None else start + positions)
     if SNAPSHOT_ID_FIELD_ID in ids:
         snaps = raw.column(ids[SNAPSHOT_ID_FIELD_ID]).combine_chunks().cast(pa.int64())
     else:

@@ -334,7 +334,7 @@ CASES: tuple[BadInput, ...] = (
         "checkpoint-foreign",
         "a change-feed checkpoint of another lake or table (another table of the same lake too; a table dropped and "
         "created again under the stream)",
-        E.InvalidOptionError,
+        E.CheckpointMismatchError,
         "use a new checkpoint location",
         match="the checkpoint belongs to another lake or table; use a new checkpoint location",
     ),
