@@ -16,7 +16,7 @@ define run_pytest
 	exit $$rc
 endef
 
-.PHONY: help install fuzz test-property soak bench-concurrency bench-batch bench-duckdb-tables bench-sink bench-kafka bench-feed demo demo-python kafka-start kafka-stop kafka-demo test-kafka test test-unit test-conformance test-integration lint format pg-start pg-stop clean
+.PHONY: help install fuzz test-property soak bench-concurrency bench-batch bench-duckdb-tables bench-sink bench-upsert bench-kafka bench-feed demo demo-python kafka-start kafka-stop kafka-demo test-kafka test test-unit test-conformance test-integration lint format pg-start pg-stop clean
 
 help: ## List the targets
 	@echo "usage: make <target>"
@@ -92,6 +92,11 @@ bench-sink: install ## foreachBatch sink vs Delta Lake: 2,000 small + 3 large ba
 	$(PYTHON) bench/sink_bench.py --small-batches 2000 --small-rows 100 --large-rows 1000000 --large-batches 3 \
 		--backends sqlite,postgres --latency-snapshots 100000 --latency-batches 200 --control-batches 300 \
 		--delta-defaults-batches 50 --out bench/results/sink.json --plot bench/results/sink.png
+
+bench-upsert: install ## Upsert micro-batches (1k and 100k keys) into a 10M-row table: the upsert sink vs Delta's MERGE in foreachBatch on the same Spark (bench/README.md)
+	bash bench/fetch_delta.sh --venv >/dev/null
+	$(PYTHON) bench/upsert_bench.py --rows 10000000 --small-table-rows 1000000 --keys 1000,100000 --batches 10 \
+		--out bench/results/upsert.json
 
 bench-feed: install ## Change feed vs DuckDB's table_changes and Delta Lake's CDF (2.35M changes) + stream latency, ~25 min (bench/README.md)
 	bash bench/fetch_delta.sh --venv >/dev/null
