@@ -9,6 +9,7 @@ with the row id each replaced key keeps.
 
 from __future__ import annotations
 
+import os
 import pickle
 import re
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from pyspark_ducklake.exceptions import InvalidOptionError, NoSuchColumnError
+from pyspark_ducklake.spark.connect import is_connect
 from pyspark_ducklake.table.microbatch import TaskOutput, UpsertSpec
 from pyspark_ducklake.table.microbatch_upsert import DELETE_FLAG, UpsertTaskPlan, write_upsert_task
 from pyspark_ducklake.table.upsert import closest_name
@@ -98,10 +100,24 @@ def dedupe(df: Any, spec: UpsertSpec) -> Any:
 
     if not spec.order_by:
         return df  # duplicates are found on the driver, from the keys (DuplicateKeyError)
+    keys = [F.col(quoted(k)) for k in spec.keys]
     order = [F.col(quoted(c)).desc_nulls_last() for c in spec.order_by] + [F.col(_SEQ).desc()]
-    window = Window.partitionBy(*[F.col(quoted(k)) for k in spec.keys]).orderBy(*order)
-    ranked = df.withColumn(_SEQ, F.monotonically_increasing_id()).withColumn(_RANK, F.row_number().over(window))
+    window = Window.partitionBy(*keys).orderBy(*order)
+    numbered = df.withColumn(_SEQ, F.monotonically_increasing_id())
+    # Shuffled by key into as many partitions as the cluster runs tasks at once (the window reuses them): left to
+    # spark.sql.shuffle.partitions (200), a batch of 2,000 keys became 200 tasks writing 325 files, and the
+    # persisted result keeps its partitioning (AQE does not coalesce a cached plan's output).
+    ranked = numbered.repartition(task_slots(df.sparkSession), *keys).withColumn(_RANK, F.row_number().over(window))
     return ranked.where(F.col(_RANK) == 1).drop(_SEQ, _RANK)
+
+
+def task_slots(spark: Any) -> int:
+    """How many tasks the session runs at once: the SparkContext's default parallelism, or on Spark Connect (which
+    has none here) ``spark.default.parallelism`` if set, else this machine's cores."""
+    if not is_connect(spark):
+        return max(1, int(spark.sparkContext.defaultParallelism))
+    configured = spark.conf.get("spark.default.parallelism", None)
+    return max(1, int(configured)) if configured else max(1, os.cpu_count() or 1)
 
 
 def persisted_dedupe(df: Any, spec: UpsertSpec, stored: list[str]) -> Any:
