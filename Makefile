@@ -5,9 +5,10 @@ SHELL := bash
 
 PYTHON := .venv/bin/python
 PYTEST_ARGS ?=
-# Two pytest-xdist workers: most of a run waits on JVM start-ups, Spark jobs and subprocesses, so two halve it on
-# two cores; the fault tests share one worker (tests/support/faults.py). `PYTEST_ARGS="-n 0"` runs in one process.
-PYTEST_WORKERS := -n 2 --dist loadgroup
+# Three pytest-xdist workers on two cores: most of a run waits on JVM start-ups, Spark jobs, brokers and
+# subprocesses (with two workers the CPU was busy 20 of 27 minutes); tests of one xdist group (faults, debezium,
+# connect, cluster) share a worker. `PYTEST_ARGS="-n 0"` runs in one process.
+PYTEST_WORKERS := -n 3 --dist loadgroup
 
 # Run pytest and pass its exit code on, except that 5 ("no tests collected") is a failure too.
 define run_pytest

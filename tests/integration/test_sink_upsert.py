@@ -243,6 +243,10 @@ def test_large_then_small_batches_and_flush(spark: SparkSession, catalog: Any) -
     sink(frame(spark, big2, 3), 3)
     assert [m.mode for m in sink.metrics] == ["parquet", "inlined", "inlined", "parquet"]
     assert sink.metrics[2].flushed_rows > 0  # 80 inlined rows crossed flush_rows=60
+    # the executors' files: at most a replaced-rows file and a new-rows file per task slot, not one per shuffle
+    # partition (spark.sql.shuffle.partitions, 200 by default, made 300 files of 2,000 keys)
+    slots = spark.sparkContext.defaultParallelism
+    assert 0 < sink.metrics[0].files <= 2 * slots and 0 < sink.metrics[3].files <= 2 * slots, sink.metrics
     lake = pdl.connect(catalog.url)
     assert lake.table("main.c").table_schema.names() == ["id", "v"]
     expected: dict[int, str | None] = {}
