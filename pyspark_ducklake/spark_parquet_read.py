@@ -48,13 +48,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pyspark_ducklake.batch.reader import SNAPSHOT_OPTIONS, TIMESTAMP_OPTIONS, resolve_read_snapshot, selected_columns
+from pyspark_ducklake.batch.reader import SNAPSHOT_OPTIONS, TIMESTAMP_OPTIONS, resolve_read_snapshot
 from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog.types import Column, TableSchema, can_promote, ducklake_type
 from pyspark_ducklake.exceptions import InvalidOptionError, UnsupportedTypeError
 from pyspark_ducklake.io.fileio import filesystem
 from pyspark_ducklake.io.parquet import field_id
 from pyspark_ducklake.options import FEED, Entry, check_options, options_for, parse_int
+from pyspark_ducklake.spark.column_option import selected_columns
 from pyspark_ducklake.spark.connect import is_connect
 from pyspark_ducklake.spark.lake_config import LakeConfig, spark_conf
 from pyspark_ducklake.spark.type_mapping import arrow_schema_for_spark, spark_schema, spark_type, to_spark_batch

@@ -8,7 +8,6 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from pyspark_ducklake.batch.reader import selected_columns
 from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.lake import Lake
 from pyspark_ducklake.options import option_value, parse_int, parse_timestamp
@@ -19,6 +18,7 @@ from pyspark_ducklake.spark.change_feed import (
     read_partition,
     resolve_start,
 )
+from pyspark_ducklake.spark.column_option import selected_columns
 from pyspark_ducklake.spark.lake_config import LakeConfig
 from pyspark_ducklake.table.identifiers import parse_identifier
 

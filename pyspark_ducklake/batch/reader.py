@@ -14,11 +14,12 @@ from pyspark.sql.types import StructType
 from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog.types import TableSchema
 from pyspark_ducklake.exceptions import InvalidOptionError, SchemaMismatchError
-from pyspark_ducklake.options import option_value, parse_column_names
+from pyspark_ducklake.options import option_value
+from pyspark_ducklake.spark.column_option import selected_columns
 from pyspark_ducklake.spark.lake_config import LakeConfig
 from pyspark_ducklake.spark.type_mapping import arrow_schema_for_spark, spark_schema, to_spark_batch
 from pyspark_ducklake.table.identifiers import parse_identifier
-from pyspark_ducklake.table.projection import project, resolve_names
+from pyspark_ducklake.table.projection import project
 from pyspark_ducklake.table.scan import FileTask, execute_file_task, plan_scan, table_columns
 
 SNAPSHOT_OPTIONS = ("snapshot", "versionAsOf")
@@ -53,19 +54,6 @@ def resolve_read_snapshot(lake: Any, options: dict[str, str]) -> int:
             raise InvalidOptionError(f"could not parse option {ts[0]} as an ISO timestamp: {ts[1]!r}") from e
         return int(lake.resolve_snapshot(timestamp=when))
     return int(lake.current_snapshot_id())
-
-
-def selected_columns(options: dict[str, str], schema: TableSchema, identifier: str) -> list[str] | None:
-    """The table's names of the columns the ``columns`` option selects, or None (every column).
-
-    Raises:
-        InvalidOptionError: an empty or repeated name.
-        NoSuchColumnError: a name the table lacks (naming the closest).
-    """
-    value = option_value(options, "columns")
-    if value is None:
-        return None
-    return resolve_names(schema, parse_column_names(value, "columns"), identifier)
 
 
 def _table_schema(config: LakeConfig, identifier: str, options: dict[str, str]) -> tuple[TableSchema, int]:

@@ -20,7 +20,6 @@ from pyspark_ducklake.options import (
     option_as_bool,
     option_as_int,
     option_value,
-    parse_column_names,
     parse_int,
     parse_timestamp,
 )
@@ -36,7 +35,7 @@ from pyspark_ducklake.table.change_feed_initial import (
 )
 from pyspark_ducklake.table.change_feed_split import ChangePart, execute_part, split_plan
 from pyspark_ducklake.table.conform import default_array
-from pyspark_ducklake.table.projection import project, resolve_names
+from pyspark_ducklake.table.projection import project
 
 # Never null, and declared so: Spark then skips a null check per value when it takes the rows in. The commit time
 # is null for a snapshot the catalog holds no time for.
@@ -79,19 +78,6 @@ def feed_schema(table_schema: TableSchema, columns: Sequence[str] | None = None)
     names = change_column_names(table_schema)
     extra = [StructField(name, f.dataType, f.nullable) for name, f in zip(names, CHANGE_COLUMNS, strict=True)]
     return spark_schema(project(table_schema, columns).nullable(), extra)
-
-
-def feed_columns(options: dict[str, str], schema: TableSchema, identifier: str) -> list[str] | None:
-    """The table's names of the columns the ``columns`` option selects, or None (every column).
-
-    Raises:
-        InvalidOptionError: an empty or repeated name.
-        NoSuchColumnError: a name the table lacks (naming the closest).
-    """
-    value = option_value(options, "columns")
-    if value is None:
-        return None
-    return resolve_names(schema, parse_column_names(value, "columns"), identifier)
 
 
 def names_at(schema: TableSchema, stream: TableSchema) -> list[str]:

@@ -39,13 +39,13 @@ from pyspark_ducklake.lake import Lake
 from pyspark_ducklake.spark.change_feed import (
     FeedOptions,
     change_partitions,
-    feed_columns,
     initial_partitions,
     names_at,
     plan_initial_load,
     read_partition,
     resolve_start,
 )
+from pyspark_ducklake.spark.column_option import selected_columns
 from pyspark_ducklake.spark.lake_config import LakeConfig
 from pyspark_ducklake.streaming.offsets import SnapshotOffset
 from pyspark_ducklake.table.change_feed import changed_snapshots, count_changes
@@ -74,7 +74,7 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
         self._start = lake.current_snapshot_id() if self.initial_load else resolve_start(lake, self.options)
         table = lake.table(identifier)
         full = table.table_schema
-        self.columns = feed_columns(options, full, identifier)  # None: every column
+        self.columns = selected_columns(options, full, identifier)  # None: every column
         self.stream_schema = project(full, self.columns).nullable()  # old rows may predate a SET NOT NULL
         self.table_uuid = str(table.entry.table_uuid)
 
