@@ -39,7 +39,6 @@ from pyspark_ducklake.catalog.types import (
 )
 from pyspark_ducklake.exceptions import (
     CommitConflictError,
-    CommitStateUnknownError,
     InvalidIdentifierError,
     InvalidOptionError,
     NoSuchColumnError,
@@ -49,7 +48,14 @@ from pyspark_ducklake.io.fileio import delete_files
 from pyspark_ducklake.options import DATA_INLINING_ROW_LIMIT, Entry, check_keywords, check_options, parse_int
 from pyspark_ducklake.table import evolution
 from pyspark_ducklake.table import metadata as M
-from pyspark_ducklake.table.commit import add_pending_files, commit, current_schema, delete_everything, table_folder
+from pyspark_ducklake.table.commit import (
+    add_pending_files,
+    commit,
+    commit_replanned,
+    current_schema,
+    delete_everything,
+    table_folder,
+)
 from pyspark_ducklake.table.data_files import (
     PendingFile,
     conform_to_table,
@@ -758,18 +764,7 @@ class Lake:
         first = plan_at(table)
         if first is None:
             return table.snapshot_id
-        committed = False
-        try:
-            result = commit(self, first.apply, base=first.base_snapshot_id, replan=replan, extra_info=extra)
-            committed = result.snapshot_id is not None
-        except CommitStateUnknownError:
-            written = written[:-1]  # the last plan's files may be in the snapshot
-            raise
-        finally:
-            stale = written if not committed else written[:-1]
-            paths = [p for group in stale for p in group]
-            if paths:
-                delete_files(paths, self.storage_options)
+        result = commit_replanned(self, first, replan, written, extra_info=extra)
         if result.snapshot_id is not None:
             return result.snapshot_id
         return skipped[-1] if skipped else planned[0]

@@ -78,6 +78,32 @@ def commit(
         raise
 
 
+def commit_replanned(
+    lake: LakeHandle,
+    first: Plan,
+    replan: Callable[[], Plan | None] | None,
+    written: list[list[str]],
+    *,
+    extra_info: dict[str, Any] | str | None = None,
+) -> CommitResult:
+    """Commit ``first``, planned again by ``replan`` whenever another writer changed the table; ``written`` holds the
+    files each plan wrote (one list per plan, appended by the planner). Afterwards the files of every plan that did not
+    land are deleted; the last plan's files stay when the commit landed or may have landed."""
+    committed = False
+    try:
+        result = commit(lake, first.apply, base=first.base_snapshot_id, replan=replan, extra_info=extra_info)
+        committed = result.snapshot_id is not None
+    except CommitStateUnknownError:
+        written = written[:-1]  # the last plan's files may be in the snapshot
+        raise
+    finally:
+        stale = written if not committed else written[:-1]
+        paths = [p for group in stale for p in group]
+        if paths:
+            delete_files(paths, lake.storage_options)
+    return result
+
+
 def table_folder(table: LakeTable, data_path: str) -> str:
     """The table's folder, for writing into it.
 

@@ -32,10 +32,10 @@ from pyspark_ducklake.catalog import app_progress
 from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog.entries import TableEntry
 from pyspark_ducklake.catalog.transaction import CommitContext, Plan, SkipCommit
-from pyspark_ducklake.exceptions import CommitConflictError, CommitStateUnknownError
+from pyspark_ducklake.exceptions import CommitConflictError
 from pyspark_ducklake.io.fileio import delete_files
 from pyspark_ducklake.table import upsert as U
-from pyspark_ducklake.table.commit import add_pending_files, commit
+from pyspark_ducklake.table.commit import add_pending_files, commit_replanned
 from pyspark_ducklake.table.data_files import PendingFile, conform_to_table, write_data_files
 from pyspark_ducklake.table.flush import flush_inlined
 from pyspark_ducklake.table.microbatch import (
@@ -335,24 +335,8 @@ class UpsertCommitter:
         crash_point(AFTER_FILES_WRITTEN, batch_id)
         self.committer.forget_state()
         commit_started = time.monotonic()
-        committed = False
-        try:
-            result = commit(
-                self.lake,
-                first.apply,
-                base=first.base_snapshot_id,
-                replan=replan,
-                extra_info={"app_id": app_id, "batch_id": batch_id},
-            )
-            committed = result.snapshot_id is not None
-        except CommitStateUnknownError:
-            written = written[:-1]  # the last plan's files may be in the snapshot
-            raise
-        finally:
-            stale = written if not committed else written[:-1]
-            paths = [p for group in stale for p in group]
-            if paths:
-                delete_files(paths, self.lake.storage_options)
+        extra = {"app_id": app_id, "batch_id": batch_id}
+        result = commit_replanned(self.lake, first, replan, written, extra_info=extra)
         crash_point(AFTER_CATALOG_COMMIT, batch_id)
         now = time.monotonic()
         if result.snapshot_id is None:
