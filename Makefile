@@ -5,10 +5,10 @@ SHELL := bash
 
 PYTHON := .venv/bin/python
 PYTEST_ARGS ?=
-# Three pytest-xdist workers on two cores: most of a run waits on JVM start-ups, Spark jobs, brokers and
-# subprocesses (with two workers the CPU was busy 20 of 27 minutes); tests of one xdist group (faults, debezium,
-# connect, cluster) share a worker. `PYTEST_ARGS="-n 0"` runs in one process.
-PYTEST_WORKERS := -n 3 --dist loadgroup
+# Two pytest-xdist workers on two cores (three were slower: the machine is saturated by the JVMs, brokers and
+# subprocesses the tests start); tests of one xdist group (faults, debezium, connect, cluster) share a worker.
+# `PYTEST_ARGS="-n 0"` runs in one process.
+PYTEST_WORKERS := -n 2 --dist loadgroup
 
 # Run pytest and pass its exit code on, except that 5 ("no tests collected") is a failure too.
 define run_pytest

@@ -27,7 +27,10 @@ pytestmark = [pytest.mark.slow]
 APP = REPO_ROOT / "tests" / "support" / "discovery_app.py"
 
 
-def test_format_ducklake_without_register(tmp_path: Path, catalog: Any) -> None:
+def test_format_ducklake_without_register(tmp_path: Path, pg_catalog: Any) -> None:
+    # one backend: discovery does not depend on it (a subprocess with its own Spark costs 35-45 s); PostgreSQL, which
+    # the executors reach over the network as on a cluster
+    catalog = pg_catalog
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK", "DUCKLAKE_"))}
     env["PYTHONPATH"] = str(REPO_ROOT)
     proc = subprocess.run(

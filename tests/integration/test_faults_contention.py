@@ -10,7 +10,7 @@ holds exactly the union of every writer's rows, read by us and by DuckDB. The se
 ``test_four_writers_and_compaction``, with Spark: two streams and two batch appenders write one table while
 maintenance compacts it.
 
-On a PostgreSQL catalog, for ``DUCKLAKE_CONTENTION_SECONDS`` (default 90; the issue's "several minutes" is
+On a PostgreSQL catalog, for ``DUCKLAKE_CONTENTION_SECONDS`` (default 60; the issue's "several minutes" is
 ``DUCKLAKE_CONTENTION_SECONDS=300``):
 
 - two Spark streams (file sources fed by the test, ``ducklake_sink``, mixed inlined and Parquet micro-batches, the
@@ -52,7 +52,7 @@ from tests.support.faults import (
     write_source_file,
 )
 
-SECONDS = float(os.environ.get("DUCKLAKE_CONTENTION_SECONDS", "90"))
+SECONDS = float(os.environ.get("DUCKLAKE_CONTENTION_SECONDS", "60"))
 LOAD_SECONDS = float(os.environ.get("DUCKLAKE_LOAD_SECONDS", "25"))
 LOAD_SEED = int(os.environ.get("DUCKLAKE_LOAD_SEED", "20261"))
 STREAM_ROWS = [20, 60, 400, 1200]  # inlined (<= 100) and Parquet micro-batches
