@@ -9,7 +9,7 @@ row lost or doubled, DuckDB agrees, one snapshot per micro-batch), and after orp
 data path must be referenced.
 
 Seeded: the seed is printed and recorded; ``DUCKLAKE_SOAK_SEED=<n>`` replays the same choices (kill moments still
-depend on timing). ``DUCKLAKE_SOAK_KILLS`` changes the number of kills (default 12, keeping the suite under 25
+depend on timing). ``DUCKLAKE_SOAK_KILLS`` changes the number of kills (default 8, keeping the suite under 25
 minutes; ``make soak`` runs 40). The drivers share a JVM class archive (``tests.support.jvm``) to halve their start-up.
 """
 
@@ -42,7 +42,7 @@ from tests.support.faults import (
 )
 from tests.support.jvm import driver_java_options
 
-KILLS = int(os.environ.get("DUCKLAKE_SOAK_KILLS", "12"))
+KILLS = int(os.environ.get("DUCKLAKE_SOAK_KILLS", "8"))
 MAX_ROUNDS = KILLS + 10  # a round whose driver finished before its kill moment does not count as a kill
 BACKLOG = 4  # source files waiting for the driver at the start of a round
 ROW_COUNTS = [5, 40, 80, 600, 1500]  # inlined (<= 100) and Parquet micro-batches
