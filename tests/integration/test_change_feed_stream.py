@@ -12,37 +12,10 @@ from pyspark.sql import SparkSession
 import pyspark_ducklake as pdl
 from pyspark_ducklake.streaming.sink import ducklake_sink
 from tests.support.duck import open_duckdb
+from tests.support.session_scenarios import duck_feed
+from tests.support.session_scenarios import feed_history as history
 
 FEED_COLUMNS = ["_snapshot_id", "_rowid", "_change_type", "id", "s"]
-
-
-def history(catalog: Any) -> pdl.Lake:
-    """A table with inlined and Parquet inserts, deletes of both, and an update by DuckDB."""
-    lake = pdl.connect(catalog.url, catalog.data_path, data_inlining_row_limit=10)
-    lake.create_table("main.a", pa.schema([("id", pa.int64()), ("s", pa.string())]))
-    lake.append("main.a", pa.table({"id": [1, 2, 3], "s": ["a", "b", "c"]}))
-    lake.append("main.a", pa.table({"id": list(range(100, 160)), "s": [f"p{i}" for i in range(60)]}))
-    lake.delete("main.a", [("id", "=", 2)])
-    lake.delete("main.a", [("id", ">=", 150)])
-    con = open_duckdb(catalog, inlining_row_limit=10)
-    try:
-        con.execute("UPDATE lake.main.a SET s = 'upd' WHERE id IN (1, 100)")
-        con.execute("INSERT INTO lake.main.a VALUES (7, 'duck')")
-    finally:
-        con.close()
-    return lake
-
-
-def duck_feed(catalog: Any, start: int, end: int) -> list[tuple[Any, ...]]:
-    con = open_duckdb(catalog)
-    try:
-        return sorted(
-            con.execute(
-                f"SELECT snapshot_id, rowid, change_type, id, s FROM ducklake_table_changes('lake', 'main', 'a', {start}, {end})"
-            ).fetchall()
-        )
-    finally:
-        con.close()
 
 
 def rows(df: Any) -> list[tuple[Any, ...]]:
