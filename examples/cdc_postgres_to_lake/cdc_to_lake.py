@@ -14,6 +14,8 @@ a no-op. Kill the pipeline at any moment and start it again: the lake catches up
     python examples/cdc_postgres_to_lake/cdc_to_lake.py workload --ops 2000 --rate 100
     python examples/cdc_postgres_to_lake/cdc_to_lake.py pipeline   # until Ctrl-C or --timeout
     python examples/cdc_postgres_to_lake/cdc_to_lake.py check      # lake == PostgreSQL? DuckDB? the change feed?
+    python examples/cdc_postgres_to_lake/cdc_to_lake.py remove     # drop the demo's connector, replication slot
+                                                                   #   and database (a slot left behind keeps WAL)
     python examples/cdc_postgres_to_lake/cdc_to_lake.py down       # stop Kafka Connect and the broker
 
 The services come from the project's scripts (``scripts/postgres.sh``, ``scripts/kafka.sh``,
@@ -322,6 +324,49 @@ def add_connector(connect_url: str, server_url: str, names: Names, timeout: floa
         time.sleep(0.5)
 
 
+def drop_slot(server_url: str, slot: str, timeout: float = 30) -> None:
+    """Drop a replication slot once its connector has let go of it (a slot left behind keeps WAL forever)."""
+    import sqlalchemy as sa
+
+    admin = sa.create_engine(server_url, isolation_level="AUTOCOMMIT")
+    deadline = time.monotonic() + timeout
+    try:
+        with admin.connect() as conn:
+            while True:
+                active = conn.execute(
+                    sa.text("SELECT active FROM pg_replication_slots WHERE slot_name = :s"), {"s": slot}
+                ).scalar()
+                if active is None:
+                    return
+                if not active:
+                    conn.execute(sa.text("SELECT pg_drop_replication_slot(:s)"), {"s": slot})
+                    return
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"replication slot {slot} still in use after {timeout:.0f} s")
+                time.sleep(0.5)
+    finally:
+        admin.dispose()
+
+
+def remove(connect_url: str | None, server_url: str, names: Names) -> None:
+    """Undo :func:`up` for one ``--tag``: its connector (when Kafka Connect runs), replication slot and database."""
+    import sqlalchemy as sa
+
+    if connect_url:
+        try:
+            rest(connect_url, "DELETE", f"/connectors/{names.connector}")
+        except urllib.error.HTTPError as e:
+            if e.code != 404:
+                raise
+    drop_slot(server_url, names.slot)
+    admin = sa.create_engine(server_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f"DROP DATABASE IF EXISTS {names.database} WITH (FORCE)"))
+    finally:
+        admin.dispose()
+
+
 # --- Spark ----------------------------------------------------------------------------------------------------------
 
 
@@ -553,7 +598,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "command", nargs="?", default="all", choices=["all", "up", "workload", "pipeline", "check", "down"]
+        "command", nargs="?", default="all", choices=["all", "up", "workload", "pipeline", "check", "remove", "down"]
     )
     parser.add_argument("--postgres", default=os.environ.get("CDC_POSTGRES_URL"), help="the captured server's URL")
     parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP"), help="Kafka bootstrap servers")
@@ -596,6 +641,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "up":
         up(args)
+        return 0
+    if args.command == "remove":
+        names = Names(args.tag)
+        running = subprocess.run(["bash", os.path.join(SCRIPTS, "debezium.sh"), "status"], capture_output=True)
+        remove(args.connect or (script("debezium", "url") if running.returncode == 0 else None), args.postgres, names)
+        say(f"removed connector {names.connector}, replication slot {names.slot} and database {names.database}")
         return 0
     if args.command == "workload":
         say(f"workload: {workload(args.postgres, Names(args.tag), args.ops, args.rate, args.seed)}")

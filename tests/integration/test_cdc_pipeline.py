@@ -25,7 +25,7 @@ import pytest
 
 import pyspark_ducklake as pdl
 from tests.support.catalogs import CatalogLocation
-from tests.support.debezium import ConnectWorker, drop_slot, remove_connector
+from tests.support.debezium import ConnectWorker
 from tests.support.pg_instance import PgInstance
 from tests.support.processes import Spawned, load_module
 
@@ -133,5 +133,4 @@ def test_kill_and_restart_under_a_random_workload(
         assert "changes inlined" in modes and "changes parquet" in modes, modes[-3000:]  # both paths ran
     finally:
         stop.set()
-        remove_connector(connect_worker, names.connector)
-        drop_slot(server.url(names.database), names.slot)
+        example.remove(connect_worker.url, server_url, names)  # the example's clean-up: connector, slot, database

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.catalogs import PgServer
-from tests.support.processes import daemon_running, stop_daemon
+from tests.support.processes import daemon_running, load_module, stop_daemon
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEBEZIUM_SCRIPT = REPO_ROOT / "scripts" / "debezium.sh"
@@ -149,24 +149,6 @@ def remove_connector(worker: ConnectWorker, name: str) -> None:
 
 
 def drop_slot(pg_url: str, slot: str, timeout: float = 30) -> None:
-    """Drop a replication slot once its connector has let go of it (a slot left behind keeps WAL forever)."""
-    import sqlalchemy as sa
-
-    engine = sa.create_engine(pg_url, isolation_level="AUTOCOMMIT")
-    deadline = time.monotonic() + timeout
-    try:
-        with engine.connect() as conn:
-            while True:
-                active = conn.execute(
-                    sa.text("SELECT active FROM pg_replication_slots WHERE slot_name = :s"), {"s": slot}
-                ).scalar()
-                if active is None:
-                    return
-                if not active:
-                    conn.execute(sa.text("SELECT pg_drop_replication_slot(:s)"), {"s": slot})
-                    return
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"replication slot {slot} still in use after {timeout:.0f} s")
-                time.sleep(0.5)
-    finally:
-        engine.dispose()
+    """Drop a replication slot once its connector has let go of it (a slot left behind keeps WAL forever): the
+    example's own clean-up (``cdc_to_lake.py remove``), so the tests check it."""
+    load_module(REPO_ROOT / "examples" / "cdc_postgres_to_lake" / "cdc_to_lake.py").drop_slot(pg_url, slot, timeout)
