@@ -17,7 +17,7 @@ define run_pytest
 	exit $$rc
 endef
 
-.PHONY: help install fuzz test-property soak bench-concurrency bench-batch bench-duckdb-tables bench-sink bench-upsert bench-kafka bench-feed demo demo-python kafka-start kafka-stop kafka-demo test-kafka test test-unit test-conformance test-integration lint format pg-start pg-stop clean
+.PHONY: help install fuzz test-property soak bench-concurrency bench-batch bench-duckdb-tables bench-sink bench-upsert bench-cdc bench-kafka bench-feed demo demo-python kafka-start kafka-stop kafka-demo test-kafka test test-unit test-conformance test-integration lint format pg-start pg-stop clean
 
 help: ## List the targets
 	@echo "usage: make <target>"
@@ -98,6 +98,9 @@ bench-upsert: install ## Upsert micro-batches (1k and 100k keys) into a 10M-row 
 	bash bench/fetch_delta.sh --venv >/dev/null
 	$(PYTHON) bench/upsert_bench.py --rows 10000000 --small-table-rows 1000000 --keys 1000,100000 --batches 10 \
 		--out bench/results/upsert.json
+
+bench-cdc: install ## CDC pipeline latency, PostgreSQL commit -> visible in the lake (Debezium, Kafka, upsert sink), ~10 min (bench/README.md)
+	$(PYTHON) bench/cdc_bench.py --triggers 0,1 --probes 300 --out bench/results/cdc.json
 
 bench-feed: install ## Change feed vs DuckDB's table_changes and Delta Lake's CDF (2.35M changes) + stream latency, ~25 min (bench/README.md)
 	bash bench/fetch_delta.sh --venv >/dev/null
