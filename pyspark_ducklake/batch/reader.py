@@ -119,7 +119,7 @@ class DuckLakeBatchReader(DataSourceReader):
                 entry = R.table_by_name(conn, schema_name, table_name, snapshot)
                 full = R.table_schema(conn, entry.table_id, snapshot)
                 columns = selected_columns(self.options, full, self.identifier)
-                plan = plan_scan(conn, entry, snapshot, lake.data_path, columns=columns)
+                plan = plan_scan(conn, entry, snapshot, lake.data_path, columns=columns, full=full)
         finally:
             lake.close()
         if self.spark_schema is not None and spark_schema(plan.schema) != self.spark_schema:

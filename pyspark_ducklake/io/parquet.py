@@ -686,6 +686,8 @@ def iter_row_groups(
     except (OSError, pa.ArrowException) as e:
         if key is not None:
             raise undecryptable(path, type(e).__name__) from None
+        if not isinstance(e, (OSError, pa.ArrowInvalid)):  # as read_columns: other Arrow errors pass
+            raise
         if _is_encrypted(fs, p):
             raise _encrypted(path) from e
         raise DataFileError(f"data file {path} cannot be read as Parquet: {e}") from e
