@@ -22,8 +22,8 @@ from pyspark_ducklake.spark.type_mapping import arrow_schema_for_spark, spark_sc
 from pyspark_ducklake.table.file_stream import stream_file_task
 from pyspark_ducklake.table.identifiers import parse_identifier
 from pyspark_ducklake.table.projection import project
-from pyspark_ducklake.table.read_packing import default_cores, pack_tasks
-from pyspark_ducklake.table.scan import FileTask, plan_scan, table_columns
+from pyspark_ducklake.table.read_packing import FileSlice, default_cores, pack_files
+from pyspark_ducklake.table.scan import plan_scan, table_columns
 
 SNAPSHOT_OPTIONS = ("snapshot", "versionAsOf")
 TIMESTAMP_OPTIONS = ("timestamp", "timestampAsOf")
@@ -80,9 +80,9 @@ def read_schema(config: LakeConfig, identifier: str, options: dict[str, str]) ->
 
 @dataclass(frozen=True)
 class FilesPartition(InputPartition):
-    """Data files one Spark task reads, one after the other."""
+    """Data files (or byte ranges of them) one Spark task reads, one after the other."""
 
-    tasks: tuple[FileTask, ...]
+    slices: tuple[FileSlice, ...]
     schema: TableSchema
 
 
@@ -129,7 +129,7 @@ class DuckLakeBatchReader(DataSourceReader):
             )
         self.snapshot = snapshot
         parts: list[InputPartition] = [
-            FilesPartition(tasks, plan.schema) for tasks in pack_tasks(plan.files, default_cores())
+            FilesPartition(pieces, plan.schema) for pieces in pack_files(plan.files, default_cores())
         ]
         if plan.inlined is not None and plan.inlined.data.num_rows:
             data = table_columns(plan.inlined.data, plan.schema)
@@ -147,8 +147,11 @@ class DuckLakeBatchReader(DataSourceReader):
             return
         assert isinstance(partition, FilesPartition)
         storage_options = self.config.storage_options
-        for task in partition.tasks:
-            for rows in stream_file_task(task, partition.schema, storage_options=storage_options):
+        for piece in partition.slices:
+            rows_of = stream_file_task(
+                piece.task, partition.schema, storage_options=storage_options, byte_range=(piece.start, piece.end)
+            )
+            for rows in rows_of:
                 yield from _spark_batches(rows, target)
 
 

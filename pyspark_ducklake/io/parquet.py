@@ -654,10 +654,14 @@ def iter_row_groups(
     *,
     storage_options: dict[str, Any] | None = None,
     encryption_key: str | None = None,
+    byte_range: tuple[int, int | None] = (0, None),
 ) -> Iterator[tuple[int, pa.Table]]:
     """Each row group of the file in order, as ``(its first row's position in the file, its table)`` of the
     columns ``pick`` chooses from the file's schema (None: all; False: read nothing), decoded one at a time on
     the calling thread (a Spark task already has its core) and opening the file once.
+
+    ``byte_range`` ``(start, end)`` (end None: the file's end): only the row groups whose middle byte lies in it, as
+    Spark and parquet-mr split a file, so ranges that tile the file read each row group once.
 
     Raises:
         DataFileError, EncryptedLakeError, FileDecryptionError: as :func:`read_columns`.
@@ -677,10 +681,14 @@ def iter_row_groups(
         if columns is False:
             return
         meta = pf.metadata
+        start, end = byte_range
+        whole = start <= 0 and end is None
         first = 0
         for i in range(meta.num_row_groups):
-            yield first, pf.read_row_group(i, columns=columns, use_threads=False)
-            first += meta.row_group(i).num_rows
+            group = meta.row_group(i)
+            if whole or start <= _middle(group) < (end if end is not None else _AFTER_ANY_FILE):
+                yield first, pf.read_row_group(i, columns=columns, use_threads=False)
+            first += group.num_rows
     except FileNotFoundError as e:
         raise _missing(path) from e
     except (OSError, pa.ArrowException) as e:
@@ -694,6 +702,25 @@ def iter_row_groups(
     finally:
         if handle is not None:
             handle.close()
+
+
+_AFTER_ANY_FILE = 1 << 62
+
+
+def _middle(group: Any) -> int:
+    """The row group's middle byte: from its first page (a dictionary page, else the first data page) over its
+    compressed column chunks."""
+    begin = None
+    size = 0
+    for j in range(group.num_columns):
+        chunk = group.column(j)
+        at = chunk.data_page_offset
+        dictionary = chunk.dictionary_page_offset if chunk.has_dictionary_page else None
+        if dictionary is not None and 0 < dictionary < at:
+            at = dictionary
+        begin = at if begin is None else min(begin, at)
+        size += chunk.total_compressed_size
+    return (begin or 0) + size // 2
 
 
 def row_group_ranges(

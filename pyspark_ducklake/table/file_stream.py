@@ -42,18 +42,25 @@ class _Layout:
 
 
 def stream_file_task(
-    task: FileTask, schema: TableSchema, *, storage_options: dict[str, Any] | None = None
+    task: FileTask,
+    schema: TableSchema,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    byte_range: tuple[int, int | None] = (0, None),
 ) -> Iterator[pa.Table]:
     """The file's live rows at the task's snapshot in the columns of ``schema`` (as ``table_columns`` of
     :func:`execute_file_task` gives them), as one table per row group; files read by name or by position come
-    whole, as one table.
+    whole, as one table. ``byte_range``: only the row groups whose middle byte lies in it (see
+    :func:`pyspark_ducklake.io.parquet.iter_row_groups`); a file read whole is read by the range starting at 0.
 
     Raises:
         DataFileError, EncryptedLakeError, FileDecryptionError: as ``execute_file_task``.
     """
     f = task.file
+    first_range = byte_range[0] <= 0
     if f.name_mapping is not None:
-        yield _whole(task, schema, storage_options)
+        if first_range:
+            yield _whole(task, schema, storage_options)
         return
     cut = f.partial_max is not None and f.partial_max > task.snapshot_id
     wanted = {c.column_id for c in schema.columns} | ({SNAPSHOT_ID_FIELD_ID} if cut else set())
@@ -73,7 +80,10 @@ def stream_file_task(
     out_schema = pa.schema([arrow_field(c) for c in schema.columns])
     layout: _Layout | None = None
     deleted: np.ndarray | None = None
-    for first, raw in iter_row_groups(f.path, pick, storage_options=storage_options, encryption_key=f.encryption_key):
+    groups = iter_row_groups(
+        f.path, pick, storage_options=storage_options, encryption_key=f.encryption_key, byte_range=byte_range
+    )
+    for first, raw in groups:
         if layout is None:
             layout = _layout(raw.schema, schema)
             deleted = _deleted_positions(task, storage_options)
@@ -86,7 +96,7 @@ def stream_file_task(
             raw = raw.filter(pa.array(keep))
             n = raw.num_rows
         yield pa.Table.from_arrays(_columns(raw, schema, layout, n), schema=out_schema)
-    if foreign:
+    if foreign and first_range:
         yield _whole(task, schema, storage_options)
 
 

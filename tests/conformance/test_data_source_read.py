@@ -111,6 +111,28 @@ def test_files_are_packed_two_partitions_per_core(spark: Any, sqlite_catalog: An
         con.close()
 
 
+def test_one_large_file_is_read_by_several_tasks_each_row_group_once(spark: Any, sqlite_catalog: Any) -> None:
+    pdl.register(spark)
+    rows = 300_000
+    con = _duckdb(sqlite_catalog)
+    try:
+        con.execute("CALL lake.set_option('parquet_row_group_size', 10240)")
+        con.execute(
+            "CREATE TABLE lake.main.t AS SELECT i::BIGINT AS id, md5(i::VARCHAR) AS a, md5((-i)::VARCHAR) AS b "
+            f"FROM range({rows}) r(i)"
+        )
+        con.execute("DELETE FROM lake.main.t WHERE id % 3 = 0 OR id BETWEEN 100000 AND 100100")
+        (path,) = _files(sqlite_catalog)
+        frame = spark.read.format("ducklake").option("catalog", sqlite_catalog.url).load("main.t")
+        assert frame.rdd.getNumPartitions() > 1  # the file is cut into byte ranges
+        ids = sorted(r.id for r in frame.select("id").collect())
+        assert ids == [r[0] for r in con.execute("SELECT id FROM lake.main.t ORDER BY id").fetchall()]
+        assert frame.filter("a != md5(cast(id AS string)) OR b != md5(cast(-id AS string))").count() == 0
+        assert pq.ParquetFile(path).num_row_groups > frame.rdd.getNumPartitions()
+    finally:
+        con.close()
+
+
 def _corrupt_column(path: str, column: str) -> None:
     """Overwrite the page headers of ``column`` in every row group: the footer still describes the file."""
     meta = pq.ParquetFile(path).metadata

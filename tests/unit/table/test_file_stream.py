@@ -143,6 +143,33 @@ def test_an_empty_file_streams_nothing(tmp_path: Path) -> None:
     assert sum(p.num_rows for p in _same(FileTask(f, 1), WRITTEN)) == 0
 
 
+def _ranges(path: Path, parts: int) -> list[tuple[int, int | None]]:
+    step = path.stat().st_size // parts + 1
+    return [(k * step, None if k == parts - 1 else (k + 1) * step) for k in range(parts)]
+
+
+@pytest.mark.parametrize("parts", [2, 3, 20])
+def test_byte_ranges_that_tile_the_file_read_each_row_group_once(tmp_path: Path, parts: int) -> None:
+    f = _write(tmp_path / "a.parquet", _data())
+    f = dataclasses.replace(f, delete_file=_deletes(tmp_path / "d.parquet", list(range(0, ROWS, 5))))
+    task = FileTask(f, 2, (GROUP, 3 * GROUP + 1))
+    whole = table_columns(execute_file_task(task, WRITTEN), WRITTEN)
+    pieces = [list(stream_file_task(task, WRITTEN, byte_range=r)) for r in _ranges(tmp_path / "a.parquet", parts)]
+    assert pa.concat_tables([t for piece in pieces for t in piece]).to_pylist() == whole.to_pylist()
+    assert sum(len(piece) for piece in pieces) == 8  # no row group twice
+    if parts == 20:
+        assert any(not piece for piece in pieces)  # ranges without a row group's middle read nothing
+
+
+def test_a_file_without_field_ids_is_read_whole_by_the_first_range_only(tmp_path: Path) -> None:
+    plain = _data().rename_columns(["a", "b", "c", "d", "e"])
+    plain = plain.cast(pa.schema([pa.field(f.name, f.type) for f in plain.schema]))
+    f = _write(tmp_path / "a.parquet", plain)
+    pieces = [list(stream_file_task(FileTask(f, 1), WRITTEN, byte_range=r)) for r in _ranges(tmp_path / "a.parquet", 3)]
+    assert [len(piece) for piece in pieces] == [1, 0, 0]
+    assert pieces[0][0].to_pylist() == table_columns(execute_file_task(FileTask(f, 1), WRITTEN), WRITTEN).to_pylist()
+
+
 def test_a_missing_file_is_a_data_file_error(tmp_path: Path) -> None:
     f = _write(tmp_path / "a.parquet", _data(10))
     (tmp_path / "a.parquet").unlink()
