@@ -7,7 +7,8 @@ slow split does not leave a core idle at the end): a file larger than ``bytes / 
 least 4 MB) is cut into byte ranges of that size, each reading the row groups whose middle byte it holds (as Spark
 does; :func:`pyspark_ducklake.io.parquet.iter_row_groups`), then the pieces are packed, largest first into the
 lightest partition, into ``2 x cores`` partitions (more where one would pass 128 MB, never more than there are
-pieces). Each piece counts its bytes plus Spark's open cost. Files added by name mapping are read whole, never cut.
+pieces). Each piece counts its bytes plus Spark's open cost. Files added by name mapping (read whole) and encrypted
+files (decrypted whole in memory) are never cut.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def slices(tasks: Sequence[FileTask], cores: int) -> list[FileSlice]:
     out = []
     for t in tasks:
         n = math.ceil(max(t.file.file_size_bytes, 0) / size)
-        if n <= 1 or t.file.name_mapping is not None:
+        if n <= 1 or t.file.name_mapping is not None or t.file.encryption_key is not None:
             out.append(FileSlice(t))
             continue
         out.extend(FileSlice(t, k * size, None if k == n - 1 else (k + 1) * size) for k in range(n))

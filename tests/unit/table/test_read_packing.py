@@ -1,6 +1,6 @@
 """Packing a scan's files into read partitions: two partitions per core, balanced by bytes, more partitions where one
 would pass 128 MB; a file larger than its share cut into byte ranges that tile it (each row group read once:
-tests/unit/table/test_file_stream.py), files added by name mapping never cut."""
+tests/unit/table/test_file_stream.py), files added by name mapping or encrypted never cut."""
 
 from __future__ import annotations
 
@@ -68,11 +68,12 @@ def test_one_large_file_is_cut_into_a_range_per_partition() -> None:
     ]
 
 
-def test_a_file_added_by_name_mapping_is_never_cut() -> None:
+def test_files_added_by_name_mapping_or_encrypted_are_never_cut() -> None:
     (task,) = _tasks([400 * MB])
     mapping = NameMapping(1, 1, (MappingNode("a", 1, False),))
-    task = dataclasses.replace(task, file=dataclasses.replace(task.file, name_mapping=mapping))
-    assert pack_files([task], cores=2) == [(FileSlice(task),)]
+    for change in ({"name_mapping": mapping}, {"encryption_key": "AAAAAAAAAAAAAAAAAAAAAA=="}):
+        whole = dataclasses.replace(task, file=dataclasses.replace(task.file, **change))
+        assert pack_files([whole], cores=2) == [(FileSlice(whole),)]
 
 
 def test_many_small_files_are_packed_by_bytes() -> None:
