@@ -9,10 +9,16 @@ timing, so generation is not measured. Each repetition then times, in wall-clock
 - ``read``: ``spark.read.parquet(dir)`` against ``spark.read.format("ducklake").load("main.bench")`` and against
   ``pdl.read_table(spark, "main.bench")`` (Spark's own Parquet reader), each drained into Spark's ``noop`` sink,
   which pulls every column of every row through the scan (a plain ``count()`` would let Parquet answer from its
-  footers).
+  footers);
+- the floor controls (``floor_source.py``): the fastest Python data source write and read PySpark allows, knowing
+  nothing of DuckLake, the reader over the DuckLake table's own files: what the API costs, so that
+  ``floor / ducklake`` is our own cost;
+- per column type (``--no-column-reads`` skips them): one column alone through ``spark.read.parquet(dir)``, the
+  floor reader and the data source's ``columns`` option (first backend only).
 
 The median of the repetitions is reported with rows/s and the ratio ``parquet_seconds / ducklake_seconds`` (1.0 = as
-fast as plain Parquet; the project's target is >= 0.8). After the last repetition the result is checked: row counts
+fast as plain Parquet; the project's target is >= 0.8), and for the data source ``floor_seconds / ducklake_seconds``
+(the target is >= 0.95). After the last repetition the result is checked: row counts
 and an order-independent hash of all columns agree between the source, the Parquet copy and the DuckLake table, and
 DuckDB's ``ducklake`` extension counts the same rows (so a benchmark can never "win" by writing nothing).
 
@@ -45,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import floor_source  # bench/floor_source.py, next to this script
 from _common import ForeignLoad, Measurement, measure  # bench/_common.py, next to this script
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -52,6 +59,10 @@ TABLE = "main.bench"
 NATIVE_TABLE = "main.bench_native"
 OPERATIONS = ("write", "write-native", "read", "read-native")
 TARGET_RATIO = 0.8
+FLOOR_TARGET_RATIO = 0.95  # the data source against the floor controls (issue #20 item 4)
+# One column of each type the DataFrame has: bigint, int, double, string, timestamp, decimal(18,3), date, boolean,
+# array<int>.
+TYPE_COLUMNS = ("id", "i32", "dbl", "text", "ts", "amount", "day", "flag", "tags")
 BACKENDS = ("sqlite", "postgres")
 
 
@@ -125,6 +136,7 @@ def start_spark(args: argparse.Namespace, work: Path) -> Any:
     import pyspark_ducklake
 
     pyspark_ducklake.register(spark)
+    floor_source.register(spark)
     return spark
 
 
@@ -214,6 +226,35 @@ def native_frame(spark: Any, catalog: Catalog, table: str = TABLE) -> Any:
 
 def read_native(spark: Any, catalog: Catalog) -> None:
     drain(native_frame(spark, catalog))
+
+
+def table_files(catalog: Catalog, table: str = TABLE) -> list[str]:
+    """The table's current data files (for the floor reader)."""
+    import pyspark_ducklake as pdl
+
+    lake = pdl.connect(catalog.url, data_path=catalog.data_path)
+    try:
+        return [str(p) for p in lake.list_files(table).column("data_file").to_pylist()]
+    finally:
+        lake.close()
+
+
+def floor_frame(spark: Any, files: list[str], schema: Any) -> Any:
+    """The floor reader over ``files``, reading (and decoding) only ``schema``'s columns, packed for the cores
+    our reader packs for."""
+    from pyspark_ducklake.table.read_packing import default_cores
+
+    return (
+        spark.read.format("floor-read")
+        .schema(schema)
+        .option("paths", json.dumps(files))
+        .option("cores", str(default_cores()))
+        .load()
+    )
+
+
+def write_floor(df: Any, folder: Path) -> None:
+    df.write.format("floor-write").mode("overwrite").save(str(folder))
 
 
 def drain(df: Any) -> None:
@@ -317,14 +358,41 @@ def machine_info(spark: Any) -> dict[str, Any]:
 def summarize(
     rows: int, times: dict[str, list[float]], cpu_times: dict[str, list[float]], backends: list[str]
 ) -> list[dict[str, Any]]:
+    def med(name: str) -> float:
+        return statistics.median(times[name])
+
+    def med_cpu(name: str) -> float:
+        return statistics.median(cpu_times[name])
+
     out = []
+    for op in ("write", "read"):  # the floor controls against Parquet
+        base, floor = med(f"parquet.{op}"), med(f"floor.{op}")
+        out.append(
+            {
+                "backend": "-",
+                "operation": f"floor-{op}",
+                "parquet_seconds": round(base, 3),
+                "ducklake_seconds": round(floor, 3),
+                "parquet_rows_per_second": round(rows / base),
+                "ducklake_rows_per_second": round(rows / floor),
+                "ratio": round(base / floor, 3),
+                "meets_target": None,
+                "floor_seconds": round(floor, 3),
+                "ratio_to_floor": 1.0,
+                "parquet_cpu_seconds": round(med_cpu(f"parquet.{op}"), 2),
+                "ducklake_cpu_seconds": round(med_cpu(f"floor.{op}"), 2),
+                "cpu_ratio": round(med_cpu(f"parquet.{op}") / med_cpu(f"floor.{op}"), 3),
+            }
+        )
     for op in OPERATIONS:
         peer = op.split("-")[0]
-        base = statistics.median(times[f"parquet.{peer}"])
-        base_cpu = statistics.median(cpu_times[f"parquet.{peer}"])
+        base = med(f"parquet.{peer}")
+        base_cpu = med_cpu(f"parquet.{peer}")
+        # the data source against the floor of any data source; the native paths are not data sources
+        floor = med(f"floor.{op}") if op in ("write", "read") else None
         for b in backends:
-            ours = statistics.median(times[f"ducklake-{b}.{op}"])
-            ours_cpu = statistics.median(cpu_times[f"ducklake-{b}.{op}"])
+            ours = med(f"ducklake-{b}.{op}")
+            ours_cpu = med_cpu(f"ducklake-{b}.{op}")
             ratio = base / ours
             out.append(
                 {
@@ -336,6 +404,8 @@ def summarize(
                     "ducklake_rows_per_second": round(rows / ours),
                     "ratio": round(ratio, 3),
                     "meets_target": ratio >= TARGET_RATIO,
+                    "floor_seconds": None if floor is None else round(floor, 3),
+                    "ratio_to_floor": None if floor is None else round(floor / ours, 3),
                     "parquet_cpu_seconds": round(base_cpu, 2),
                     "ducklake_cpu_seconds": round(ours_cpu, 2),
                     "cpu_ratio": round(base_cpu / ours_cpu, 3) if ours_cpu else None,
@@ -344,23 +414,71 @@ def summarize(
     return out
 
 
-def print_table(rows: int, summary: list[dict[str, Any]]) -> None:
+def summarize_columns(
+    rows: int, times: dict[str, list[float]], backend: str, columns: list[tuple[str, str]]
+) -> list[dict[str, Any]]:
+    """Per column type: one column through Parquet, the floor reader and the data source's ``columns`` option."""
+    out = []
+    for name, type_ in columns:
+        base = statistics.median(times[f"parquet.read[{name}]"])
+        floor = statistics.median(times[f"floor.read[{name}]"])
+        ours = statistics.median(times[f"ducklake-{backend}.read[{name}]"])
+        out.append(
+            {
+                "column": name,
+                "type": type_,
+                "backend": backend,
+                "parquet_seconds": round(base, 3),
+                "floor_seconds": round(floor, 3),
+                "ducklake_seconds": round(ours, 3),
+                "floor_rows_per_second": round(rows / floor),
+                "ducklake_rows_per_second": round(rows / ours),
+                "floor_ratio": round(base / floor, 3),
+                "ratio": round(base / ours, 3),
+                "ratio_to_floor": round(floor / ours, 3),
+                "meets_floor_target": floor / ours >= FLOOR_TARGET_RATIO,
+            }
+        )
+    return out
+
+
+def print_table(rows: int, summary: list[dict[str, Any]], columns: list[dict[str, Any]]) -> None:
     head = (
         f"{'backend':<9} {'op':<12} {'parquet s':>10} {'ducklake s':>11} {'parquet rows/s':>15} "
-        f"{'ducklake rows/s':>16} {'ratio':>6} {'target':>7} {'cpu-s pq':>9} {'cpu-s dl':>9} {'cpu ratio':>10}"
+        f"{'ducklake rows/s':>16} {'ratio':>6} {'target':>7} {'/floor':>7} {'cpu-s pq':>9} {'cpu-s dl':>9} "
+        f"{'cpu ratio':>10}"
     )
     print(
         f"\n{rows:,} rows; medians; ratio = parquet_seconds / ducklake_seconds (target >= {TARGET_RATIO}); "
-        "cpu-s = CPU seconds of the benchmark's own processes"
+        f"/floor = floor_seconds / ducklake_seconds (target >= {FLOOR_TARGET_RATIO}); the floor rows are the "
+        "controls against Parquet; cpu-s = CPU seconds of the benchmark's own processes"
     )
     print(head)
     print("-" * len(head))
     for r in summary:
+        target = "" if r["meets_target"] is None else ("ok" if r["meets_target"] else "BELOW")
+        to_floor = "" if r["ratio_to_floor"] is None else f"{r['ratio_to_floor']:.2f}"
         print(
             f"{r['backend']:<9} {r['operation']:<12} {r['parquet_seconds']:>10.2f} {r['ducklake_seconds']:>11.2f} "
             f"{r['parquet_rows_per_second']:>15,} {r['ducklake_rows_per_second']:>16,} {r['ratio']:>6.2f} "
-            f"{'ok' if r['meets_target'] else 'BELOW':>7} {r['parquet_cpu_seconds']:>9.1f} "
+            f"{target:>7} {to_floor:>7} {r['parquet_cpu_seconds']:>9.1f} "
             f"{r['ducklake_cpu_seconds']:>9.1f} {r['cpu_ratio'] or 0:>10.2f}"
+        )
+    if not columns:
+        return
+    head = (
+        f"{'column':<8} {'type':<14} {'parquet s':>10} {'floor s':>8} {'ducklake s':>11} {'floor rows/s':>13} "
+        f"{'ducklake rows/s':>16} {'floor/pq':>9} {'dl/pq':>6} {'/floor':>7} {'target':>7}"
+    )
+    print(f"\none column alone ({columns[0]['backend']} catalog): parquet, the floor reader, the columns option")
+    print(head)
+    print("-" * len(head))
+    for r in columns:
+        print(
+            f"{r['column']:<8} {r['type']:<14} {r['parquet_seconds']:>10.2f} {r['floor_seconds']:>8.2f} "
+            f"{r['ducklake_seconds']:>11.2f} {r['floor_rows_per_second']:>13,} {r['ducklake_rows_per_second']:>16,} "
+            f"{r['floor_ratio']:>9.2f} {r['ratio']:>6.2f} {r['ratio_to_floor']:>7.2f} "
+            f"{'ok' if r['meets_floor_target'] else 'BELOW':>7}"
         )
 
 
@@ -385,6 +503,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     p.add_argument("--driver-memory", default="6g", help="spark.driver.memory (holds the cached DataFrame)")
     p.add_argument("--no-array", action="store_true", help="leave out the array<int> column")
+    p.add_argument("--no-column-reads", action="store_true", help="skip the reads of one column of each type (faster)")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf (repeatable)")
     p.add_argument(
         "--ducklake-option",
@@ -449,17 +568,26 @@ def main(argv: list[str] | None = None) -> int:
         small.count()
         small.write.mode("overwrite").parquet(str(work / "warmup.parquet"))
         drain(spark.read.parquet(str(work / "warmup.parquet")))
+        write_floor(small, work / "warmup-floor")
         for c in catalogs:
             ducklake_writer(small, c, writer_options).save("main.warmup")
             drain(ducklake_reader(spark, c).load("main.warmup"))
             write_native(small, c, writer_options, "main.warmup_native")
             drain(native_frame(spark, c, "main.warmup"))
+        drain(floor_frame(spark, table_files(catalogs[0], "main.warmup"), small.schema))
         small.unpersist()
 
+        # The floor reader reads the data source's own files: written once here, untimed; the timed overwrites
+        # write the same rows into new files and keep these (time travel).
+        write_ducklake(df, catalogs[0], writer_options)
+        files = table_files(catalogs[0])
         parquet_dir = work / "parquet"
+        floor_dir = work / "floor-write"
         operations: list[tuple[str, Callable[[], object]]] = [
             ("parquet.write", lambda: df.write.mode("overwrite").parquet(str(parquet_dir))),
             ("parquet.read", lambda: drain(spark.read.parquet(str(parquet_dir)))),
+            ("floor.write", functools.partial(write_floor, df, floor_dir)),
+            ("floor.read", lambda: drain(floor_frame(spark, files, df.schema))),
         ]
         for c in catalogs:
             operations.append((f"ducklake-{c.backend}.write", functools.partial(write_ducklake, df, c, writer_options)))
@@ -468,6 +596,20 @@ def main(argv: list[str] | None = None) -> int:
             )
             operations.append((f"ducklake-{c.backend}.read", functools.partial(read_ducklake, spark, c)))
             operations.append((f"ducklake-{c.backend}.read-native", functools.partial(read_native, spark, c)))
+        type_columns = [] if args.no_column_reads else [(n, t) for n, t in df.dtypes if n in TYPE_COLUMNS]
+        first = catalogs[0]
+        for name, _ in type_columns:
+            one = df.select(name).schema
+            operations.append(
+                (f"parquet.read[{name}]", lambda n=name: drain(spark.read.parquet(str(parquet_dir)).select(n)))
+            )
+            operations.append((f"floor.read[{name}]", lambda s=one: drain(floor_frame(spark, files, s))))
+            operations.append(
+                (
+                    f"ducklake-{first.backend}.read[{name}]",
+                    lambda n=name: drain(ducklake_reader(spark, first).option("columns", n).load(TABLE)),
+                )
+            )
         # Interleaved: every repetition runs every operation once, in the same order. A measurement during which
         # other processes took more than --max-contention of the CPU is redone (at most --max-tries times).
         attempts: list[dict[str, Any]] = []
@@ -524,6 +666,10 @@ def main(argv: list[str] | None = None) -> int:
         got = table_hash(spark.read.parquet(str(parquet_dir)))
         files, size = dir_size(parquet_dir)
         verification["parquet"] = {"rows": got[0], "hash": got[1], "files": files, "bytes": size, "ok": got == expected}
+        got = table_hash(spark.read.parquet(str(floor_dir)))
+        verification["floor-write"] = {"rows": got[0], "hash": got[1], "ok": got == expected}
+        got = table_hash(floor_frame(spark, table_files(catalogs[0]), df.schema))
+        verification["floor-read"] = {"rows": got[0], "hash": got[1], "ok": got == expected}
         sum_id = args.rows * (args.rows - 1) // 2
         non_null_text = args.rows - (args.rows + 12) // 13
         want_duck = {"rows": args.rows, "sum_id": sum_id, "non_null_text": non_null_text}
@@ -554,7 +700,8 @@ def main(argv: list[str] | None = None) -> int:
         print("verification: " + ("ok" if all_ok else "FAILED") + " " + json.dumps(verification), flush=True)
 
         summary = summarize(args.rows, times, cpu_times, [c.backend for c in catalogs])
-        print_table(args.rows, summary)
+        column_summary = summarize_columns(args.rows, times, first.backend, type_columns)
+        print_table(args.rows, summary, column_summary)
         result = {
             "benchmark": "batch",
             "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]) if argv is None else argv,
@@ -570,6 +717,8 @@ def main(argv: list[str] | None = None) -> int:
                 "ducklake_options": writer_options,
                 "read_sink": "noop",
                 "target_ratio": TARGET_RATIO,
+                "floor_target_ratio": FLOOR_TARGET_RATIO,
+                "column_reads": [n for n, _ in type_columns],
                 "max_contention": args.max_contention,
             },
             "machine": machine_info(spark),
@@ -578,6 +727,7 @@ def main(argv: list[str] | None = None) -> int:
             "attempts": attempts,
             "contended_measurements_in_medians": contended_used,
             "summary": summary,
+            "columns": column_summary,
             "verification": verification,
             "verified": all_ok,
         }

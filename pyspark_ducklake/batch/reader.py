@@ -1,4 +1,5 @@
-"""Batch reads: the driver plans one partition per data file (plus one for inlined rows); executors read them."""
+"""Batch reads: the driver packs the data files into a few partitions (plus one for inlined rows); executors stream
+each file a row group at a time (table/file_stream.py) as Arrow batches of exactly Spark's types."""
 
 from __future__ import annotations
 
@@ -18,13 +19,17 @@ from pyspark_ducklake.options import option_value
 from pyspark_ducklake.spark.column_option import selected_columns
 from pyspark_ducklake.spark.lake_config import LakeConfig
 from pyspark_ducklake.spark.type_mapping import arrow_schema_for_spark, spark_schema, to_spark_batch
+from pyspark_ducklake.table.file_stream import stream_file_task
 from pyspark_ducklake.table.identifiers import parse_identifier
 from pyspark_ducklake.table.projection import project
-from pyspark_ducklake.table.scan import FileTask, execute_file_task, plan_scan, table_columns
+from pyspark_ducklake.table.read_packing import FileSlice, default_cores, pack_files
+from pyspark_ducklake.table.scan import plan_scan, table_columns
 
 SNAPSHOT_OPTIONS = ("snapshot", "versionAsOf")
 TIMESTAMP_OPTIONS = ("timestamp", "timestampAsOf")
-BATCH_ROWS = 65_536
+# A row group is one Arrow batch to Spark (DuckDB's and our files: 122,880 rows); larger ones, and whole files read
+# by name or position, are cut at this many rows.
+MAX_BATCH_ROWS = 262_144
 
 
 def _first(options: dict[str, str], keys: tuple[str, ...]) -> tuple[str, str] | None:
@@ -74,10 +79,11 @@ def read_schema(config: LakeConfig, identifier: str, options: dict[str, str]) ->
 
 
 @dataclass(frozen=True)
-class FilePartition(InputPartition):
-    task: FileTask
+class FilesPartition(InputPartition):
+    """Data files (or byte ranges of them) one Spark task reads, one after the other."""
+
+    slices: tuple[FileSlice, ...]
     schema: TableSchema
-    storage_options: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -113,7 +119,7 @@ class DuckLakeBatchReader(DataSourceReader):
                 entry = R.table_by_name(conn, schema_name, table_name, snapshot)
                 full = R.table_schema(conn, entry.table_id, snapshot)
                 columns = selected_columns(self.options, full, self.identifier)
-                plan = plan_scan(conn, entry, snapshot, lake.data_path, columns=columns)
+                plan = plan_scan(conn, entry, snapshot, lake.data_path, columns=columns, full=full)
         finally:
             lake.close()
         if self.spark_schema is not None and spark_schema(plan.schema) != self.spark_schema:
@@ -122,7 +128,9 @@ class DuckLakeBatchReader(DataSourceReader):
                 "run the read again"
             )
         self.snapshot = snapshot
-        parts: list[InputPartition] = [FilePartition(task, plan.schema) for task in plan.files]
+        parts: list[InputPartition] = [
+            FilesPartition(pieces, plan.schema) for pieces in pack_files(plan.files, default_cores())
+        ]
         if plan.inlined is not None and plan.inlined.data.num_rows:
             data = table_columns(plan.inlined.data, plan.schema)
             sink = pa.BufferOutputStream()
@@ -134,12 +142,25 @@ class DuckLakeBatchReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         target = arrow_schema_for_spark(self.spark_schema)
         if isinstance(partition, InlinedPartition):
-            if not partition.ipc:
-                return
-            table = pa.ipc.open_stream(partition.ipc).read_all()
-        else:
-            assert isinstance(partition, FilePartition)
-            rows = execute_file_task(partition.task, partition.schema, storage_options=self.config.storage_options)
-            table = table_columns(rows, partition.schema)
-        for batch in table.to_batches(max_chunksize=BATCH_ROWS):
+            if partition.ipc:
+                yield from _spark_batches(pa.ipc.open_stream(partition.ipc).read_all(), target)
+            return
+        assert isinstance(partition, FilesPartition)
+        storage_options = self.config.storage_options
+        for piece in partition.slices:
+            rows_of = stream_file_task(
+                piece.task, partition.schema, storage_options=storage_options, byte_range=(piece.start, piece.end)
+            )
+            for rows in rows_of:
+                yield from _spark_batches(rows, target)
+
+
+def _spark_batches(rows: pa.Table, target: pa.Schema) -> Iterator[pa.RecordBatch]:
+    if not rows.num_rows:
+        return
+    if rows.num_rows <= MAX_BATCH_ROWS and all(c.num_chunks == 1 for c in rows.columns):
+        yield to_spark_batch(rows, target)  # a row group: its arrays as they are, no slicing
+        return
+    for batch in rows.to_batches(max_chunksize=MAX_BATCH_ROWS):
+        if batch.num_rows:
             yield to_spark_batch(batch, target)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -625,14 +625,18 @@ def read_columns(
         with fs.open(p, "rb") as f:
             return _read(pq.ParquetFile(f), pick, row_groups)
     except FileNotFoundError as e:
-        raise DataFileError(
-            f"data file {path} is missing: the lake's files were removed or moved (its data_path is recorded in the "
-            "catalog); restore the file or time-travel to a snapshot that does not need it"
-        ) from e
+        raise _missing(path) from e
     except (OSError, pa.ArrowInvalid) as e:
         if _is_encrypted(fs, p):
             raise _encrypted(path) from e
         raise DataFileError(f"data file {path} cannot be read as Parquet: {e}") from e
+
+
+def _missing(path: str) -> DataFileError:
+    return DataFileError(
+        f"data file {path} is missing: the lake's files were removed or moved (its data_path is recorded in the "
+        "catalog); restore the file or time-travel to a snapshot that does not need it"
+    )
 
 
 def _read(
@@ -642,6 +646,81 @@ def _read(
     if row_groups is None:
         return pf.read(columns=columns, use_threads=True)
     return pf.read_row_groups(list(row_groups), columns=columns, use_threads=True)
+
+
+def iter_row_groups(
+    path: str,
+    pick: Callable[[pa.Schema], list[str] | bool | None],
+    *,
+    storage_options: dict[str, Any] | None = None,
+    encryption_key: str | None = None,
+    byte_range: tuple[int, int | None] = (0, None),
+) -> Iterator[tuple[int, pa.Table]]:
+    """Each row group of the file in order, as ``(its first row's position in the file, its table)`` of the
+    columns ``pick`` chooses from the file's schema (None: all; False: read nothing), decoded one at a time on
+    the calling thread (a Spark task already has its core) and opening the file once.
+
+    ``byte_range`` ``(start, end)`` (end None: the file's end): only the row groups whose middle byte lies in it, as
+    Spark and parquet-mr split a file, so ranges that tile the file read each row group once.
+
+    Raises:
+        DataFileError, EncryptedLakeError, FileDecryptionError: as :func:`read_columns`.
+    """
+    fs, p = filesystem(path, storage_options)
+    key = None if encryption_key is None else decode_key(encryption_key, path)
+    handle = None
+    try:
+        if key is not None:
+            pf = _open_encrypted(fs, p, path, key, storage_options)
+        elif isinstance(fs, LocalFileSystem):
+            pf = pq.ParquetFile(fs._strip_protocol(p))
+        else:
+            handle = fs.open(p, "rb")
+            pf = pq.ParquetFile(handle)
+        columns = pick(pf.schema_arrow)
+        if columns is False:
+            return
+        meta = pf.metadata
+        start, end = byte_range
+        whole = start <= 0 and end is None
+        first = 0
+        for i in range(meta.num_row_groups):
+            group = meta.row_group(i)
+            if whole or start <= _middle(group) < (end if end is not None else _AFTER_ANY_FILE):
+                yield first, pf.read_row_group(i, columns=columns, use_threads=False)
+            first += group.num_rows
+    except FileNotFoundError as e:
+        raise _missing(path) from e
+    except (OSError, pa.ArrowException) as e:
+        if key is not None:
+            raise undecryptable(path, type(e).__name__) from None
+        if not isinstance(e, (OSError, pa.ArrowInvalid)):  # as read_columns: other Arrow errors pass
+            raise
+        if _is_encrypted(fs, p):
+            raise _encrypted(path) from e
+        raise DataFileError(f"data file {path} cannot be read as Parquet: {e}") from e
+    finally:
+        if handle is not None:
+            handle.close()
+
+
+_AFTER_ANY_FILE = 1 << 62
+
+
+def _middle(group: Any) -> int:
+    """The row group's middle byte: from its first page (a dictionary page, else the first data page) over its
+    compressed column chunks."""
+    begin = None
+    size = 0
+    for j in range(group.num_columns):
+        chunk = group.column(j)
+        at = chunk.data_page_offset
+        dictionary = chunk.dictionary_page_offset if chunk.has_dictionary_page else None
+        if dictionary is not None and 0 < dictionary < at:
+            at = dictionary
+        begin = at if begin is None else min(begin, at)
+        size += chunk.total_compressed_size
+    return (begin or 0) + size // 2
 
 
 def row_group_ranges(
@@ -682,6 +761,15 @@ def _read_encrypted(
     row_groups: Sequence[int] | None = None,
 ) -> pa.Table:
     """Read an encrypted file whole and decrypt it (io.encryption); a store failure is not a decryption failure."""
+    pf = _open_encrypted(fs, p, path, key, storage_options)
+    try:
+        return _read(pf, pick, row_groups)
+    except (OSError, pa.ArrowException) as e:
+        raise undecryptable(path, type(e).__name__) from None
+
+
+def _open_encrypted(fs: Any, p: str, path: str, key: bytes, storage_options: dict[str, Any] | None) -> pq.ParquetFile:
+    """The encrypted file read whole and opened for decryption (io.encryption)."""
     try:
         with fs.open(p, "rb") as f:
             data = f.read()
@@ -692,11 +780,7 @@ def _read_encrypted(
             f"data file {path} could not be read: {describe_error(e, storage_options)}; check that the data path is "
             "reachable and retry"
         ) from scrubbed(e, storage_options)
-    pf = open_encrypted(data, key, path)
-    try:
-        return _read(pf, pick, row_groups)
-    except (OSError, pa.ArrowException) as e:
-        raise undecryptable(path, type(e).__name__) from None
+    return open_encrypted(data, key, path)
 
 
 def _encrypted(path: str) -> EncryptedLakeError:

@@ -80,12 +80,14 @@ def plan_scan(
     *,
     filters: Any = None,
     columns: Collection[str] | None = None,
+    full: TableSchema | None = None,
 ) -> ScanPlan:
     """Everything needed to read ``table`` at ``snapshot_id``; files whose stats exclude ``filters`` (as
     :func:`filter_expression` takes them) are pruned. With ``columns`` the plan reads only the table columns
     named there (the filter's columns must be among them), so a column of a type this library cannot read blocks
-    only reads that select it."""
-    full = reader.table_schema(conn, table.table_id, snapshot_id)
+    only reads that select it. ``full``: the table's schema at the snapshot, when the caller has read it already."""
+    if full is None:
+        full = reader.table_schema(conn, table.table_id, snapshot_id)
     schema = project(full, columns)
     plan = ScanPlan(table, schema, snapshot_id)
     files = reader.data_files(conn, table, snapshot_id, data_path)

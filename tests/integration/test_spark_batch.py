@@ -140,7 +140,10 @@ def test_filters_are_applied_by_spark_to_every_file(spark: SparkSession, sqlite_
         writer(events(spark, i * 1000, 1000).coalesce(1), catalog).save("main.p")
     config = LakeConfig.resolve({"catalog": catalog.url})
     plain = DuckLakeBatchReader(config, "main.p", {}, None)  # type: ignore[arg-type]
-    assert len(plain.partitions()) == 4
+    with pdl.connect(catalog.url) as lake:
+        files = lake.list_files("main.p").column("data_file").to_pylist()
+    assert len(files) == 4
+    assert sorted(s.task.file.path for p in plain.partitions() for s in p.slices) == sorted(set(files))  # each once
     # no pushdown: a pruned plan would be reused for the DataFrame's next query (test_spark_read_state.py)
     assert DuckLakeBatchReader.pushFilters is DataSourceReader.pushFilters
     df = reader(spark, catalog, "main.p").filter("id >= 2500 AND id < 2700")
