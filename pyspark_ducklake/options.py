@@ -628,7 +628,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "upsert_on",
-        frozenset({Entry.SINK}),
+        frozenset({Entry.SINK, Entry.STREAM_WRITE}),
         parse_column_names,
         "none (append)",
         "apply each micro-batch by key instead of appending: a row whose key exists replaces it (keeping its row id, "
@@ -639,17 +639,19 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "delete_when",
-        frozenset({Entry.SINK}),
+        frozenset({Entry.SINK, Entry.STREAM_WRITE}),
         parse_text,
         "none",
         "with `upsert_on`: a Spark SQL boolean expression over the batch's columns (`\"op = 'd'\"`); rows where it "
-        "is true delete their key (NULL counts as false). Columns only it uses and the table lacks are not stored",
+        "is true delete their key (NULL counts as false). Columns only it uses and the table lacks are not stored. "
+        "`writeStream` takes a subset of Spark SQL, checked when the query starts: see "
+        "[deleteWhen in writeStream](#deletewhen-in-writestream)",
         SINK_TABLE,
         aliases=("deleteWhen",),
     ),
     Option(
         "order_by",
-        frozenset({Entry.SINK}),
+        frozenset({Entry.SINK, Entry.STREAM_WRITE}),
         parse_column_names,
         "none",
         "with `upsert_on`: of several rows for one key in a batch the last in this order wins (ties: the later row; "
