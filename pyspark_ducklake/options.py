@@ -240,6 +240,22 @@ def parse_text(value: object, name: str) -> str:
     return value
 
 
+def parse_delete_when(value: object, name: str) -> str:
+    """A ``delete_when`` condition: a non-empty string that is not a bare boolean word (``"true"`` would delete
+    every key of every batch: a mistake, not a condition).
+
+    Raises:
+        InvalidOptionError: anything else.
+    """
+    text = parse_text(value, name)
+    if text.strip().lower() in ("true", "false"):
+        raise InvalidOptionError(
+            f"option {name} must be a condition over the batch's columns (e.g. \"op = 'd'\"), got {text!r}, which "
+            "reads as a constant boolean; leave it out to delete nothing"
+        )
+    return text
+
+
 def parse_timestamp(value: object, name: str) -> dt.datetime:
     """An ISO-8601 time (a ``datetime`` as is).
 
@@ -640,7 +656,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "delete_when",
         frozenset({Entry.SINK, Entry.STREAM_WRITE}),
-        parse_text,
+        parse_delete_when,
         "none",
         "with `upsert_on`: a Spark SQL boolean expression over the batch's columns (`\"op = 'd'\"`); rows where it "
         "is true delete their key (NULL counts as false). Columns only it uses and the table lacks are not stored. "

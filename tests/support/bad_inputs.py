@@ -718,6 +718,26 @@ CASES: tuple[BadInput, ...] = (
         "give upsert_on (the key columns) too",
     ),
     BadInput(
+        "delete-when-constant",
+        "`delete_when`/`deleteWhen` given as `'true'`/`'false'` (a constant, not a condition)",
+        E.InvalidOptionError,
+        "leave it out to delete nothing",
+    ),
+    BadInput(
+        "ws-delete-when-subset",
+        "`writeStream` option `deleteWhen` outside the subset it evaluates (a function, subquery, arithmetic, `LIKE`, "
+        "a string compared with a number) or naming a column the stream lacks",
+        E.InvalidOptionError,
+        "use foreachBatch(ducklake_sink(..., delete_when=...)) for any other Spark SQL expression",
+        match="use foreachBatch(ducklake_sink(..., delete_when=...))",
+    ),
+    BadInput(
+        "ws-upsert-option-alone",
+        "`writeStream` option `deleteWhen` or `orderBy` without `upsertOn`",
+        E.InvalidOptionError,
+        "give upsertOn (the key columns) too",
+    ),
+    BadInput(
         "write-txn-half",
         "`df.write` / `write_table` with `txnAppId` but no `txnVersion` (or the reverse), a negative or "
         'non-integer version, or `"false"`/`""` as a value',
