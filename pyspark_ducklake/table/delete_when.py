@@ -47,7 +47,7 @@ _RESERVED = _KEYWORDS | frozenset(
     {
         "all", "any", "as", "between", "by", "case", "cast", "collate", "current_date", "current_time",
         "current_timestamp", "current_user", "distinct", "div", "else", "end", "escape", "exists", "from", "ilike",
-        "like", "over", "regexp", "rlike", "select", "session_user", "similar", "some", "then", "try_cast",
+        "interval", "like", "over", "regexp", "rlike", "select", "session_user", "similar", "some", "then", "try_cast",
         "unknown", "user", "when", "where",
     }
 )  # fmt: skip
@@ -400,9 +400,8 @@ def _comparable(nodes: list[Node], op: str) -> None:
     target = _common([_kind(n) for n in typed])
     if target in FLOATS:
         for n in typed:
-            if isinstance(n, Lit) and n.kind == _DECIMAL:
-                exponent = n.value.as_tuple().exponent  # type: ignore[union-attr]
-                digits = len(n.value.as_tuple().digits)  # type: ignore[union-attr]
+            if isinstance(n, Lit) and isinstance(n.value, Decimal):
+                exponent, digits = n.value.as_tuple().exponent, len(n.value.as_tuple().digits)
                 if digits > _DECIMAL_DIGITS or (isinstance(exponent, int) and -exponent > _DECIMAL_DIGITS):
                     raise _Refused(
                         f"number {n.value} compared with a floating-point value has more than {_DECIMAL_DIGITS} "
