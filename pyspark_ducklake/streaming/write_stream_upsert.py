@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from pyspark_ducklake.exceptions import NoSuchColumnError
@@ -30,7 +31,7 @@ from pyspark_ducklake.table.microbatch import (
     to_ipc,
 )
 from pyspark_ducklake.table.microbatch_upsert import DELETE_FLAG, UpsertCommitter
-from pyspark_ducklake.table.upsert import closest_name
+from pyspark_ducklake.table.upsert import closest_name, prepare_rows
 
 
 @dataclass(frozen=True)
@@ -115,8 +116,18 @@ def upsert_task(upsert: StreamUpsert, batches: Iterable[pa.RecordBatch]) -> Task
         parts.append(pa.RecordBatch.from_arrays(arrays, names=out))
     if not parts:
         return TaskOutput(0)
-    rows = pa.Table.from_batches(parts)
+    rows = last_per_key(pa.Table.from_batches(parts), upsert.spec)
     return TaskOutput(rows.num_rows, to_ipc(rows))
+
+
+def last_per_key(rows: pa.Table, spec: UpsertSpec) -> pa.Table:
+    """With ``orderBy``, only the last row of each key in this task (ties: the later row), in the task's order: the
+    commit keeps the last of every key over the tasks in partition order, so it keeps the same rows, and the driver
+    gets fewer. Rows with a NULL key are all kept (the commit refuses them); without ``orderBy`` so are duplicates."""
+    if not spec.order_by or any(rows.column(k).null_count for k in spec.keys):
+        return rows
+    kept = prepare_rows(rows, np.zeros(rows.num_rows, dtype=bool), rows.select(list(spec.order_by)), spec.keys)
+    return kept.rows
 
 
 def commit_upsert(

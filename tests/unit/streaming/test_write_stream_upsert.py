@@ -49,6 +49,31 @@ def test_task_hands_back_rows_and_delete_flags_as_arrow() -> None:
     assert upsert_task(up, []).rows == 0
 
 
+def test_task_keeps_the_last_row_of_each_key_by_order_by() -> None:
+    # fewer rows to the driver, the same winners: the last by lsn, ties to the later row, NULL lsn first
+    up = stream_upsert(UpsertSpec(("id",), "op = 'd'", ("lsn",)), KINDS).for_table(["id", "v"])
+    ids = [1, 2, 1, 1, 3, 2]
+    lsns = [5, None, 7, 7, 1, 0]
+    batch = pa.record_batch(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "v": ["a", "b", "c", "d", "e", "f"],
+            "op": ["u", "u", "d", "u", "u", "u"],
+            "lsn": pa.array(lsns, pa.int64()),
+            "note": [""] * 6,
+        }
+    )
+    out = upsert_task(up, [batch])
+    assert out.ipc is not None
+    rows = from_ipc(out.ipc)
+    assert rows.column("v").to_pylist() == ["d", "e", "f"] and out.rows == 3
+    assert rows.column(DELETE_FLAG).to_pylist() == [False, False, False]
+    with_null_key = pa.record_batch({**{n: batch.column(n) for n in batch.schema.names}, "id": [1, None, 1, 1, 3, 2]})
+    assert upsert_task(up, [with_null_key]).rows == 6  # kept whole: the commit refuses NULL keys
+    plain = stream_upsert(UpsertSpec(("id",), "op = 'd'"), KINDS).for_table(["id", "v"])
+    assert upsert_task(plain, [batch]).rows == 6  # duplicates without orderBy: the commit refuses them
+
+
 def test_columns_are_checked_when_the_query_starts() -> None:
     with pytest.raises(NoSuchColumnError, match="upsertOn column 'ID' is not in the stream; did you mean 'id'"):
         stream_upsert(UpsertSpec(("ID",)), KINDS)
