@@ -40,6 +40,8 @@ _INT64 = (-(2**63), 2**63 - 1)
 _INT32 = (-(2**31), 2**31 - 1)
 # a decimal literal Spark converts to double with one rounding, as Python does: few enough digits
 _DECIMAL_DIGITS = 15
+# decimal literals whose common type with a bigint or another such literal stays within Spark's 38 digits
+_DECIMAL_INTEGER_DIGITS, _DECIMAL_SCALE = 20, 18
 
 _KEYWORDS = frozenset({"and", "or", "not", "in", "is", "null", "true", "false"})
 # words Spark's parser gives a meaning of their own (a bare one is refused: backquote a column of that name)
@@ -344,19 +346,26 @@ def _number(text: str) -> Lit:
             raise _Refused(f"number {text} is out of the range of a double")
         return Lit(value, "float64")
     if "." in text:
-        d = Decimal(text)
-        digits = len(d.as_tuple().digits)
-        if digits > 38:
-            raise _Refused(f"number {text} has more than 38 digits")
-        return Lit(d, _DECIMAL)
+        return _decimal(text, Decimal(text))
     n = int(text)
     if _INT32[0] <= n <= _INT32[1]:
         return Lit(n, "int32")
     if _INT64[0] <= n <= _INT64[1]:
         return Lit(n, "int64")
-    if len(text.lstrip("-")) > 38:
-        raise _Refused(f"number {text} has more than 38 digits")
-    return Lit(Decimal(n), _DECIMAL)  # Spark: a decimal(n, 0) literal
+    return _decimal(text, Decimal(n))  # Spark: a decimal(n, 0) literal
+
+
+def _decimal(text: str, d: Decimal) -> Lit:
+    """A decimal literal small enough that Spark compares it exactly with any integer or other such literal (their
+    common decimal type fits Spark's 38 digits without rounding)."""
+    _, digits, exponent = d.as_tuple()
+    scale = max(0, -exponent) if isinstance(exponent, int) else 0
+    if scale > _DECIMAL_SCALE or len(digits) - scale > _DECIMAL_INTEGER_DIGITS:
+        raise _Refused(
+            f"number {text} has more than {_DECIMAL_INTEGER_DIGITS} digits before the point or {_DECIMAL_SCALE} after "
+            "it (Spark would round it)"
+        )
+    return Lit(d, _DECIMAL)
 
 
 def _logic(op: str, args: list[Node]) -> Logic:

@@ -108,6 +108,8 @@ def test_flags_count_null_as_false_and_name_the_columns_read() -> None:
         ("x IN (1,2,3,4,5,6,7,8,9,10,11)", "more than 10 items"),
         ("f = 0.1234567890123456", "more than 15 digits"),
         ("f = 1e400", "out of the range of a double"),
+        ("x < 0.0000000000000000001", "Spark would round it"),  # 19 decimals
+        ("x < 123456789012345678901", "Spark would round it"),  # 21 digits
         ("x.y = 1", "unexpected character '.'"),
         ("", "it is empty"),
         ("(op = 'd'", "expected ')'"),
