@@ -707,7 +707,8 @@ CASES: tuple[BadInput, ...] = (
     ),
     BadInput(
         "sink-order-by-missing",
-        "`ducklake_sink(order_by=...)` or `upsert_on` naming a column the micro-batch lacks",
+        "`ducklake_sink(order_by=...)` or `upsert_on` (`orderBy`, `upsertOn` of `writeStream`) naming a column the "
+        "micro-batch lacks",
         E.NoSuchColumnError,
         "did you mean",
     ),
