@@ -288,9 +288,13 @@ class _Parser:
         raise _Refused(f"unexpected {text!r}")
 
     def _column(self, name: str) -> Col:
-        matches = [c for c in self.columns if c.lower() == name.lower()]
+        # Spark's default resolver ignores case
+        matches = [c for c in self.columns if c == name or c.lower() == name.lower() or c.upper() == name.upper()]
         if len(matches) > 1:
             raise _Refused(f"column {name!r} is ambiguous: {', '.join(matches)} (names are case-insensitive)")
+        if matches and matches[0] != name and not (name.isascii() and matches[0].isascii()):
+            # beyond ASCII Java's case rules are not Python's
+            raise _Refused(f"column {name!r}: write it exactly as the stream names it ({matches[0]!r})")
         if not matches:
             names = list(self.columns)
             raise _Refused(
