@@ -35,6 +35,9 @@ def start(spark: Any, source: str, checkpoint: str, catalog: str, data_path: str
 
 def main(argv: list[str]) -> int:
     source, checkpoint, catalog, data_path = argv[:4]
+    from pyspark_ducklake._faults import GROUP_ENV
+
+    os.environ[GROUP_ENV] = str(os.getpgid(0))  # the commit's Python worker kills this whole driver
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
