@@ -228,6 +228,7 @@ class _Parser:
         if op is not None:
             right = self._operand()
             _comparable([left, right], op)
+            _not_folded(op, left, right)
             return Cmp(op, left, right)
         if self._word("is"):
             negated = self._word("not")
@@ -420,6 +421,20 @@ def _comparable(nodes: list[Node], op: str) -> None:
                         f"number {n.value} compared with a floating-point value has more than {_DECIMAL_DIGITS} "
                         "digits; write it as a double (1.5e0)"
                     )
+
+
+def _not_folded(op: str, left: Node, right: Node) -> None:
+    """Spark's analyzer folds an integer compared by order with a decimal literal beyond the bigint range into a
+    constant, NULL rows included (``i < 9223372036854775808`` is true where ``i`` is NULL): refused."""
+    if op not in ("<", "<=", ">", ">="):
+        return
+    for a, b in ((left, right), (right, left)):
+        if _kind(a) in INTEGERS and isinstance(b, Lit) and isinstance(b.value, Decimal):
+            if not _INT64[0] <= b.value <= _INT64[1]:
+                raise _Refused(
+                    f"comparing integers by order with {b.value}, beyond the bigint range, is outside the subset "
+                    "(Spark makes it a constant, even for NULL)"
+                )
 
 
 def _common(kinds: list[str]) -> str:

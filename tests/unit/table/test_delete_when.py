@@ -42,7 +42,8 @@ def run(text: str) -> list[bool | None]:
         ("op > 'z'", [False, False, None, False, False, True]),  # by UTF-8 bytes: é above z
         ("x > 1.5", [False, None, True, False, False, True]),  # integers against a decimal: exact
         ("x = 1.0", [True, None, False, False, False, False]),
-        ("x < 9223372036854775808", [True, None, True, True, True, True]),  # beyond bigint: a decimal literal
+        ("x <= 9223372036854775806.5", [True, None, False, True, True, True]),  # a decimal literal: exact
+        ("x = 9223372036854775808", [False, None, False, False, False, False]),  # beyond bigint: a decimal literal
         ("x = -9223372036854775808", [False, None, False, True, False, False]),
         ("x = 9007199254740992e0", [False, None, False, False, False, True]),  # bigint to double: Spark's cast
         ("f = 0", [False, True, False, None, False, True]),  # -0.0 equals 0.0
@@ -109,6 +110,8 @@ def test_flags_count_null_as_false_and_name_the_columns_read() -> None:
         ("f = 0.1234567890123456", "more than 15 digits"),
         ("f = 1e400", "out of the range of a double"),
         ("x < 0.0000000000000000001", "Spark would round it"),  # 19 decimals
+        ("x < 9223372036854775808", "even for NULL"),  # Spark: true, on NULL rows too
+        ("-9223372036854775809 >= x", "even for NULL"),
         ("x < 123456789012345678901", "Spark would round it"),  # 21 digits
         ("x.y = 1", "unexpected character '.'"),
         ("", "it is empty"),
