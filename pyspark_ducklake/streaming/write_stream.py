@@ -131,7 +131,8 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
         self.app_id = option_value(options, "app_id")
         self.schema = schema
         self.incoming = columns_from_spark(schema)
-        # upsertOn/deleteWhen/orderBy checked against the stream's columns now, when the query starts
+        # upsertOn/deleteWhen/orderBy checked against the stream's columns now: PySpark creates the writer when it
+        # plans a micro-batch (the first one, before any task runs), not when the query starts
         spec = self.settings.upsert
         kinds = {f.name: spark_kind(f.dataType) for f in schema.fields}
         self.upsert: StreamUpsert | None = None if spec is None else stream_upsert(spec, kinds)
