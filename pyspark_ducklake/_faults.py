@@ -13,6 +13,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 ENV = "PYSPARK_DUCKLAKE_CRASH_AT"
+# the process group a crash point kills (default: the caller's own); a driver whose Python workers run in groups of
+# their own (writeStream's commit runs in one) sets its group here, as a machine failure takes them all
+GROUP_ENV = "PYSPARK_DUCKLAKE_CRASH_GROUP"
 AFTER_FILES_WRITTEN = "after_files_written"  # Parquet files written, catalog not committed
 AFTER_CATALOG_COMMIT = "after_catalog_commit"  # snapshot committed, Spark's commit log not yet written
 DURING_FLUSH = "during_flush"  # flush files written inside the open catalog transaction
@@ -25,7 +28,7 @@ def crash_point(point: str, batch_id: int | None = None) -> None:
     name, _, batch = wanted.partition(":")
     if name != point or (batch and batch_id is not None and int(batch) != batch_id):
         return
-    os.killpg(os.getpgid(0), signal.SIGKILL)
+    os.killpg(int(os.environ.get(GROUP_ENV) or os.getpgid(0)), signal.SIGKILL)
 
 
 # Actions to run once, just before the next commit in this process starts (after the change was planned).

@@ -240,6 +240,22 @@ def parse_text(value: object, name: str) -> str:
     return value
 
 
+def parse_delete_when(value: object, name: str) -> str:
+    """A ``delete_when`` condition: a non-empty string that is not a bare boolean word (``"true"`` would delete
+    every key of every batch: a mistake, not a condition).
+
+    Raises:
+        InvalidOptionError: anything else.
+    """
+    text = parse_text(value, name)
+    if text.strip().lower() in ("true", "false"):
+        raise InvalidOptionError(
+            f"option {name} must be a condition over the batch's columns (e.g. \"op = 'd'\"), got {text!r}, which "
+            "reads as a constant boolean; leave it out to delete nothing"
+        )
+    return text
+
+
 def parse_timestamp(value: object, name: str) -> dt.datetime:
     """An ISO-8601 time (a ``datetime`` as is).
 
@@ -628,7 +644,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "upsert_on",
-        frozenset({Entry.SINK}),
+        frozenset({Entry.SINK, Entry.STREAM_WRITE}),
         parse_column_names,
         "none (append)",
         "apply each micro-batch by key instead of appending: a row whose key exists replaces it (keeping its row id, "
@@ -639,17 +655,19 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "delete_when",
-        frozenset({Entry.SINK}),
-        parse_text,
+        frozenset({Entry.SINK, Entry.STREAM_WRITE}),
+        parse_delete_when,
         "none",
         "with `upsert_on`: a Spark SQL boolean expression over the batch's columns (`\"op = 'd'\"`); rows where it "
-        "is true delete their key (NULL counts as false). Columns only it uses and the table lacks are not stored",
+        "is true delete their key (NULL counts as false). Columns only it uses and the table lacks are not stored. "
+        "`writeStream` takes a subset of Spark SQL, checked when the query starts: see "
+        "[deleteWhen in writeStream](#deletewhen-in-writestream)",
         SINK_TABLE,
         aliases=("deleteWhen",),
     ),
     Option(
         "order_by",
-        frozenset({Entry.SINK}),
+        frozenset({Entry.SINK, Entry.STREAM_WRITE}),
         parse_column_names,
         "none",
         "with `upsert_on`: of several rows for one key in a batch the last in this order wins (ties: the later row; "

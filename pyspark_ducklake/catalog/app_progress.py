@@ -13,6 +13,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.schema import CreateTable
 
 from pyspark_ducklake.catalog import dialects
+from pyspark_ducklake.catalog.reader import latest_snapshot
 
 PROGRESS_TABLE = "pyspark_ducklake_app_progress"
 
@@ -61,3 +62,19 @@ def record_batch(conn: Connection, app_id: str, table_id: int, batch_id: int, sn
     )
     if not changed:
         conn.execute(insert(p).values(app_id=app_id, table_id=table_id, batch_id=batch_id, snapshot_id=snapshot_id))
+
+
+def record_unchanged(engine: Engine, app_id: str, table_id: int, batch_id: int) -> int:
+    """Record a batch that changed nothing, so its replay is skipped unread; it makes no snapshot (DuckDB makes none
+    for a change of nothing), so it is recorded against the newest one, in a transaction of its own. A later batch
+    already recorded stays.
+
+    Returns:
+        The snapshot it was recorded against.
+    """
+    with engine.connect().execution_options(ducklake_write=True) as conn, conn.begin():
+        snapshot = latest_snapshot(conn).snapshot_id
+        last = last_batch(conn, app_id, table_id)
+        if last is None or last[0] < batch_id:
+            record_batch(conn, app_id, table_id, batch_id, snapshot)
+        return snapshot

@@ -41,6 +41,7 @@ from pyspark_ducklake.table.microbatch import (
     SinkSettings,
     TaskOutput,
     UpsertSpec,
+    upsert_spec,
     write_task,
 )
 from pyspark_ducklake.table.microbatch_upsert import DELETE_FLAG, UpsertCommitter
@@ -190,8 +191,7 @@ class DuckLakeSink:
                     small = collect_if_small(selected, plan.inline_limit)
                     if small is not None:
                         if sum(b.num_rows for b in small) == 0:
-                            elapsed = time.monotonic() - started
-                            metrics = BatchMetrics(batch_id, app_id, 0, "empty", duration_s=elapsed)
+                            metrics = upserts.record_unchanged(tplan, app_id, batch_id, 0, started)
                         else:
                             data = pa.Table.from_batches(small)
                             metrics = upserts.commit_rows(
@@ -461,20 +461,3 @@ def ducklake_sink(
     if parsed.get("encrypted") is not None:
         options["encrypted"] = str(parsed["encrypted"]).lower()
     return DuckLakeSink(table, options, app_id, settings, storage_options)
-
-
-def upsert_spec(parsed: dict[str, object]) -> UpsertSpec | None:
-    """The upsert settings among parsed sink options, or None (append).
-
-    Raises:
-        InvalidOptionError: ``delete_when`` or ``order_by`` without ``upsert_on``, or a key also in ``order_by``.
-    """
-    keys = cast("tuple[str, ...] | None", parsed.get("upsert_on"))
-    delete_when = cast("str | None", parsed.get("delete_when"))
-    order_by = cast("tuple[str, ...]", parsed.get("order_by") or ())
-    if keys is None:
-        if delete_when is not None or order_by:
-            given = "delete_when" if delete_when is not None else "order_by"
-            raise InvalidOptionError(f"option {given} applies only to upserts: give upsert_on (the key columns) too")
-        return None
-    return UpsertSpec(keys, delete_when, order_by)

@@ -84,13 +84,15 @@ _IDENTIFIER = re.compile(r"`((?:[^`]|``)+)`|([A-Za-z_][A-Za-z0-9_]*)")
 def control_columns(columns: list[str], spec: UpsertSpec) -> set[str]:
     """The ``order_by`` columns and the batch's columns ``delete_when`` names (outside its string literals,
     case-insensitively, as Spark resolves them; a name Spark would take for a function counts too: such a column is
-    then only kept when the table has it)."""
+    then only kept when the table has it), but not the keys."""
     out = set(spec.order_by)
-    if spec.delete_when is None:
-        return out
-    text = _STRING_LITERAL.sub(" ", spec.delete_when)
-    named = {(m.group(1).replace("``", "`") if m.group(1) else m.group(2)).lower() for m in _IDENTIFIER.finditer(text)}
-    return out | {c for c in columns if c.lower() in named}
+    if spec.delete_when is not None:
+        text = _STRING_LITERAL.sub(" ", spec.delete_when)
+        named = {
+            (m.group(1).replace("``", "`") if m.group(1) else m.group(2)).lower() for m in _IDENTIFIER.finditer(text)
+        }
+        out |= {c for c in columns if c.lower() in named}
+    return out - set(spec.keys)  # a key is always stored
 
 
 def dedupe(df: Any, spec: UpsertSpec) -> Any:

@@ -36,6 +36,13 @@ from pyspark_ducklake.options import (
 from pyspark_ducklake.spark.job_tasks import LATE_TASK_GRACE_S
 from pyspark_ducklake.spark.lake_config import LakeConfig
 from pyspark_ducklake.spark.type_mapping import columns_from_spark
+from pyspark_ducklake.streaming.write_stream_upsert import (
+    StreamUpsert,
+    commit_upsert,
+    spark_kind,
+    stream_upsert,
+    upsert_task,
+)
 from pyspark_ducklake.table.job_files import JobToken, remove_job_files, remove_job_files_late
 from pyspark_ducklake.table.microbatch import (
     FLUSH_BYTES_DEFAULT,
@@ -43,12 +50,15 @@ from pyspark_ducklake.table.microbatch import (
     FLUSH_ROWS_DEFAULT,
     SINK_INLINING_ROW_LIMIT_DEFAULT,
     TARGET_FILE_ROWS_DEFAULT,
+    BatchMetrics,
     BatchPlan,
     MicroBatchCommitter,
     SinkSettings,
     TaskOutput,
+    upsert_spec,
     write_task,
 )
+from pyspark_ducklake.table.microbatch_upsert import UpsertCommitter
 
 log = logging.getLogger("pyspark_ducklake.sink")
 
@@ -59,7 +69,7 @@ def sink_settings(options: dict[str, str], retry: object) -> SinkSettings:
     Raises:
         InvalidOptionError: an unknown option (with the closest valid name) or a value that does not parse.
     """
-    check_options(options, Entry.STREAM_WRITE)
+    parsed = check_options(options, Entry.STREAM_WRITE)
     return SinkSettings(
         data_inlining_row_limit=option_as_int(
             options, "data_inlining_row_limit", SINK_INLINING_ROW_LIMIT_DEFAULT, minimum=0
@@ -74,6 +84,7 @@ def sink_settings(options: dict[str, str], retry: object) -> SinkSettings:
         target_file_rows=option_as_int(options, "target_file_rows", TARGET_FILE_ROWS_DEFAULT, minimum=1)
         or TARGET_FILE_ROWS_DEFAULT,
         retry=retry,  # type: ignore[arg-type]
+        upsert=upsert_spec(parsed, spark=True),
     )
 
 
@@ -118,14 +129,29 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
         self.identifier = identifier
         self.settings = sink_settings(options, config.retry)
         self.app_id = option_value(options, "app_id")
+        self.schema = schema
         self.incoming = columns_from_spark(schema)
+        # upsertOn/deleteWhen/orderBy checked against the stream's columns now: PySpark creates the writer when it
+        # plans a micro-batch (the first one, before any task runs), not when the query starts
+        spec = self.settings.upsert
+        kinds = {f.name: spark_kind(f.dataType) for f in schema.fields}
+        self.upsert: StreamUpsert | None = None if spec is None else stream_upsert(spec, kinds)
         # Spark makes a writer for every micro-batch: it waits out an outage too, one starting after the connect
         self.plan: BatchPlan = self._while_unreachable(self._plan)
 
     def _plan(self) -> BatchPlan:
         lake = self._lake()
         try:
-            return MicroBatchCommitter(lake, self.identifier, self.settings).plan(self.incoming)[0]
+            committer = MicroBatchCommitter(lake, self.identifier, self.settings)
+            if self.upsert is not None:
+                # only the columns the table keeps (a table the first batch creates leaves out the control ones)
+                self.upsert = self.upsert.for_table(committer.table_columns())
+                stored = StructType([f for f in self.schema.fields if f.name in self.upsert.stored])
+                self.incoming = columns_from_spark(stored)
+                plan = committer.plan(self.incoming)[0]
+                UpsertCommitter(committer, self.upsert.spec).check_keys(plan, list(self.upsert.stored))
+                return plan
+            return committer.plan(self.incoming)[0]
         finally:
             lake.close()
 
@@ -148,6 +174,8 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
         context = TaskContext.get()
         query_id = context.getLocalProperty("sql.streaming.queryId") if context is not None else None
         batch = context.getLocalProperty("streaming.sql.batchId") if context is not None else None
+        if self.upsert is not None:  # rows go to the commit as Arrow IPC: nothing is staged
+            return StreamTaskMessage(upsert_task(self.upsert, iterator), query_id)
         plan = self.plan
         if query_id and batch is not None:
             plan = replace(plan, job=batch_job(query_id, self.identifier, int(batch)))
@@ -199,30 +227,15 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
         lake = self._open()
         try:
             committer = MicroBatchCommitter(lake, self.identifier, self.settings)
-            if committer.committed_snapshot(app_id, batchId) is not None:
-                # A replay writes new files; a retry after a COMMIT of unknown outcome may find its own files
-                # referenced by the snapshot that landed: only unreferenced ones go.
-                paths = [f.written.path for m in ours for f in m.output.files]
-                referenced = lake.referenced_files(paths) if paths else set()
-                delete_files([p for p in paths if p not in referenced], self.config.storage_options)
-                log.info("ducklake sink %s batch %d: already committed; skipped", self.identifier, batchId)
-                return
-            plan, tplan = committer.plan(self.incoming)
-            if plan.schema.shape() != self.plan.schema.shape() or plan.table_dir != self.plan.table_dir:
-                raise SchemaMismatchError(
-                    f"table {self.identifier} changed while the stream was running (columns or location); "
-                    "restart the query to pick up the new schema"
-                )
-            metrics = committer.commit(
-                self._batch_plan(batchId, ours_query_id),
-                tplan,
-                [m.output for m in ours],
-                app_id=app_id,
-                batch_id=batchId,
-                started=started,
-            )
+            if self.upsert is not None:
+                metrics = self._commit_upsert(committer, self.upsert, ours, app_id, batchId, started)
+            else:
+                metrics = self._commit_append(lake, committer, ours, app_id, batchId, started)
         finally:
             lake.close()
+        if metrics is None:
+            log.info("ducklake sink %s batch %d: already committed; skipped", self.identifier, batchId)
+            return
         log.info(
             "ducklake sink %s batch %d: %d rows, %s, snapshot %s, commit %.1f ms",
             self.identifier,
@@ -232,6 +245,65 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
             metrics.snapshot_id,
             metrics.commit_latency_s * 1000,
         )
+
+    def _current_plan(self, plan: BatchPlan) -> None:
+        """The table as this batch finds it must be the one the query started with.
+
+        Raises:
+            SchemaMismatchError: its columns or location changed: restart the query.
+        """
+        if plan.schema.shape() != self.plan.schema.shape() or plan.table_dir != self.plan.table_dir:
+            raise SchemaMismatchError(
+                f"table {self.identifier} changed while the stream was running (columns or location); "
+                "restart the query to pick up the new schema"
+            )
+
+    def _commit_append(
+        self,
+        lake: Lake,
+        committer: MicroBatchCommitter,
+        ours: list[StreamTaskMessage],
+        app_id: str,
+        batchId: int,
+        started: float,
+    ) -> BatchMetrics | None:
+        """Commit the tasks' rows and files as one snapshot; None for a batch already committed."""
+        if committer.committed_snapshot(app_id, batchId) is not None:
+            # A replay writes new files; a retry after a COMMIT of unknown outcome may find its own files
+            # referenced by the snapshot that landed: only unreferenced ones go.
+            paths = [f.written.path for m in ours for f in m.output.files]
+            referenced = lake.referenced_files(paths) if paths else set()
+            delete_files([p for p in paths if p not in referenced], self.config.storage_options)
+            return None
+        plan, tplan = committer.plan(self.incoming)
+        self._current_plan(plan)
+        query_id = next((m.query_id for m in ours if m.query_id), None)
+        return committer.commit(
+            self._batch_plan(batchId, query_id),
+            tplan,
+            [m.output for m in ours],
+            app_id=app_id,
+            batch_id=batchId,
+            started=started,
+        )
+
+    def _commit_upsert(
+        self,
+        committer: MicroBatchCommitter,
+        upsert: StreamUpsert,
+        ours: list[StreamTaskMessage],
+        app_id: str,
+        batchId: int,
+        started: float,
+    ) -> BatchMetrics | None:
+        """Apply the tasks' rows by key as one snapshot; None for a batch already committed (its rows unread)."""
+        _, planned = committer.prepare(app_id, batchId, self.incoming)
+        if planned is None:
+            return None
+        plan, tplan = planned
+        self._current_plan(plan)
+        outputs = [m.output for m in ours]
+        return commit_upsert(committer, upsert, plan, tplan, outputs, app_id=app_id, batch_id=batchId, started=started)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         job = self._batch_job(batchId)

@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 
@@ -34,6 +34,7 @@ from pyspark_ducklake.catalog.transaction import CommitContext, RetryConfig, Ski
 from pyspark_ducklake.catalog.types import Column, TableSchema, empty_table, find_folded, validate_columns
 from pyspark_ducklake.exceptions import (
     CommitConflictError,
+    InvalidOptionError,
     NoSuchTableError,
     NotATableError,
     SchemaMismatchError,
@@ -63,6 +64,26 @@ class UpsertSpec:
     keys: tuple[str, ...]
     delete_when: str | None = None  # a Spark SQL expression, evaluated by Spark before rows reach this package
     order_by: tuple[str, ...] = ()
+
+
+def upsert_spec(parsed: dict[str, object], *, spark: bool = False) -> UpsertSpec | None:
+    """The upsert settings among parsed sink options (``spark``: named as Spark options), or None (append).
+
+    Raises:
+        InvalidOptionError: ``delete_when`` or ``order_by`` without ``upsert_on``.
+    """
+    keys = cast("tuple[str, ...] | None", parsed.get("upsert_on"))
+    delete_when = cast("str | None", parsed.get("delete_when"))
+    order_by = cast("tuple[str, ...]", parsed.get("order_by") or ())
+    if keys is None:
+        if delete_when is not None or order_by:
+            given = "delete_when" if delete_when is not None else "order_by"
+            if spark:
+                given = {"delete_when": "deleteWhen", "order_by": "orderBy"}[given]
+            keys_name = "upsertOn" if spark else "upsert_on"
+            raise InvalidOptionError(f"option {given} applies only to upserts: give {keys_name} (the key columns) too")
+        return None
+    return UpsertSpec(keys, delete_when, order_by)
 
 
 @dataclass(frozen=True)

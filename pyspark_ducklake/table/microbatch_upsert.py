@@ -216,8 +216,8 @@ class UpsertCommitter:
 
         first = plan_at(tplan.snapshot_id, entry)
         if first is None:
-            return BatchMetrics(batch_id, app_id, data.num_rows, "empty", duration_s=time.monotonic() - started)
-        return self._commit(first, replan, written, app_id, batch_id, data.num_rows, started, state)
+            return self.record_unchanged(tplan, app_id, batch_id, data.num_rows, started)
+        return self._commit(first, replan, written, app_id, batch_id, data.num_rows, started, state, entry.table_id)
 
     # --- a large batch: keys on the driver, rows on the executors -------------------------------------------------
 
@@ -262,11 +262,22 @@ class UpsertCommitter:
             return self.committer.commit(plan, tplan, outputs, app_id=app_id, batch_id=batch_id, started=started)
         files = [f for o in outputs for f in o.files]
         if planned.changes.deletes.rows == 0 and not files:
-            return BatchMetrics(batch_id, app_id, rows, "empty", duration_s=time.monotonic() - started)
+            return self.record_unchanged(tplan, app_id, batch_id, rows, started)
         state: dict[str, Any] = {"changes": planned.changes, "inline": False, "files": len(files)}
         apply = self._apply(plan, tplan, planned.changes, False, ([], files), app_id, batch_id, None, state)
         written = [[f.written.path for f in files]]
-        return self._commit(Plan(apply, tplan.snapshot_id), None, written, app_id, batch_id, rows, started, state)
+        first = Plan(apply, tplan.snapshot_id)
+        return self._commit(first, None, written, app_id, batch_id, rows, started, state, tplan.entry.table_id)
+
+    def record_unchanged(self, tplan: TablePlan, app_id: str, batch_id: int, rows: int, started: float) -> BatchMetrics:
+        """A batch that changes nothing: no snapshot, but its batch id is recorded (when the table exists), so a
+        replay is skipped without reading its rows or planning it again."""
+        snapshot = None
+        if tplan.entry is not None:
+            self.committer.forget_state()  # its record of the app's last batch is now behind
+            snapshot = app_progress.record_unchanged(self.lake.engine, app_id, tplan.entry.table_id, batch_id)
+        elapsed = time.monotonic() - started
+        return BatchMetrics(batch_id, app_id, rows, "empty", snapshot_id=snapshot, duration_s=elapsed)
 
     # --- shared ---------------------------------------------------------------------------------------------------
 
@@ -331,6 +342,7 @@ class UpsertCommitter:
         rows: int,
         started: float,
         state: dict[str, Any],
+        table_id: int,
     ) -> BatchMetrics:
         crash_point(AFTER_FILES_WRITTEN, batch_id)
         self.committer.forget_state()
@@ -340,8 +352,15 @@ class UpsertCommitter:
         crash_point(AFTER_CATALOG_COMMIT, batch_id)
         now = time.monotonic()
         if result.snapshot_id is None:
-            mode = "skipped" if "skipped" in state else "empty"
-            return BatchMetrics(batch_id, app_id, rows, mode, duration_s=now - started, attempts=result.attempts)
+            if "skipped" in state:
+                elapsed = now - started
+                return BatchMetrics(batch_id, app_id, rows, "skipped", duration_s=elapsed, attempts=result.attempts)
+            # re-planned after another writer's change, the batch changes nothing now: recorded all the same
+            snapshot = app_progress.record_unchanged(self.lake.engine, app_id, table_id, batch_id)
+            elapsed = time.monotonic() - started
+            return BatchMetrics(
+                batch_id, app_id, rows, "empty", snapshot_id=snapshot, duration_s=elapsed, attempts=result.attempts
+            )
         return BatchMetrics(
             batch_id,
             app_id,

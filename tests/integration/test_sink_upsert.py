@@ -24,7 +24,6 @@ from pyspark.sql import SparkSession
 import pyspark_ducklake as pdl
 from pyspark_ducklake._faults import AFTER_FILES_WRITTEN, ENV, before_next_commit
 from pyspark_ducklake.exceptions import InvalidOptionError
-from pyspark_ducklake.options import Entry, check_options
 from pyspark_ducklake.streaming.sink import ducklake_sink
 from tests.support import upsert_app
 from tests.support.bad_inputs import expect_bad_input
@@ -416,13 +415,6 @@ def test_concurrent_writer_between_plan_and_commit(spark: SparkSession, catalog:
         assert sorted(con.execute("SELECT rowid, id, v FROM lake.main.t").fetchall()) == here
     finally:
         con.close()
-
-
-def test_upsert_options_are_not_writestream_options() -> None:
-    # the Python data source's stream writer has no SparkSession to evaluate delete_when in, nor a job before its
-    # tasks to plan the keys: upserts go through foreachBatch(ducklake_sink(...))
-    with pytest.raises(InvalidOptionError, match="it is an option of ducklake_sink"):
-        check_options({"upsertOn": "id"}, Entry.STREAM_WRITE)
 
 
 def test_streaming_query_with_restart(spark: SparkSession, sqlite_catalog: Any, tmp_path: Path) -> None:

@@ -707,7 +707,8 @@ CASES: tuple[BadInput, ...] = (
     ),
     BadInput(
         "sink-order-by-missing",
-        "`ducklake_sink(order_by=...)` or `upsert_on` naming a column the micro-batch lacks",
+        "`ducklake_sink(order_by=...)` or `upsert_on` (`orderBy`, `upsertOn` of `writeStream`) naming a column the "
+        "micro-batch lacks",
         E.NoSuchColumnError,
         "did you mean",
     ),
@@ -716,6 +717,26 @@ CASES: tuple[BadInput, ...] = (
         "`ducklake_sink(delete_when=...)` or `order_by` without `upsert_on`",
         E.InvalidOptionError,
         "give upsert_on (the key columns) too",
+    ),
+    BadInput(
+        "delete-when-constant",
+        "`delete_when`/`deleteWhen` given as `'true'`/`'false'` (a constant, not a condition)",
+        E.InvalidOptionError,
+        "leave it out to delete nothing",
+    ),
+    BadInput(
+        "ws-delete-when-subset",
+        "`writeStream` option `deleteWhen` outside the subset it evaluates (a function, subquery, arithmetic, `LIKE`, "
+        "a string compared with a number) or naming a column the stream lacks",
+        E.InvalidOptionError,
+        "use foreachBatch(ducklake_sink(..., delete_when=...)) for any other Spark SQL expression",
+        match="use foreachBatch(ducklake_sink(..., delete_when=...))",
+    ),
+    BadInput(
+        "ws-upsert-option-alone",
+        "`writeStream` option `deleteWhen` or `orderBy` without `upsertOn`",
+        E.InvalidOptionError,
+        "give upsertOn (the key columns) too",
     ),
     BadInput(
         "write-txn-half",

@@ -1,0 +1,64 @@
+"""A streaming driver run as its own process by the writeStream upsert test: JSON change files in,
+``writeStream.format("ducklake")`` with ``upsertOn``/``deleteWhen``/``orderBy`` out.
+
+Usage: python -m tests.support.ws_upsert_app SOURCE CHECKPOINT CATALOG DATA_PATH
+Processes every file once (Trigger.AvailableNow, one file per micro-batch) and exits. A crash point in
+PYSPARK_DUCKLAKE_CRASH_AT kills it (with its JVM and Python workers) mid-way, as a machine failure would.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+BATCH_DDL = "id BIGINT, v STRING, op STRING, lsn BIGINT"
+UPSERT = {"upsertOn": "id", "deleteWhen": "op = 'd'", "orderBy": "lsn"}
+
+
+def start(spark: Any, source: str, checkpoint: str, catalog: str, data_path: str, table: str = "main.ws") -> Any:
+    """The upsert query over the change files in ``source`` (its own process's or a test's session)."""
+    writer = (
+        spark.readStream.schema(BATCH_DDL)
+        .option("maxFilesPerTrigger", 1)
+        .json(source)
+        .writeStream.format("ducklake")
+        .option("catalog", catalog)
+        .option("dataPath", data_path)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+    )
+    for key, value in UPSERT.items():
+        writer = writer.option(key, value)
+    return writer.start(table)
+
+
+def main(argv: list[str]) -> int:
+    source, checkpoint, catalog, data_path = argv[:4]
+    from pyspark_ducklake._faults import GROUP_ENV
+
+    os.environ[GROUP_ENV] = str(os.getpgid(0))  # the commit's Python worker kills this whole driver
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    import pyspark_ducklake as pdl
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("ducklake-ws-upsert")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    pdl.register(spark)
+    query = start(spark, source, checkpoint, catalog, data_path)
+    query.awaitTermination()
+    spark.stop()
+    return 0 if query.exception() is None else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
