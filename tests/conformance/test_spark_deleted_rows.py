@@ -10,6 +10,7 @@ from functools import reduce
 from itertools import groupby
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -72,7 +73,7 @@ def _duckdb(catalog: Any, table: str) -> dict[int, pa.Table]:
             try:
                 sql = f"SELECT id, s FROM lake.{table} AT (VERSION => {s}) ORDER BY id, s"
                 out[s] = con.execute(sql).to_arrow_table()
-            except Exception:  # the table does not exist yet
+            except duckdb.CatalogException:  # the table does not exist yet
                 continue
         formats = con.execute(
             "SELECT DISTINCT format FROM __ducklake_metadata_lake.ducklake_delete_file ORDER BY 1"
