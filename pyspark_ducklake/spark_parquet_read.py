@@ -16,9 +16,11 @@ delete files and inlined rows) and builds a plain DataFrame out of it:
 
 What Spark's reader cannot read exactly makes the whole read fall back to the Python data source
 (``spark.read.format("ducklake")``) at the same snapshot, with the reason logged (logger
-``pyspark_ducklake.native``) and kept on the plan: columns of type TIME, TIMESTAMP_NS, INTERVAL, UUID, HUGEINT or
-UHUGEINT; nested columns of files registered with a name mapping (``ducklake_add_data_files``, no field ids: their
-top-level columns are read by name, partition values from the path), and such files with column names differing only
+``pyspark_ducklake.native``) and kept on the plan: columns of type TIME, TIMESTAMP_NS, INTERVAL, UUID, HUGEINT,
+UHUGEINT or VARIANT, and GEOMETRY nested in a list, struct or map (a top-level GEOMETRY is read as
+``GeometryType(0)``, DuckDB's ISO WKB byte for byte); nested and GEOMETRY columns of files registered with a name
+mapping (``ducklake_add_data_files``, no field ids: their top-level columns are read by name, partition values from
+the path; another writer's WKB may be EWKB, which Spark refuses), and such files with column names differing only
 in case (Spark matches names case-insensitively); files without field ids or a mapping; files whose stored type
 is one of those or is not the table's type or a promotion of it; struct fields added with a default or changed in
 type since a file was written;
@@ -82,8 +84,11 @@ FIELD_ID_READ_CONF = "spark.sql.parquet.fieldId.read.enabled"
 # DuckLake types whose Parquet form Spark's reader refuses or reads differently from DuckDB.
 # variant: Spark 4.3's reader fails on DuckDB's shredded UUID fields and keeps a top-level variant null non-NULL
 NOT_NATIVE_TYPES = frozenset(
-    {"time", "timetz", "time_ns", "timestamp_ns", "interval", "uuid", "int128", "uint128", "geometry", "variant"}
+    {"time", "timetz", "time_ns", "timestamp_ns", "interval", "uuid", "int128", "uint128", "variant"}
 )
+# Read by Spark's reader only as a top-level column: Spark 4.3 reads the ISO WKB DuckDB and this library write
+# (``Geometry`` logical type) byte for byte as GeometryType(0); nested geometries go through the data source.
+TOP_LEVEL_ONLY_TYPES = frozenset({"geometry"})
 GLOB_CHARACTERS = frozenset("*?[]{}\\")
 FOOTER_THREADS = 8
 # Added files in more distinct partitions than this (one Parquet read each) go through the data source instead.
@@ -308,9 +313,11 @@ def _data_source_frame(spark: SparkSession, identifier: str, options: dict[str, 
 def _check_types(schema: TableSchema) -> None:
     for top in schema.columns:
         for c in top.walk():
+            where = top.name if c is top else f"{top.name} ({c.name})"
             if c.type in NOT_NATIVE_TYPES:
-                where = top.name if c is top else f"{top.name} ({c.name})"
                 raise _NotNative(f"column {where} has type {c.type}, which Spark's Parquet reader cannot read exactly")
+            if c.type in TOP_LEVEL_ONLY_TYPES and c is not top:
+                raise _NotNative(f"column {where} nests a {c.type}, which the fast path reads at the top level only")
             try:
                 spark_type(c)
             except UnsupportedTypeError as e:
@@ -415,6 +422,8 @@ def _mapped_layout(footer: pa.Schema, schema: TableSchema, task: FileTask) -> tu
             continue
         if c.is_nested or node.children:
             raise _NotNative(f"nested column {c.name} of added file {path} (fields matched by name)")
+        if c.type == "geometry":  # another writer's WKB: EWKB, which Spark refuses and DuckDB reads, or big-endian
+            raise _NotNative(f"geometry column {c.name} of added file {path} (WKB as another writer stored it)")
         f = next((f for f in footer if f.name == node.source_name), None)
         if f is None:
             raise _NotNative(f"data file {path} lacks column {node.source_name!r} of its name mapping")
@@ -493,6 +502,11 @@ def _stored_type(f: pa.Field, column: Column, path: str) -> T.DataType:
         return spark_type(column)
     if pa.types.is_nested(t):
         raise _NotNative(f"{where} is stored as {t}, the table has {column.type}")
+    if column.type == "geometry":
+        storage = t.storage_type if isinstance(t, pa.BaseExtensionType) else t
+        if not pa.types.is_binary(storage) and not pa.types.is_large_binary(storage):
+            raise _NotNative(f"{where} is stored as {t}, the table has geometry")
+        return spark_type(column)
     try:
         stored = ducklake_type(t, where=column.name)
     except UnsupportedTypeError as e:
