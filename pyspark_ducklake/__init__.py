@@ -33,7 +33,7 @@ def read_table(spark: object, table: str, **options: object) -> object:
     from pyspark_ducklake.options import check_keywords
     from pyspark_ducklake.spark_parquet_read import read_table as _read_table
 
-    check_keywords(options, ("snapshot", "timestamp", "catalog", "data_path", "options"), "read_table()")
+    check_keywords(options, ("snapshot", "timestamp", "catalog", "data_path", "columns", "options"), "read_table()")
     return _read_table(spark, table, **options)  # type: ignore[arg-type]
 
 

@@ -6,18 +6,21 @@ delete files and inlined rows) and builds a plain DataFrame out of it:
 - data files through ``spark.read.parquet`` with a schema whose fields carry ``parquet.field.id`` (the DuckLake
   column ids) and ``spark.sql.parquet.fieldId.read.enabled=true``, so renamed columns and struct fields are found by
   id, never by name;
-- deleted rows removed by their (``_metadata.file_path``, ``_metadata.row_index``): a filter for a few thousand
-  positions of the delete files (and of inlined deletes) at the snapshot, else a left anti join with them; rows a
-  flush or merge wrote for later snapshots (``partial_max``) removed by their ``_ducklake_internal_snapshot_id``;
+- deleted rows removed by their (``_metadata.file_path``, ``_metadata.row_index``): a filter for few positions or
+  ranges of the delete files (and of inlined deletes) at the snapshot, else a left anti join on one bigint key
+  (``spark/deleted_rows.py``); rows a flush or merge wrote for later snapshots (``partial_max``) removed by their
+  ``_ducklake_internal_snapshot_id``;
 - columns older files lack read as the column's initial default, columns whose type was promoted since a file was
   written are read in the file's type and cast;
 - the inlined rows of the catalog unioned in from Arrow, converted exactly as the data source converts them.
 
 What Spark's reader cannot read exactly makes the whole read fall back to the Python data source
 (``spark.read.format("ducklake")``) at the same snapshot, with the reason logged (logger
-``pyspark_ducklake.native``) and kept on the plan: columns of type TIME, TIMESTAMP_NS, INTERVAL, UUID, HUGEINT or
-UHUGEINT; nested columns of files registered with a name mapping (``ducklake_add_data_files``, no field ids: their
-top-level columns are read by name, partition values from the path), and such files with column names differing only
+``pyspark_ducklake.native``) and kept on the plan: columns of type TIME, TIMESTAMP_NS, INTERVAL, UUID, HUGEINT,
+UHUGEINT or VARIANT, and GEOMETRY nested in a list, struct or map (a top-level GEOMETRY is read as
+``GeometryType(0)``, DuckDB's ISO WKB byte for byte); nested and GEOMETRY columns of files registered with a name
+mapping (``ducklake_add_data_files``, no field ids: their top-level columns are read by name, partition values from
+the path; another writer's WKB may be EWKB, which Spark refuses), and such files with column names differing only
 in case (Spark matches names case-insensitively); files without field ids or a mapping; files whose stored type
 is one of those or is not the table's type or a promotion of it; struct fields added with a default or changed in
 type since a file was written;
@@ -35,12 +38,13 @@ import datetime as dt
 import logging
 import os
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import Column as SparkColumn
@@ -54,9 +58,10 @@ from pyspark_ducklake.catalog.types import Column, TableSchema, can_promote, duc
 from pyspark_ducklake.exceptions import InvalidOptionError, UnsupportedTypeError
 from pyspark_ducklake.io.fileio import filesystem
 from pyspark_ducklake.io.parquet import field_id
-from pyspark_ducklake.options import FEED, Entry, check_options, options_for, parse_int
+from pyspark_ducklake.options import FEED, Entry, check_options, options_for, parse_column_names, parse_int
 from pyspark_ducklake.spark.column_option import selected_columns
 from pyspark_ducklake.spark.connect import is_connect
+from pyspark_ducklake.spark.deleted_rows import FileDeletes, qualified_paths, remove_deleted
 from pyspark_ducklake.spark.lake_config import LakeConfig, spark_conf
 from pyspark_ducklake.spark.type_mapping import arrow_schema_for_spark, spark_schema, spark_type, to_spark_batch
 from pyspark_ducklake.spark.unreadable import with_unreadable
@@ -79,22 +84,16 @@ FIELD_ID_READ_CONF = "spark.sql.parquet.fieldId.read.enabled"
 # DuckLake types whose Parquet form Spark's reader refuses or reads differently from DuckDB.
 # variant: Spark 4.3's reader fails on DuckDB's shredded UUID fields and keeps a top-level variant null non-NULL
 NOT_NATIVE_TYPES = frozenset(
-    {"time", "timetz", "time_ns", "timestamp_ns", "interval", "uuid", "int128", "uint128", "geometry", "variant"}
+    {"time", "timetz", "time_ns", "timestamp_ns", "interval", "uuid", "int128", "uint128", "variant"}
 )
+# Read by Spark's reader only as a top-level column: Spark 4.3 reads the ISO WKB DuckDB and this library write
+# (``Geometry`` logical type) byte for byte as GeometryType(0); nested geometries go through the data source.
+TOP_LEVEL_ONLY_TYPES = frozenset({"geometry"})
 GLOB_CHARACTERS = frozenset("*?[]{}\\")
-# Above this many deleted positions the anti join is left to Spark's planner instead of broadcast.
-BROADCAST_DELETES_MAX = 2_000_000
-# Up to this many deleted positions (in this many files) they are a filter instead of a join. Spark parses and
-# analyses a filter of 10,000 positions in about 1.5 s (measured under load), while the broadcast anti join of the
-# same costs about 0.3 s to plan and as much to run: the filter only wins for few positions.
-DELETE_FILTER_MAX = 1_000
-DELETE_FILTER_FILES_MAX = 64
 FOOTER_THREADS = 8
 # Added files in more distinct partitions than this (one Parquet read each) go through the data source instead.
 MAPPED_GROUPS_MAX = 256
 
-_FILE_COLUMN = "__ducklake_file"
-_POSITION_COLUMN = "__ducklake_pos"
 _SNAPSHOT_COLUMN = "__ducklake_snapshot"
 
 
@@ -139,7 +138,7 @@ class NativeRead:
     groups: list[FileGroup] = field(default_factory=list)
     inlined: pa.Table | None = None
     # deleted positions per data file path (only files in a group with deletes)
-    deleted: dict[str, list[int]] = field(default_factory=dict)
+    deleted: dict[str, np.ndarray] = field(default_factory=dict)
     reason: str | None = None
     # Columns this library cannot read, and the table's column order: they read as an error only when selected.
     unreadable: tuple[Column, ...] = ()
@@ -171,6 +170,7 @@ def read_table(
     timestamp: dt.datetime | str | None = None,
     catalog: str | None = None,
     data_path: str | None = None,
+    columns: Sequence[str] | str | None = None,
     options: Mapping[str, str] | None = None,
 ) -> DataFrame:
     """The table at the latest snapshot, a snapshot id, or the newest snapshot at or before ``timestamp``.
@@ -179,12 +179,23 @@ def read_table(
     read through the ``ducklake`` data source at the same snapshot instead. ``catalog`` and ``data_path`` default to
     the ``spark.ducklake.*`` conf, then the environment, as for the data source; ``options`` takes the data
     source's other options (``snapshot``/``versionAsOf``, ``timestamp``/``timestampAsOf``, S3 settings).
+    ``columns`` (names, or the data source's ``columns`` option text ``"id, name"``) reads only those top-level
+    columns, in the table's order: the others are neither read nor converted on any path, so a column this library
+    cannot read (a HUGEINT holding DuckDB's extremes, a type it does not know) or one that makes Spark's reader fall
+    back (see the module docstring) stays out of the read.
 
     Sets ``spark.sql.parquet.fieldId.read.enabled=true`` on the session (columns are matched by field id); it only
     changes reads whose schema carries field ids, and must stay on while the DataFrame is used.
     """
     return plan_read(
-        spark, table, snapshot=snapshot, timestamp=timestamp, catalog=catalog, data_path=data_path, options=options
+        spark,
+        table,
+        snapshot=snapshot,
+        timestamp=timestamp,
+        catalog=catalog,
+        data_path=data_path,
+        columns=columns,
+        options=options,
     ).dataframe(spark)
 
 
@@ -196,10 +207,11 @@ def plan_read(
     timestamp: dt.datetime | str | None = None,
     catalog: str | None = None,
     data_path: str | None = None,
+    columns: Sequence[str] | str | None = None,
     options: Mapping[str, str] | None = None,
 ) -> NativeRead:
     """Plan :func:`read_table` on the driver without building the DataFrame (``.reason`` says why not native)."""
-    opts = _read_options(snapshot, timestamp, catalog, data_path, options)
+    opts = _read_options(snapshot, timestamp, catalog, data_path, columns, options)
     config = LakeConfig.resolve(opts, spark_conf(spark).get)
     lake = config.connect()
     try:
@@ -246,6 +258,7 @@ def _read_options(
     timestamp: dt.datetime | str | None,
     catalog: str | None,
     data_path: str | None,
+    columns: Sequence[str] | str | None,
     options: Mapping[str, str] | None,
 ) -> dict[str, str]:
     opts = {str(k): str(v) for k, v in (options or {}).items()}
@@ -254,6 +267,7 @@ def _read_options(
         "timestamp": timestamp.isoformat() if isinstance(timestamp, dt.datetime) else timestamp,
         "catalog": catalog,
         "dataPath": data_path,
+        "columns": None if columns is None else _columns_text(columns),
     }
     for key, value in given.items():
         if value is None:
@@ -269,6 +283,18 @@ def _read_options(
             "spark.read.format('ducklake').option('readChangeFeed', 'true')"
         )
     return opts
+
+
+def _columns_text(columns: Sequence[str] | str) -> str:
+    """The ``columns`` argument as the data source's option text (the fallback passes it on)."""
+    names = parse_column_names(columns if isinstance(columns, str) else list(columns), "columns")
+    comma = next((n for n in names if "," in n), None)
+    if comma is not None:
+        raise InvalidOptionError(
+            f"read_table() cannot select column {comma!r}: the columns option is comma-separated and the data source "
+            "it falls back to takes no name with a comma; rename the column or read every column"
+        )
+    return ", ".join(names)
 
 
 def _data_source_frame(spark: SparkSession, identifier: str, options: dict[str, str], snapshot: int) -> DataFrame:
@@ -287,9 +313,11 @@ def _data_source_frame(spark: SparkSession, identifier: str, options: dict[str, 
 def _check_types(schema: TableSchema) -> None:
     for top in schema.columns:
         for c in top.walk():
+            where = top.name if c is top else f"{top.name} ({c.name})"
             if c.type in NOT_NATIVE_TYPES:
-                where = top.name if c is top else f"{top.name} ({c.name})"
                 raise _NotNative(f"column {where} has type {c.type}, which Spark's Parquet reader cannot read exactly")
+            if c.type in TOP_LEVEL_ONLY_TYPES and c is not top:
+                raise _NotNative(f"column {where} nests a {c.type}, which the fast path reads at the top level only")
             try:
                 spark_type(c)
             except UnsupportedTypeError as e:
@@ -394,6 +422,8 @@ def _mapped_layout(footer: pa.Schema, schema: TableSchema, task: FileTask) -> tu
             continue
         if c.is_nested or node.children:
             raise _NotNative(f"nested column {c.name} of added file {path} (fields matched by name)")
+        if c.type == "geometry":  # another writer's WKB: EWKB, which Spark refuses and DuckDB reads, or big-endian
+            raise _NotNative(f"geometry column {c.name} of added file {path} (WKB as another writer stored it)")
         f = next((f for f in footer if f.name == node.source_name), None)
         if f is None:
             raise _NotNative(f"data file {path} lacks column {node.source_name!r} of its name mapping")
@@ -472,6 +502,11 @@ def _stored_type(f: pa.Field, column: Column, path: str) -> T.DataType:
         return spark_type(column)
     if pa.types.is_nested(t):
         raise _NotNative(f"{where} is stored as {t}, the table has {column.type}")
+    if column.type == "geometry":
+        storage = t.storage_type if isinstance(t, pa.BaseExtensionType) else t
+        if not pa.types.is_binary(storage) and not pa.types.is_large_binary(storage):
+            raise _NotNative(f"{where} is stored as {t}, the table has geometry")
+        return spark_type(column)
     try:
         stored = ducklake_type(t, where=column.name)
     except UnsupportedTypeError as e:
@@ -529,17 +564,20 @@ def _default_table(columns: list[Column], *, current: bool = False) -> pa.Table:
 
 def _deleted_positions(
     groups: list[FileGroup], snapshot: int, storage_options: dict[str, Any] | None
-) -> dict[str, list[int]]:
+) -> dict[str, np.ndarray]:
+    """Each file's deleted positions at the snapshot (sorted, distinct, below its record count), files of groups with
+    deletes only."""
     tasks = [t for g in groups if g.deletes for t in g.files]
 
-    def one(task: FileTask) -> list[int]:
-        positions: set[int] = set(task.inlined_deleted_positions)
+    def one(task: FileTask) -> np.ndarray:
+        positions = np.asarray(task.inlined_deleted_positions, dtype=np.int64)
         if task.file.delete_file is not None:
             found = read_delete_positions(
                 task.file.delete_file, snapshot, storage_options, row_count=task.file.record_count
             )
-            positions.update(found.tolist())
-        return sorted(p for p in positions if p < task.file.record_count)
+            positions = np.concatenate((positions, np.asarray(found, dtype=np.int64)))
+        positions = np.unique(positions)  # sorted
+        return positions[positions < task.file.record_count]
 
     if len(tasks) <= 1:
         found = [one(t) for t in tasks]
@@ -589,7 +627,13 @@ def _group_frame(spark: SparkSession, group: FileGroup, read: NativeRead, target
     )
     df = reader.parquet(*[spark_path(t.file.path) for t in group.files])
     if group.deletes:
-        df = _remove_deleted(spark, df, group, read)
+        keys = qualified_paths(spark, [spark_path(t.file.path) for t in group.files])
+        empty = np.zeros(0, np.int64)
+        files = [
+            FileDeletes(key, t.file.record_count, read.deleted.get(t.file.path, empty))
+            for t, key in zip(group.files, keys, strict=True)
+        ]
+        df = remove_deleted(spark, df, files)
     if group.partial:
         df = df.where(F.col(_SNAPSHOT_COLUMN).isNull() | (F.col(_SNAPSHOT_COLUMN) <= F.lit(read.snapshot)))
     columns = []
@@ -653,56 +697,6 @@ def _epoch_micros(value: dt.datetime) -> int:
 def _has_default(column: Column, *, current: bool = False) -> bool:
     raw = column.default_value if current else column.initial_default
     return raw not in (None, "NULL") and not column.is_nested
-
-
-def _remove_deleted(spark: SparkSession, df: DataFrame, group: FileGroup, read: NativeRead) -> DataFrame:
-    """Rows of ``df`` whose (file, position) is not deleted at the read's snapshot.
-
-    A few deletes become a filter on (``_metadata.file_path``, ``_metadata.row_index``); more become a left anti
-    join with a table of them, broadcast unless it is very large.
-    """
-    keys = _qualified_paths(spark, [t.file.path for t in group.files])
-    deleted = [(key, read.deleted.get(t.file.path, [])) for t, key in zip(group.files, keys, strict=True)]
-    deleted = [(key, positions) for key, positions in deleted if positions]
-    total = sum(len(p) for _, p in deleted)
-    # the file metadata column itself, also where the table has a column named _metadata (which hides it by name)
-    metadata = df.metadataColumn("_metadata")
-    path, position = metadata.getField("file_path"), metadata.getField("row_index")
-    if not deleted:
-        return df
-    shadowed = any(c.lower() == "_metadata" for c in df.columns)  # SQL text would name the table's column
-    if total <= DELETE_FILTER_MAX and len(deleted) <= DELETE_FILTER_FILES_MAX and not shadowed:
-        # One SQL text, parsed on the JVM: Column.isin sends each position through py4j on its own (seconds for
-        # thousands of positions).
-        gone = " OR ".join(
-            f"(_metadata.file_path = {_sql_string(key)} AND _metadata.row_index IN ({', '.join(map(str, p))}))"
-            for key, p in deleted
-        )
-        return df.where(f"NOT ({gone})")
-    files = pa.array([key for key, p in deleted for _ in p], pa.string())
-    positions = pa.array([x for _, p in deleted for x in p], pa.int64())
-    table = spark.createDataFrame(pa.table({_FILE_COLUMN: files, _POSITION_COLUMN: positions}))
-    if total <= BROADCAST_DELETES_MAX:
-        table = F.broadcast(table)
-    located = df.select("*", path.alias(_FILE_COLUMN), position.alias(_POSITION_COLUMN))
-    return located.join(table, [_FILE_COLUMN, _POSITION_COLUMN], "left_anti").drop(_FILE_COLUMN, _POSITION_COLUMN)
-
-
-def _sql_string(text: str) -> str:
-    """``text`` as a Spark SQL expression: a cast of its UTF-8 bytes as a hex literal, which needs no escaping
-    whatever the path holds and however the session's parser treats backslashes (a constant, folded once)."""
-    return f"CAST(X'{text.encode().hex()}' AS STRING)"
-
-
-def _qualified_paths(spark: SparkSession, paths: Iterable[str]) -> list[str]:
-    """Each path as Spark spells it in ``_metadata.file_path`` (qualified, URL-encoded)."""
-    jvm = _jvm(spark)
-    conf = spark.sparkContext._jsc.hadoopConfiguration()
-    out = []
-    for p in paths:
-        hp = jvm.org.apache.hadoop.fs.Path(spark_path(p))
-        out.append(str(hp.getFileSystem(conf).makeQualified(hp).toUri().toString()))
-    return out
 
 
 __all__ = ["NativeRead", "plan_read", "read_table", "spark_path", "with_field_ids"]

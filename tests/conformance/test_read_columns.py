@@ -12,6 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 import pyspark_ducklake as pdl
+from pyspark_ducklake.exceptions import InvalidOptionError
 from tests.support.bad_inputs import expect_bad_input
 from tests.support.duck import open_duckdb
 
@@ -100,3 +101,63 @@ def test_the_columns_option_leaves_out_a_column_of_an_unknown_type(spark: Any, c
         assert "use the columns option" in str(err.value) and "or read_table" in str(err.value)
     finally:
         lake.close()
+
+
+@pytest.mark.parametrize("limit", [10, 0], ids=["inlined", "parquet"])
+def test_read_table_columns_leave_a_column_out_on_the_fast_path_and_the_fallback(
+    spark: Any, catalog: Any, limit: int
+) -> None:
+    """``read_table(columns=...)``: HUGEINT extremes (inlined, or in Parquet files as DuckDB writes them) in a column
+    not selected are neither read nor converted, through Spark's Parquet reader and through the data source it falls
+    back to (a UUID column selected), at a snapshot too; SQLite and PostgreSQL catalogs."""
+    from pyspark_ducklake.spark_parquet_read import plan_read
+
+    con = open_duckdb(catalog, inlining_row_limit=limit)
+    try:
+        con.execute(
+            "CREATE TABLE lake.main.w AS SELECT (row_number() OVER ())::BIGINT AS id, hugeint, uhugeint, uuid, "
+            "'x' || (row_number() OVER ()) AS s FROM test_all_types()"
+        )
+        made = con.execute("SELECT max(snapshot_id) FROM lake.snapshots()").fetchone()[0]
+        con.execute("INSERT INTO lake.main.w VALUES (10, 5, 6, NULL, 'ten')")
+        want = {
+            snap: con.execute(
+                f"SELECT id, uuid::VARCHAR, s FROM lake.main.w AT (VERSION => {snap}) ORDER BY id"
+            ).fetchall()
+            for snap in (made, made + 1)
+        }
+    finally:
+        con.close()
+    pdl.register(spark)
+    url = catalog.url
+    for columns in (["S", "id"], "id, s", ("id", "s")):
+        fast = plan_read(spark, "main.w", catalog=url, columns=columns)
+        assert fast.reason is None, fast.reason  # Spark's Parquet reader: no HUGEINT among the columns
+        got = pdl.read_table(spark, "main.w", catalog=url, columns=columns)
+        assert got.columns == ["id", "s"]
+        assert sorted(tuple(r) for r in got.collect()) == [(i, s) for i, _, s in want[made + 1]]
+    at = pdl.read_table(spark, "main.w", catalog=url, snapshot=made, columns=["id", "s"])
+    assert sorted(tuple(r) for r in at.collect()) == [(i, s) for i, _, s in want[made]]
+    fallback = plan_read(spark, "main.w", catalog=url, columns=["id", "uuid", "s"])
+    assert fallback.reason is not None and "column uuid has type uuid" in fallback.reason
+    for snap in (made, made + 1):
+        got = pdl.read_table(spark, "main.w", catalog=url, snapshot=snap, columns=["id", "uuid", "s"])
+        assert got.columns == ["id", "uuid", "s"]
+        assert sorted(tuple(r) for r in got.collect()) == want[snap]
+    lake = pdl.connect(url)
+    try:
+        with expect_bad_input("hugeint-39-digits", lake) as err:
+            pdl.read_table(spark, "main.w", catalog=url, columns=["id", "hugeint"]).collect()
+        assert "column 'hugeint'" in str(err.value)
+        with expect_bad_input("unknown-read-column", lake) as err:
+            pdl.read_table(spark, "main.w", catalog=url, columns=["id", "ss"])
+        assert "did you mean 's'" in str(err.value)
+    finally:
+        lake.close()
+    with pytest.raises(InvalidOptionError, match="both as an argument and in options"):
+        pdl.read_table(spark, "main.w", catalog=url, columns=["id"], options={"columns": "s"})
+    for bad in ([], ["id", "ID"], ["id", ""], "id,,s", [1]):
+        with pytest.raises(InvalidOptionError):
+            pdl.read_table(spark, "main.w", catalog=url, columns=bad)
+    with pytest.raises(InvalidOptionError, match="comma"):
+        pdl.read_table(spark, "main.w", catalog=url, columns=["a,b"])

@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import pyspark_ducklake as pdl
-from pyspark_ducklake import spark_parquet_read as native_module
+from pyspark_ducklake.spark import deleted_rows
 from pyspark_ducklake.spark_parquet_read import NativeRead, plan_read
 from tests.support.compare import canonical_rows
 from tests.support.duck import open_duckdb
@@ -311,9 +311,9 @@ def test_read_table_options_match_the_data_source(
         want = canonical_rows(plain.toArrow())
         assert canonical_rows(native.toArrow()) == want
         # Many deletes are an anti join instead of a filter: broadcast, or (very many) left to Spark's planner.
-        monkeypatch.setattr(native_module, "DELETE_FILTER_MAX", 0)
+        monkeypatch.setattr(deleted_rows, "DELETE_FILTER_MAX", 0)
         assert canonical_rows(pdl.read_table(spark, "main.opts").toArrow()) == want
-        monkeypatch.setattr(native_module, "BROADCAST_DELETES_MAX", 0)
+        monkeypatch.setattr(deleted_rows, "BROADCAST_DELETES_MAX", 0)
         assert canonical_rows(pdl.read_table(spark, "main.opts").toArrow()) == want
     finally:
         spark.conf.unset("spark.ducklake.catalog")

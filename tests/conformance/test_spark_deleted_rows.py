@@ -1,0 +1,137 @@
+"""``read_table`` drops deleted rows exactly whichever way it removes them (``spark/deleted_rows.py``): a filter of
+positions and ranges, an anti join on one bigint key (file ordinal and position, or the position alone for one
+file), on two columns where they do not fit one, broadcast or not. DuckDB writes the history: many files, some with
+deletion vectors (puffin), some with Parquet delete files, some with none, inlined deletes, clustered and scattered
+deletes, an update; every snapshot read each way equals DuckDB's ``AT (VERSION => s)``, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from functools import reduce
+from itertools import groupby
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+import pyspark_ducklake as pdl
+from pyspark_ducklake.spark import deleted_rows
+from tests.support.duck import attach_sql, connect_duckdb
+
+# constants of deleted_rows per way of removing deleted rows
+JOIN = {"DELETE_FILTER_MAX": 0, "DELETE_RANGES_MAX": 0}
+WAYS: dict[str, dict[str, int]] = {
+    "default": {},
+    "no-ranges": {"RUN_MIN": 10**9},
+    "join": JOIN,
+    "join-two-columns": {**JOIN, "KEY_BITS": 1},
+}
+
+
+def _history(catalog: Any) -> None:
+    """Table ``t`` (six files and inlined rows) and table ``one`` (one file), with every kind of delete."""
+    steps = [
+        (True, "CREATE TABLE lake.t(id INTEGER, s VARCHAR)"),
+        *[
+            (True, f"INSERT INTO lake.t SELECT i, 's' || i FROM range({k * 3000}, {(k + 1) * 3000}) r(i)")
+            for k in range(6)
+        ],
+        (True, "DELETE FROM lake.t WHERE id BETWEEN 9100 AND 11900"),  # clustered: a range (a filter)
+        (True, "DELETE FROM lake.t WHERE id IN (1, 2, 3)"),  # few: inlined deletes (a filter)
+        (True, "DELETE FROM lake.t WHERE id % 5 = 0 AND id < 9000"),  # scattered: DVs on three files (a join)
+        (False, "DELETE FROM lake.t WHERE id % 7 = 1 AND id >= 12000"),  # Parquet delete files on two files
+        (True, "INSERT INTO lake.t VALUES (-1, 'x'), (-2, 'y')"),  # inlined rows
+        (True, "DELETE FROM lake.t WHERE id = -1"),
+        (True, "UPDATE lake.t SET s = 'u' || id WHERE id % 1000 = 7"),
+        (True, "DELETE FROM lake.t WHERE id BETWEEN 3000 AND 5990"),  # most of a file that has a DV
+        (True, "CREATE TABLE lake.one(id INTEGER, s VARCHAR)"),
+        (True, "INSERT INTO lake.one SELECT i, 'o' || i FROM range(20000) r(i)"),
+        (True, "DELETE FROM lake.one WHERE id % 3 = 1"),
+        (True, "DELETE FROM lake.one WHERE id BETWEEN 100 AND 900"),
+    ]
+    for dv, group in groupby(steps, key=lambda step: step[0]):
+        con = connect_duckdb()
+        attach = attach_sql(catalog, "lake", 10)
+        try:
+            con.execute(attach[:-1] + f", WRITE_DELETION_VECTORS {str(dv).lower()})")
+            for _, sql in group:
+                con.execute(sql)
+        finally:
+            con.close()
+
+
+def _duckdb(catalog: Any, table: str) -> dict[int, pa.Table]:
+    con = connect_duckdb()
+    con.execute(attach_sql(catalog, "lake", 10))
+    try:
+        out = {}
+        for (s,) in con.execute("SELECT snapshot_id FROM lake.snapshots() ORDER BY 1").fetchall():
+            try:
+                sql = f"SELECT id, s FROM lake.{table} AT (VERSION => {s}) ORDER BY id, s"
+                out[s] = con.execute(sql).to_arrow_table()
+            except duckdb.CatalogException:  # the table does not exist yet
+                continue
+        formats = con.execute(
+            "SELECT DISTINCT format FROM __ducklake_metadata_lake.ducklake_delete_file ORDER BY 1"
+        ).fetchall()
+    finally:
+        con.close()
+    assert formats == [("parquet",), ("puffin",)]  # the history holds both kinds of delete file
+    return out
+
+
+def _frames(spark: SparkSession, catalog: Any, table: str, snaps: list[int], way: dict[str, int]) -> list[DataFrame]:
+    mp = pytest.MonkeyPatch()
+    try:
+        for name, value in way.items():
+            mp.setattr(deleted_rows, name, value)
+        return [pdl.read_table(spark, f"main.{table}", snapshot=s, catalog=catalog.url) for s in snaps]
+    finally:
+        mp.undo()
+
+
+def _plan(df: DataFrame) -> str:
+    return str(df._jdf.queryExecution().optimizedPlan().toString())
+
+
+def test_every_way_of_removing_deleted_rows_reads_as_duckdb(spark: SparkSession, catalog: Any) -> None:
+    _history(catalog)
+    expected = {table: _duckdb(catalog, table) for table in ("t", "one")}
+    plans: dict[tuple[str, str], list[str]] = {}
+    tagged = []
+    for table, by_snapshot in expected.items():
+        snaps = sorted(by_snapshot)
+        for name, way in WAYS.items():
+            frames = _frames(spark, catalog, table, snaps, way)
+            plans[table, name] = [_plan(df) for df in frames]
+            tagged += [
+                df.withColumn("_t", F.lit(table)).withColumn("_way", F.lit(name)).withColumn("_snap", F.lit(s))
+                for df, s in zip(frames, snaps, strict=True)
+            ]
+    rows = reduce(DataFrame.unionByName, tagged).toArrow()  # one Spark job
+    for table, by_snapshot in expected.items():
+        for name in WAYS:
+            for s, want in by_snapshot.items():
+                mask = pc.and_(
+                    pc.and_(pc.equal(rows["_t"], table), pc.equal(rows["_way"], name)), pc.equal(rows["_snap"], s)
+                )
+                got = rows.filter(mask).select(["id", "s"]).sort_by([("id", "ascending"), ("s", "ascending")])
+                assert got.cast(want.schema).equals(want), (table, name, s)
+    # each way was taken where the history has deletes
+    filtered = [p for p in plans["t", "default"] if "LeftAnti" not in p and "row_index" in p]
+    # ids 9100-11900 are positions 100-2900 of the fourth file; Spark negates the range
+    assert any("row_index < 100" in p and "row_index > 2900" in p for p in filtered), filtered
+    assert not any("row_index > 2900" in p for p in plans["t", "no-ranges"])
+    for table in expected:
+        joined = [p for p in plans[table, "join"] if "LeftAnti" in p]
+        assert joined and all("__ducklake_key" in p for p in joined)
+        if table == "one":  # one file: the position is the key, no path is read
+            assert all("__ducklake_file" not in p for p in joined)
+        else:
+            assert any("__ducklake_ordinal" in p for p in joined)
+            two = [p for p in plans[table, "join-two-columns"] if "LeftAnti" in p]
+            # files with deletes joined on (ordinal, position); a group of one such file keeps the position key
+            assert any("__ducklake_ordinal" in p and "__ducklake_key" not in p for p in two)
