@@ -10,9 +10,10 @@ PYTEST_ARGS ?=
 # `PYTEST_ARGS="-n 0"` runs in one process.
 PYTEST_WORKERS := -n 2 --dist loadgroup
 
-# Run pytest and pass its exit code on, except that 5 ("no tests collected") is a failure too.
+# Run pytest and pass its exit code on, except that 5 ("no tests collected") is a failure too. The slowest tests are
+# listed at the end (the suite's time is a budget: 25 minutes here).
 define run_pytest
-	rc=0; $(PYTHON) -m pytest -q $(1) $(PYTEST_ARGS) || rc=$$?; \
+	rc=0; $(PYTHON) -m pytest -q --durations=30 --durations-min=10 $(1) $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$rc
 endef

@@ -102,9 +102,12 @@ def test_every_way_of_removing_deleted_rows_reads_as_duckdb(spark: SparkSession,
     expected = {table: _duckdb(catalog, table) for table in ("t", "one")}
     plans: dict[tuple[str, str], list[str]] = {}
     tagged = []
+    read: dict[tuple[str, str], list[int]] = {}
     for table, by_snapshot in expected.items():
-        snaps = sorted(by_snapshot)
         for name, way in WAYS.items():
+            # every snapshot the default way; the forced ways on the last three, which hold every kind of delete
+            # (each snapshot's read is planned and analysed on the driver: all of them in every way took a minute)
+            snaps = read[table, name] = sorted(by_snapshot) if name == "default" else sorted(by_snapshot)[-3:]
             frames = _frames(spark, catalog, table, snaps, way)
             plans[table, name] = [_plan(df) for df in frames]
             tagged += [
@@ -114,7 +117,8 @@ def test_every_way_of_removing_deleted_rows_reads_as_duckdb(spark: SparkSession,
     rows = reduce(DataFrame.unionByName, tagged).toArrow()  # one Spark job
     for table, by_snapshot in expected.items():
         for name in WAYS:
-            for s, want in by_snapshot.items():
+            for s in read[table, name]:
+                want = by_snapshot[s]
                 mask = pc.and_(
                     pc.and_(pc.equal(rows["_t"], table), pc.equal(rows["_way"], name)), pc.equal(rows["_snap"], s)
                 )
