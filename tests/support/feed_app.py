@@ -9,29 +9,15 @@ SIGKILL the process group between micro-batches.
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any
 
 
 def main(argv: list[str]) -> int:
     catalog, out, checkpoint, max_rows = argv[:4]
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
+    from tests.support.app_session import local_session
 
-    import pyspark_ducklake as pdl
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("ducklake-feed-kill")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    pdl.register(spark)
+    spark = local_session("ducklake-feed-kill")
 
     def handle(df: Any, batch_id: int) -> None:
         df.write.mode("overwrite").parquet(f"{out}/batch={batch_id}")

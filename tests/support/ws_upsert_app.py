@@ -38,22 +38,9 @@ def main(argv: list[str]) -> int:
     from pyspark_ducklake._faults import GROUP_ENV
 
     os.environ[GROUP_ENV] = str(os.getpgid(0))  # the commit's Python worker kills this whole driver
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
+    from tests.support.app_session import local_session
 
-    import pyspark_ducklake as pdl
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("ducklake-ws-upsert")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    pdl.register(spark)
+    spark = local_session("ducklake-ws-upsert")
     query = start(spark, source, checkpoint, catalog, data_path)
     query.awaitTermination()
     spark.stop()
