@@ -15,16 +15,11 @@ import sys
 
 def main(argv: list[str]) -> int:
     work, catalog, data_path = argv
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
+    from tests.support.app_session import local_session
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.warehouse.dir", os.path.join(work, "warehouse"))
-        .getOrCreate()
+    # no register(): the app checks that Spark finds the data source by itself
+    spark = local_session(
+        "ducklake-discovery", conf={"spark.sql.warehouse.dir": os.path.join(work, "warehouse")}, register=False
     )
     out: dict[str, object] = {}
     try:

@@ -18,24 +18,13 @@ def main(argv: list[str]) -> int:
     source, checkpoint, catalog, data_path = argv[:4]
     inline_limit = int(argv[4]) if len(argv) > 4 else 100
     flush_rows = int(argv[5]) if len(argv) > 5 else 100_000
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
     from pyspark_ducklake import ducklake_sink
+    from tests.support.app_session import local_session
 
-    builder = (
-        SparkSession.builder.master("local[2]")
-        .appName("ducklake-recovery")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-    )
     java_options = os.environ.get("STREAM_APP_JAVA_OPTIONS")
-    if java_options:
-        builder = builder.config("spark.driver.extraJavaOptions", java_options)
-    spark = builder.getOrCreate()
+    spark = local_session(
+        "ducklake-recovery", conf={"spark.driver.extraJavaOptions": java_options} if java_options else None
+    )
     sink = ducklake_sink(
         "main.events", catalog=catalog, data_path=data_path, data_inlining_row_limit=inline_limit, flush_rows=flush_rows
     )

@@ -7,7 +7,6 @@ PYSPARK_DUCKLAKE_CRASH_AT kills it (and its JVM) mid-way, as a machine failure w
 
 from __future__ import annotations
 
-import os
 import sys
 
 APP_ID = "crash-app"
@@ -40,18 +39,9 @@ def sink(catalog: str, data_path: str) -> object:
 
 def main(argv: list[str]) -> int:
     catalog, data_path, first, last = argv[0], argv[1], int(argv[2]), int(argv[3])
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
+    from tests.support.app_session import local_session
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("ducklake-upsert-crash")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
+    spark = local_session("ducklake-upsert-crash")
     write = sink(catalog, data_path)
     for b in range(first, last + 1):
         write(spark.createDataFrame(batch_rows(b), BATCH_DDL).repartition(3), b)  # type: ignore[operator]
