@@ -7,10 +7,12 @@ catalog's inlined deletes). Spark's Parquet reader gives every row its file and 
 - few positions and position ranges (runs of consecutive positions, as ``DELETE ... WHERE id BETWEEN`` leaves):
   one SQL filter, parsed once on the JVM;
 - else, where the files with deletes have few rows enough (``BITMAP_MAX_BYTES``), a filter on a bitmap of the
-  deleted positions: one binary literal, seven positions a byte (so each byte is an ASCII character whose code
-  Spark's ``ascii`` gives back), each file's bytes found from its path by a ``CASE`` (no path for one file). A row
-  costs a byte lookup, nothing is joined, sent, written or left behind, and a re-evaluation of the lazy DataFrame
-  reads the same plan. For these sizes it replaced the anti join below, whose local relation of keys
+  deleted positions: one binary value, seven positions a byte (so each byte is an ASCII character whose code
+  Spark's ``ascii`` gives back), each file's bytes found from its path by a ``CASE`` (no path for one file). The
+  value is a one-row table read by a scalar subquery, not a literal: a literal prints its bytes in hex in every plan
+  string, and Spark's SQL UI keeps those of its last 1,000 queries (3.4 MB for one read of 3,000,000 rows). A row
+  costs a byte lookup; nothing is joined, written or left behind, and a re-evaluation of the lazy DataFrame reads
+  the same plan. For these sizes it replaced the anti join below, whose local relation of keys
   (``createDataFrame``) cost more than reading the files (tiny runs on a loaded machine, 3,000,000 rows, 300,000
   deleted positions, CPU seconds of the JVM: over four files the bitmap 1.3-4.2, the join 4.5-7.9, the read alone
   0.9-2.7; over one file the join 4.0-5.9, the same keys read from a Parquet file 2.6-4.0, a ``localCheckpoint``
@@ -44,8 +46,8 @@ DELETE_FILTER_FILES_MAX = 64
 # Consecutive deleted positions from this many on are a range in the filter (fewer are listed).
 RUN_MIN = 4
 # Up to this many bytes of bitmap (a seventh of the rows of the files with deletes), in up to this many files (one
-# CASE branch each, compared per row), the deletes are a bitmap filter instead of a join. The bitmap is a literal of
-# the plan, shipped with every task.
+# CASE branch each, compared per row), the deletes are a bitmap filter instead of a join. The bitmap is the value of
+# a scalar subquery, held by the driver and shipped with each stage's tasks.
 BITMAP_MAX_BYTES = 1 << 20
 BITMAP_FILES_MAX = 64
 # Positions per bitmap byte: seven keep every byte below 0x80, a valid one-byte UTF-8 character.
@@ -60,6 +62,7 @@ _FILE = "__ducklake_file"
 _ORDINAL = "__ducklake_ordinal"
 _KEY = "__ducklake_key"
 _POSITION = "__ducklake_pos"
+_BITMAP = "__ducklake_deleted"
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,7 @@ def remove_deleted(spark: SparkSession, df: DataFrame, files: Sequence[FileDelet
     if text is not None:
         return df.where(text)
     if bitmap_fits(deleted):
-        return _bitmap_filter(df, metadata, files, deleted)
+        return _bitmap_filter(spark, df, metadata, files, deleted)
     return _anti_join(spark, df, metadata, files, deleted)
 
 
@@ -142,9 +145,10 @@ def deleted_bitmap(deleted: Sequence[FileDeletes]) -> tuple[bytes, list[int]]:
 
 
 def _bitmap_filter(
-    df: DataFrame, metadata: Column, files: Sequence[FileDeletes], deleted: Sequence[FileDeletes]
+    spark: SparkSession, df: DataFrame, metadata: Column, files: Sequence[FileDeletes], deleted: Sequence[FileDeletes]
 ) -> DataFrame:
     blob, starts = deleted_bitmap(deleted)
+    bitmap = spark.createDataFrame(pa.table({_BITMAP: pa.array([blob], pa.binary())})).select(_BITMAP).scalar()
     position = metadata.getField("row_index")
     if len(files) == 1:
         start: Column = F.lit(0)
@@ -158,7 +162,7 @@ def _bitmap_filter(
             F.when(path == F.lit(first.path), F.lit(first_start)),
         )  # NULL for files without deletes
     index = start + F.call_function("div", position, F.lit(BITMAP_BITS))
-    byte = F.substring(F.lit(bytearray(blob)), (index + 1).cast("int"), 1)
+    byte = F.substring(bitmap, (index + 1).cast("int"), 1)
     code = F.ascii(byte.cast("string"))  # the byte's value: an ASCII character
     bit = F.call_function("shiftright", code, (position % BITMAP_BITS).cast("int")).bitwiseAND(1)
     return df.where(F.coalesce(bit, F.lit(0)) == 0)
