@@ -7,7 +7,8 @@ delete files and inlined rows) and builds a plain DataFrame out of it:
   column ids) and ``spark.sql.parquet.fieldId.read.enabled=true``, so renamed columns and struct fields are found by
   id, never by name;
 - deleted rows removed by their (``_metadata.file_path``, ``_metadata.row_index``): a filter for few positions or
-  ranges of the delete files (and of inlined deletes) at the snapshot, else a left anti join on one bigint key
+  ranges of the delete files (and of inlined deletes) at the snapshot, a filter on a bitmap of positions for up to
+  about 7.3M rows of files with deletes, else a left anti join on one bigint key
   (``spark/deleted_rows.py``); rows a flush or merge wrote for later snapshots (``partial_max``) removed by their
   ``_ducklake_internal_snapshot_id``;
 - columns older files lack read as the column's initial default, columns whose type was promoted since a file was

@@ -1,13 +1,16 @@
 """``read_table`` drops deleted rows exactly whichever way it removes them (``spark/deleted_rows.py``): a filter of
-positions and ranges, an anti join on one bigint key (file ordinal and position, or the position alone for one
+positions and ranges, a filter on a bitmap of positions, an anti join on one bigint key (file ordinal and position, or the position alone for one
 file), on two columns where they do not fit one, broadcast or not. DuckDB writes the history: many files, some with
 deletion vectors (puffin), some with Parquet delete files, some with none, inlined deletes, clustered and scattered
 deletes, an update; every snapshot read each way equals DuckDB's ``AT (VERSION => s)``, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from functools import reduce
 from itertools import groupby
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -22,10 +25,12 @@ from pyspark_ducklake.spark import deleted_rows
 from tests.support.duck import attach_sql, connect_duckdb
 
 # constants of deleted_rows per way of removing deleted rows
-JOIN = {"DELETE_FILTER_MAX": 0, "DELETE_RANGES_MAX": 0}
+BITMAP = {"DELETE_FILTER_MAX": 0, "DELETE_RANGES_MAX": 0}
+JOIN = {**BITMAP, "BITMAP_MAX_BYTES": 0}
 WAYS: dict[str, dict[str, int]] = {
     "default": {},
     "no-ranges": {"RUN_MIN": 10**9},
+    "bitmap": BITMAP,
     "join": JOIN,
     "join-two-columns": {**JOIN, "KEY_BITS": 1},
 }
@@ -41,7 +46,7 @@ def _history(catalog: Any) -> None:
         ],
         (True, "DELETE FROM lake.t WHERE id BETWEEN 9100 AND 11900"),  # clustered: a range (a filter)
         (True, "DELETE FROM lake.t WHERE id IN (1, 2, 3)"),  # few: inlined deletes (a filter)
-        (True, "DELETE FROM lake.t WHERE id % 5 = 0 AND id < 9000"),  # scattered: DVs on three files (a join)
+        (True, "DELETE FROM lake.t WHERE id % 5 = 0 AND id < 9000"),  # scattered: DVs on three files (a bitmap)
         (False, "DELETE FROM lake.t WHERE id % 7 = 1 AND id >= 12000"),  # Parquet delete files on two files
         (True, "INSERT INTO lake.t VALUES (-1, 'x'), (-2, 'y')"),  # inlined rows
         (True, "DELETE FROM lake.t WHERE id = -1"),
@@ -130,6 +135,13 @@ def test_every_way_of_removing_deleted_rows_reads_as_duckdb(spark: SparkSession,
     assert any("row_index < 100" in p and "row_index > 2900" in p for p in filtered), filtered
     assert not any("row_index > 2900" in p for p in plans["t", "no-ranges"])
     for table in expected:
+        bitmaps = [p for p in plans[table, "bitmap"] if "ascii(" in p]
+        assert bitmaps and not any("LeftAnti" in p for p in plans[table, "bitmap"])
+        if table == "one":  # one file: no path is compared
+            assert all("file_path" not in p for p in bitmaps)
+        else:
+            assert any("CASE WHEN" in p and "file_path" in p for p in bitmaps)
+    for table in expected:
         joined = [p for p in plans[table, "join"] if "LeftAnti" in p]
         assert joined and all("__ducklake_key" in p for p in joined)
         if table == "one":  # one file: the position is the key, no path is read
@@ -139,3 +151,59 @@ def test_every_way_of_removing_deleted_rows_reads_as_duckdb(spark: SparkSession,
             two = [p for p in plans[table, "join-two-columns"] if "LeftAnti" in p]
             # files with deletes joined on (ordinal, position); a group of one such file keeps the position key
             assert any("__ducklake_ordinal" in p and "__ducklake_key" not in p for p in two)
+
+
+def _listing(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def test_bitmap_filter_reads_scattered_deletes_in_an_odd_data_path_as_duckdb_and_leaves_nothing(
+    spark: SparkSession, catalog: Any
+) -> None:
+    """The bitmap filter (the default for thousands to hundreds of thousands of scattered positions) over files with
+    deletion vectors, a Parquet delete file and none, in a data path with a space, ``%41`` and non-ASCII letters,
+    every bit of the bytes used: every snapshot equals DuckDB's read (time travel across the deletes), the plans
+    do not join and print no bitmap, and nothing is written in the lake's folder by the reads."""
+    lake = dataclasses.replace(catalog, data_path=os.path.join(catalog.data_path, "d ata %41 é/"))
+    Path(lake.data_path).mkdir()
+    steps = [
+        (True, "CREATE TABLE lake.b(id INTEGER, s VARCHAR)"),
+        *[
+            (True, f"INSERT INTO lake.b SELECT i, 'b' || i FROM range({k * 5000}, {(k + 1) * 5000}) r(i)")
+            for k in range(5)
+        ],
+        (True, "DELETE FROM lake.b WHERE hash(id) % 3 = 0 AND id < 15000"),  # random: DVs on three files
+        (False, "DELETE FROM lake.b WHERE hash(id) % 4 = 1 AND id >= 20000"),  # a Parquet delete file
+        (True, "DELETE FROM lake.b WHERE id % 7 = 2 AND id < 5000"),  # a second DV on the first file
+    ]
+    for dv, sql in steps:
+        con = connect_duckdb()
+        try:
+            con.execute(attach_sql(lake, "lake", 0)[:-1] + f", WRITE_DELETION_VECTORS {str(dv).lower()})")
+            con.execute(sql)
+        finally:
+            con.close()
+    con = connect_duckdb()
+    con.execute(attach_sql(lake, "lake", 0))
+    try:
+        snaps = [s for (s,) in con.execute("SELECT snapshot_id FROM lake.snapshots() ORDER BY 1").fetchall()][1:]
+        expected = {
+            s: con.execute(f"SELECT id, s FROM lake.b AT (VERSION => {s}) ORDER BY id").to_arrow_table() for s in snaps
+        }
+    finally:
+        con.close()
+    folder = Path(catalog.data_path)
+    before = _listing(folder)
+    frames = [pdl.read_table(spark, "main.b", snapshot=s, catalog=lake.url, data_path=lake.data_path) for s in snaps]
+    tagged = [df.withColumn("_snap", F.lit(s)) for df, s in zip(frames, snaps, strict=True)]
+    rows = reduce(DataFrame.unionByName, tagged).toArrow()
+    for s in snaps:
+        got = rows.filter(pc.equal(rows["_snap"], s)).select(["id", "s"]).sort_by("id")
+        assert got.cast(expected[s].schema).equals(expected[s]), s
+    assert expected[snaps[-1]].num_rows < 25000 - 5000  # deletes were read
+    plans = [_plan(df) for df in frames]
+    assert sum("ascii(" in p for p in plans) >= 3  # the three snapshots with scattered deletes
+    assert not any("LeftAnti" in p for p in plans)
+    # the bitmap is a scalar subquery's value, not a literal printed in hex in every plan string
+    assert all("scalar-subquery" in p and "0x" not in p for p in plans if "ascii(" in p)
+    assert _listing(folder) == before

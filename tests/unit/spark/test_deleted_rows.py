@@ -1,5 +1,6 @@
 """How the fast read path spells a file's deleted positions: single positions and ranges, and when a filter is too
-big (then the anti join takes them; tests/conformance/test_spark_deleted_rows.py reads each way against DuckDB)."""
+big (then a bitmap or the anti join takes them; tests/conformance/test_spark_deleted_rows.py reads each way against
+DuckDB); the bitmap's bytes."""
 
 from __future__ import annotations
 
@@ -58,3 +59,29 @@ def test_too_many_positions_ranges_or_files_are_no_filter(monkeypatch: pytest.Mo
     assert filter_text(files[:-1]) is not None
     monkeypatch.setattr(deleted_rows, "DELETE_FILTER_MAX", 0)
     assert filter_text([FileDeletes("a", 10, positions(1))]) is None
+
+
+def test_the_bitmap_holds_exactly_the_positions_seven_a_byte_each_file_from_its_start() -> None:
+    rng = np.random.default_rng(16)
+    files = [
+        FileDeletes("a", 7, positions(0, 6)),  # one whole byte
+        FileDeletes("b", 100, np.flatnonzero(rng.random(100) < 0.4).astype(np.int64)),
+        FileDeletes("c", 8, positions(7)),  # the first bit of a second byte
+    ]
+    blob, starts = deleted_rows.deleted_bitmap(files)
+    assert starts == [0, 1, 16] and len(blob) == 18
+    assert max(blob) < 0x80  # every byte an ASCII character
+    for f, start in zip(files, starts, strict=True):
+        set_bits = [p for p in range(f.rows) if blob[start + p // 7] >> (p % 7) & 1]
+        assert set_bits == f.positions.tolist()
+
+
+def test_bitmap_only_for_few_files_of_few_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = 7 * deleted_rows.BITMAP_MAX_BYTES
+    assert deleted_rows.bitmap_fits([FileDeletes("a", rows, positions(1))])
+    assert not deleted_rows.bitmap_fits([FileDeletes("a", rows + 1, positions(1))])
+    files = [FileDeletes(f"f{i}", 10, positions(1)) for i in range(deleted_rows.BITMAP_FILES_MAX + 1)]
+    assert not deleted_rows.bitmap_fits(files)
+    assert deleted_rows.bitmap_fits(files[:-1])
+    monkeypatch.setattr(deleted_rows, "BITMAP_MAX_BYTES", 0)
+    assert not deleted_rows.bitmap_fits([FileDeletes("a", 1, positions(0))])
