@@ -44,6 +44,9 @@ class DuckLakeDataSource(DataSource):
         # after schema() and plans every query of the DataFrame from it, so each query reads the same snapshot.
         self._snapshot: int | None = None
         self._feed_range: tuple[int | None, int] | None = None
+        # The scan schema() planned at that snapshot (when small) and the options it was planned with: the first
+        # query's reader takes it, so a read asks the catalog once (batch/reader.py).
+        self._plan: tuple[dict[str, str], Any] | None = None
 
     def _check(self, *entries: Entry) -> None:
         check_options(dict(self.options), *entries)
@@ -178,7 +181,8 @@ class DuckLakeDataSource(DataSource):
 
             schema, self._feed_range = change_feed_schema(self.config, self.identifier, dict(self.options))
             return schema
-        schema, self._snapshot = read_schema(self.config, self.identifier, dict(self.options))
+        schema, self._snapshot, plan = read_schema(self.config, self.identifier, dict(self.options))
+        self._plan = None if plan is None else (dict(self.options), plan)
         return schema
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -201,7 +205,11 @@ class DuckLakeDataSource(DataSource):
 
             options = dict(self.options)
             return ChangeFeedBatchReader(self.config, self.identifier, options, schema, pinned=self._feed_range)
-        return DuckLakeBatchReader(self.config, self.identifier, dict(self.options), schema, snapshot=self._snapshot)
+        carried, self._plan = self._plan, None  # Spark pickles this instance into the read's tasks next
+        plan = carried[1] if carried is not None and carried[0] == dict(self.options) else None
+        return DuckLakeBatchReader(
+            self.config, self.identifier, dict(self.options), schema, snapshot=self._snapshot, plan=plan
+        )
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from pyspark_ducklake.batch.write_job import DuckLakeBatchWriter

@@ -1,5 +1,10 @@
 """Batch reads: the driver packs the data files into a few partitions (plus one for inlined rows); executors stream
-each file a row group at a time (table/file_stream.py) as Arrow batches of exactly Spark's types."""
+each file a row group at a time (table/file_stream.py) as Arrow batches of exactly Spark's types.
+
+A read asks the catalog once: the scan planned when the DataFrame is loaded (``schema()``, which pins the snapshot)
+travels with the pickled data source to ``partitions()`` when it is small (:data:`CARRIED_PLAN_FILES`,
+:data:`CARRIED_PLAN_INLINED_BYTES`); a larger one is planned again there, at the same snapshot, so the data source
+Spark ships to every planning step stays small. The reader never pickles it into its tasks."""
 
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ from pyspark.sql.types import StructType
 
 from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog.types import TableSchema
-from pyspark_ducklake.exceptions import InvalidOptionError, SchemaMismatchError
+from pyspark_ducklake.exceptions import DuckLakeError, InvalidOptionError, SchemaMismatchError
 from pyspark_ducklake.options import option_value
 from pyspark_ducklake.spark.column_option import selected_columns
 from pyspark_ducklake.spark.lake_config import LakeConfig
@@ -23,13 +28,16 @@ from pyspark_ducklake.table.file_stream import stream_file_task
 from pyspark_ducklake.table.identifiers import parse_identifier
 from pyspark_ducklake.table.projection import project
 from pyspark_ducklake.table.read_packing import FileSlice, default_cores, pack_files
-from pyspark_ducklake.table.scan import plan_scan, table_columns
+from pyspark_ducklake.table.scan import ScanPlan, plan_scan, table_columns
 
 SNAPSHOT_OPTIONS = ("snapshot", "versionAsOf")
 TIMESTAMP_OPTIONS = ("timestamp", "timestampAsOf")
 # A row group is one Arrow batch to Spark (DuckDB's and our files: 122,880 rows); larger ones, and whole files read
 # by name or position, are cut at this many rows.
 MAX_BATCH_ROWS = 262_144
+# A scan planned at load() is carried to partitions() only up to these sizes (it is pickled with the data source).
+CARRIED_PLAN_FILES = 1_000
+CARRIED_PLAN_INLINED_BYTES = 1 << 20
 
 
 def _first(options: dict[str, str], keys: tuple[str, ...]) -> tuple[str, str] | None:
@@ -61,21 +69,39 @@ def resolve_read_snapshot(lake: Any, options: dict[str, str]) -> int:
     return int(lake.current_snapshot_id())
 
 
-def _table_schema(config: LakeConfig, identifier: str, options: dict[str, str]) -> tuple[TableSchema, int]:
+def _table(conn: Any, identifier: str, options: dict[str, str], snapshot: int) -> tuple[Any, TableSchema, Any]:
+    """The table's catalog entry and schema at the snapshot, and the columns the options select."""
+    schema_name, table_name = parse_identifier(identifier)
+    entry = R.table_by_name(conn, schema_name, table_name, snapshot)
+    full = R.table_schema(conn, entry.table_id, snapshot)
+    return entry, full, selected_columns(options, full, identifier)
+
+
+def read_schema(
+    config: LakeConfig, identifier: str, options: dict[str, str]
+) -> tuple[StructType, int, ScanPlan | None]:
+    """The Spark schema of the table at the snapshot the options pick, that snapshot, and its scan when it is
+    small enough to carry to ``partitions()`` (None otherwise, or when planning it failed: ``partitions()`` then
+    plans again and raises there, when the DataFrame is first used, as before plans were carried)."""
     lake = config.connect()
     try:
         snapshot = resolve_read_snapshot(lake, options)
-        table = lake.table(identifier, snapshot=snapshot)
-        schema = table.table_schema
-        return project(schema, selected_columns(options, schema, identifier)), snapshot
+        with lake.engine.connect() as conn:
+            entry, full, columns = _table(conn, identifier, options, snapshot)
+            try:
+                plan: ScanPlan | None = plan_scan(conn, entry, snapshot, lake.data_path, columns=columns, full=full)
+            except DuckLakeError:
+                plan = None
     finally:
         lake.close()
+    if plan is None:
+        return spark_schema(project(full, columns)), snapshot, None
+    return spark_schema(plan.schema), snapshot, plan if _carriable(plan) else None
 
 
-def read_schema(config: LakeConfig, identifier: str, options: dict[str, str]) -> tuple[StructType, int]:
-    """The Spark schema of the table at the snapshot the options pick, and that snapshot."""
-    schema, snapshot = _table_schema(config, identifier, options)
-    return spark_schema(schema), snapshot
+def _carriable(plan: ScanPlan) -> bool:
+    inlined = plan.inlined.data.nbytes if plan.inlined is not None else 0
+    return len(plan.files) <= CARRIED_PLAN_FILES and inlined <= CARRIED_PLAN_INLINED_BYTES
 
 
 @dataclass(frozen=True)
@@ -93,7 +119,8 @@ class InlinedPartition(InputPartition):
 
 class DuckLakeBatchReader(DataSourceReader):
     """Reads a table pinned at one snapshot: ``snapshot`` (resolved when the DataFrame was loaded), else the one
-    the options pick when Spark plans the read."""
+    the options pick when Spark plans the read. ``plan``: the scan planned when the DataFrame was loaded (used when
+    it is of that snapshot; never pickled with the reader)."""
 
     def __init__(
         self,
@@ -103,25 +130,35 @@ class DuckLakeBatchReader(DataSourceReader):
         schema: StructType,
         *,
         snapshot: int | None = None,
+        plan: ScanPlan | None = None,
     ) -> None:
         self.config = config
         self.identifier = identifier
         self.options = options
         self.spark_schema = schema
         self.snapshot = snapshot
+        self._plan = plan
 
-    def partitions(self) -> list[InputPartition]:
+    def __getstate__(self) -> dict[str, Any]:
+        # Spark pickles the reader into every task before partitions() runs: the carried plan stays behind
+        return {**self.__dict__, "_plan": None}
+
+    def _scan(self) -> ScanPlan:
+        plan, self._plan = self._plan, None
+        if plan is not None and self.snapshot is not None and plan.snapshot_id == self.snapshot:
+            return plan
         lake = self.config.connect()
         try:
             snapshot = self.snapshot if self.snapshot is not None else resolve_read_snapshot(lake, self.options)
-            schema_name, table_name = parse_identifier(self.identifier)
             with lake.engine.connect() as conn:
-                entry = R.table_by_name(conn, schema_name, table_name, snapshot)
-                full = R.table_schema(conn, entry.table_id, snapshot)
-                columns = selected_columns(self.options, full, self.identifier)
-                plan = plan_scan(conn, entry, snapshot, lake.data_path, columns=columns, full=full)
+                entry, full, columns = _table(conn, self.identifier, self.options, snapshot)
+                return plan_scan(conn, entry, snapshot, lake.data_path, columns=columns, full=full)
         finally:
             lake.close()
+
+    def partitions(self) -> list[InputPartition]:
+        plan = self._scan()
+        snapshot = plan.snapshot_id
         if self.spark_schema is not None and spark_schema(plan.schema) != self.spark_schema:
             raise SchemaMismatchError(
                 f"table {self.identifier} changed between planning and reading (snapshot {snapshot}); "
