@@ -527,104 +527,35 @@ def feed_schema(schema: TableSchema) -> pa.Schema:
 
 
 def finish_changes(
-    parts: Sequence[pa.Table | None],
-    plan: ChangePlan,
-    *,
-    columns: bool = True,
-    ordered: bool = True,
-    keys: Sequence[np.ndarray | None] | None = None,
+    parts: Sequence[pa.Table | None], plan: ChangePlan, *, columns: bool = True, ordered: bool = True
 ) -> pa.Table:
     """One version per (kind, snapshot, rowid); pairs of a delete and an insert become an update; with each
     snapshot's commit time; ordered by snapshot, rowid and pre-before-post (``ordered=False`` leaves the rows
-    where they are, which saves moving every row once). ``keys``: each part's :func:`part_key` (built where the
-    part was read), used when every part with rows has one."""
+    where they are, which saves moving every row once)."""
     target = feed_schema(plan.schema if columns else TableSchema(()))
     without_time = pa.schema(list(target)[:-1])
-    present = [i for i, p in enumerate(parts) if p is not None and p.num_rows]
+    present = [p for p in parts if p is not None and p.num_rows]
     if not present:
         return empty_table(target)
-    rows = pa.concat_tables([_conform(parts[i], without_time) for i in present])
-    type_at = rows.num_columns + TYPE_AT
-    row_bits = key_row_bits(plan.end)
-    packed = [k for k in (keys[i] for i in present) if k is not None] if keys is not None else []
-    key = None
-    if row_bits is not None and len(packed) == len(present):
-        key = np.concatenate(packed) if len(packed) > 1 else packed[0]
-    if key is not None and row_bits is not None:
-        order, codes, sorted_key = _pair_keys(key)
-        snaps, sorted_snaps = (None, sorted_key >> row_bits) if ordered else (key >> row_bits, None)
-    else:
-        is_insert = pc.equal(rows.column(type_at), INSERT).to_numpy()
-        snaps = change_column_at(rows, SNAPSHOT_AT).to_numpy()
-        order, codes = pair_changes(snaps, change_column_at(rows, ROWID_AT).to_numpy(), is_insert)
-        sorted_snaps = None
-    # The kinds come from the codes: the type column is not moved with the rows.
-    rows = rows.remove_column(type_at)
+    rows = pa.concat_tables([_conform(p, without_time) for p in present])
+    is_insert = pc.equal(change_column_at(rows, TYPE_AT), INSERT).to_numpy().astype(np.int64)
+    snaps = change_column_at(rows, SNAPSHOT_AT).to_numpy()
+    order, codes = pair_changes(snaps, change_column_at(rows, ROWID_AT).to_numpy(), is_insert)
+    s_snaps = snaps[order]
     if ordered:
-        # The kinds and commit times are built while the rows are gathered (numpy and pyarrow release the GIL).
-        with ThreadPoolExecutor(1, thread_name_prefix="ducklake-changes") as pool:
-            labels = pool.submit(_labels, codes, order, snaps, sorted_snaps, plan.commit_times)
-            out = _reorder(rows, order)
-            kinds, times = labels.result()
+        out = _reorder(rows, order)
+        out_snaps = s_snaps
     else:
-        assert snaps is not None
         keep = np.zeros(rows.num_rows, dtype=bool)
         keep[order] = True
         in_place = np.zeros(rows.num_rows, dtype=np.int8)
         in_place[order] = codes
         out = rows if keep.all() else rows.filter(pa.array(keep))
-        kinds, times = _labels(in_place[keep], None, None, snaps[keep], plan.commit_times)
+        codes, out_snaps = in_place[keep], snaps[keep]
     arrays = [out.column(i) for i in range(out.num_columns)]
-    arrays.insert(type_at, kinds)
-    arrays.append(times)
+    arrays[out.num_columns + TYPE_AT] = CHANGE_KINDS.take(pa.array(codes))
+    arrays.append(commit_times_of(out_snaps, plan.commit_times))
     return pa.Table.from_arrays(arrays, schema=target)
-
-
-def _labels(
-    codes: np.ndarray,
-    order: np.ndarray | None,
-    snaps: np.ndarray | None,
-    sorted_snaps: np.ndarray | None,
-    commit_times: dict[int, dt.datetime],
-) -> tuple[pa.Array, pa.Array]:
-    """The ``_change_type`` and ``_commit_timestamp`` of rows with these codes and snapshots (``sorted_snaps``, or
-    ``snaps[order]``)."""
-    if sorted_snaps is None:
-        assert snaps is not None
-        sorted_snaps = snaps if order is None else snaps[order]
-    return CHANGE_KINDS.take(pa.array(codes)), commit_times_of(sorted_snaps, commit_times)
-
-
-def key_row_bits(end: int) -> int | None:
-    """The bits below the snapshot id in a :func:`part_key` of a feed ending at snapshot ``end`` (None: no room)."""
-    row_bits = 62 - max(int(end), 0).bit_length()
-    return row_bits if row_bits >= 2 else None
-
-
-def part_key(part: pa.Table | None, end: int) -> np.ndarray | None:
-    """Each row's ``(snapshot, rowid, is_insert)`` packed into one sortable int64 (snapshot in the high bits, see
-    :func:`key_row_bits`), for a part of the feed ending at ``end``; None when a value does not fit (then
-    :func:`finish_changes` packs the keys itself). Built in the thread that read the part, so that it overlaps other
-    files' reads instead of running alone at the end."""
-    row_bits = key_row_bits(end)
-    if part is None or row_bits is None:
-        return None
-    snaps = change_column_at(part, SNAPSHOT_AT)
-    rowids = change_column_at(part, ROWID_AT)
-    if (
-        snaps.null_count
-        or rowids.null_count
-        or not pa.types.is_integer(snaps.type)
-        or not pa.types.is_integer(rowids.type)
-    ):
-        return None
-    s, r = snaps.to_numpy().astype(np.int64, copy=False), rowids.to_numpy().astype(np.int64, copy=False)
-    if len(s) and (s.min() < 0 or s.max() >= 1 << (62 - row_bits) or r.min() < 0 or r.max() >= 1 << (row_bits - 1)):
-        return None
-    key = s << row_bits  # a new array: the in-place steps below leave the part alone
-    key |= r << 1
-    key |= pc.equal(change_column_at(part, TYPE_AT), INSERT).to_numpy()
-    return key
 
 
 def change_column_at(rows: pa.Table, position: int) -> pa.ChunkedArray:
@@ -646,16 +577,23 @@ def pair_changes(snaps: np.ndarray, rowids: np.ndarray, is_insert: np.ndarray) -
     update's pre and post image."""
     key = _packed_key(snaps, rowids, is_insert)
     if key is not None:
-        order, codes, _ = _pair_keys(key)
-        return order, codes
-    order = np.lexsort((is_insert, rowids, snaps))
-    s_snaps, s_rowids, inserted = snaps[order], rowids[order], is_insert[order]
-    unique = np.ones(len(order), dtype=bool)
-    unique[1:] = (s_snaps[1:] != s_snaps[:-1]) | (s_rowids[1:] != s_rowids[:-1]) | (inserted[1:] != inserted[:-1])
-    if not unique.all():
-        order, s_snaps, s_rowids, inserted = order[unique], s_snaps[unique], s_rowids[unique], inserted[unique]
-    change = np.zeros(len(order), dtype=np.int64)
-    change[1:] = np.cumsum((s_snaps[1:] != s_snaps[:-1]) | (s_rowids[1:] != s_rowids[:-1]))
+        order = np.argsort(key, kind="stable")
+        sorted_key = key[order]
+        unique = np.ones(len(order), dtype=bool)
+        unique[1:] = sorted_key[1:] != sorted_key[:-1]
+        if not unique.all():
+            order, sorted_key = order[unique], sorted_key[unique]
+        change = sorted_key >> 1  # (snapshot, rowid)
+        inserted = sorted_key & 1
+    else:
+        order = np.lexsort((is_insert, rowids, snaps))
+        s_snaps, s_rowids, inserted = snaps[order], rowids[order], is_insert[order]
+        unique = np.ones(len(order), dtype=bool)
+        unique[1:] = (s_snaps[1:] != s_snaps[:-1]) | (s_rowids[1:] != s_rowids[:-1]) | (inserted[1:] != inserted[:-1])
+        if not unique.all():
+            order, s_snaps, s_rowids, inserted = order[unique], s_snaps[unique], s_rowids[unique], inserted[unique]
+        change = np.zeros(len(order), dtype=np.int64)
+        change[1:] = np.cumsum((s_snaps[1:] != s_snaps[:-1]) | (s_rowids[1:] != s_rowids[:-1]))
     same_next = np.zeros(len(order), dtype=bool)
     same_next[:-1] = change[1:] == change[:-1]
     # Sorted, so of a pair the delete comes first.
@@ -663,26 +601,6 @@ def pair_changes(snaps: np.ndarray, rowids: np.ndarray, is_insert: np.ndarray) -
     codes[same_next] = 2
     codes[1:][same_next[:-1]] = 3
     return order, codes
-
-
-def _pair_keys(key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`pair_changes` over packed keys (``(snapshot, rowid)`` above the insert bit), and the kept keys sorted."""
-    order = np.argsort(key, kind="stable")
-    sorted_key = key[order]
-    step = np.diff(sorted_key)
-    if not step.all():  # a row version recorded twice: the first is kept
-        unique = np.ones(len(order), dtype=bool)
-        unique[1:] = step != 0
-        order, sorted_key = order[unique], sorted_key[unique]
-        step = np.diff(sorted_key)
-    codes = (sorted_key & 1).astype(np.int8)  # 1: insert
-    # A pair: a delete (even key) right before the insert of the same change (the next key).
-    pair = step == 1
-    pair &= codes[:-1] == 0
-    codes ^= 1  # 0: insert, 1: delete
-    codes[:-1][pair] = 2
-    codes[1:][pair] = 3
-    return order, codes, sorted_key
 
 
 def _packed_key(snaps: np.ndarray, rowids: np.ndarray, is_insert: np.ndarray) -> np.ndarray | None:
@@ -694,7 +612,7 @@ def _packed_key(snaps: np.ndarray, rowids: np.ndarray, is_insert: np.ndarray) ->
         return None
     key = snaps.astype(np.int64) << row_bits  # a new array: the in-place steps below leave the input alone
     key |= rowids.astype(np.int64, copy=False) << 1
-    key |= is_insert  # bool or int 0/1
+    key |= is_insert.astype(np.int64, copy=False)
     return key
 
 
@@ -746,29 +664,13 @@ def _take(rows: pa.Table, indices: np.ndarray) -> pa.Table:
 CHANGE_KINDS = pa.array([INSERT, DELETE, UPDATE_PREIMAGE, UPDATE_POSTIMAGE], pa.string())
 
 
-_LOOKUP_SPAN = 1 << 20  # snapshot ids spanning up to this many are looked up by index, not by binary search
-
-
 def commit_times_of(snaps: np.ndarray, commit_times: dict[int, dt.datetime]) -> pa.Array:
     """Each snapshot's commit time (null where the catalog has none), looked up without a Python loop."""
-    stamp = pa.timestamp("us", tz="UTC")
     known = sorted(commit_times)
-    if not known or not len(snaps):
-        return pa.nulls(len(snaps), stamp)
     ids = np.array(known, dtype=np.int64)
-    times = pa.array([commit_times[s] for s in known], stamp)
-    lo, hi = int(snaps.min()), int(snaps.max())
-    if hi - lo < _LOOKUP_SPAN:
-        # A table indexed by snapshot id - lo: one gather instead of a binary search per row.
-        inside = (ids >= lo) & (ids <= hi)
-        micros = np.zeros(hi - lo + 1, dtype=np.int64)
-        found = np.zeros(hi - lo + 1, dtype=bool)
-        at = ids[inside] - lo
-        micros[at] = times.cast(pa.int64()).fill_null(0).to_numpy()[inside]
-        found[at] = times.is_valid().to_numpy(zero_copy_only=False)[inside]
-        index = snaps - lo
-        missing = ~found[index]
-        return pa.array(micros[index], stamp, mask=missing if missing.any() else None)
+    times = pa.array([commit_times[s] for s in known], pa.timestamp("us", tz="UTC"))
+    if not len(ids):
+        return pa.nulls(len(snaps), pa.timestamp("us", tz="UTC"))
     at = np.minimum(np.searchsorted(ids, snaps), len(ids) - 1)
     missing = ids[at] != snaps
     return times.take(pa.array(at, mask=missing if missing.any() else None))
@@ -829,23 +731,15 @@ def table_changes(
         DataFileError: a data or delete file cannot be read.
     """
     plan, full = _plan(engine, data_path, schema_name, table_name, start_snapshot, end_snapshot, columns)
-    read = in_threads([functools.partial(_read_part, t, plan.schema, storage_options, plan.end) for t in plan.files])
-    parts, keys = [p for p, _ in read], [k for _, k in read]
+    parts = in_threads(
+        [functools.partial(execute_change_task, t, plan.schema, storage_options=storage_options) for t in plan.files]
+    )
     parts.append(inlined_changes(plan))
-    keys.append(part_key(parts[-1], plan.end))
-    out = finish_changes(parts, plan, ordered=ordered, keys=keys)
+    out = finish_changes(parts, plan, ordered=ordered)
     if columns is None:
         return out
     # The change columns are named after the whole table's columns, as when every column is read.
     return out.rename_columns([*out.column_names[: len(plan.schema.columns)], *change_column_names(full)])
-
-
-def _read_part(
-    task: FileChangeTask, schema: TableSchema, storage_options: dict[str, Any] | None, end: int
-) -> tuple[pa.Table | None, np.ndarray | None]:
-    """A file task's rows and their :func:`part_key` (built in the reading thread)."""
-    part = execute_change_task(task, schema, storage_options=storage_options)
-    return part, part_key(part, end)
 
 
 def in_threads(calls: list[functools.partial[_T]]) -> list[_T]:
