@@ -82,10 +82,10 @@ def open_catalog(
     loc = location if isinstance(location, CatalogLocation) else parse_location(location)
     if data_path is not None:
         normalize_data_path(data_path)  # an empty path or unknown protocol is refused before the database is touched
-    sqlite_file = make_url(loc.url).database if loc.backend == "sqlite" else None
-    new_file = sqlite_file is not None and not os.path.exists(sqlite_file)
     if loc.backend == "duckdb":
         _check_duckdb_file(loc, data_path, create=create)
+    if loc.backend == "sqlite":
+        _check_sqlite_file(loc, data_path, create=create)
     engine = create_catalog_engine(loc)
     try:
         with engine.connect() as conn:
@@ -113,13 +113,18 @@ def open_catalog(
         if not create:
             raise NotADuckLakeCatalogError(f"{loc.redacted()} holds no DuckLake catalog (no ducklake_metadata table)")
         if data_path is None:
-            if new_file and sqlite_file is not None and os.path.getsize(sqlite_file) == 0:
-                os.remove(sqlite_file)  # leave nothing behind: connecting made the empty file
             raise InvalidOptionError(
                 f"catalog {loc.redacted()} is new: pass data_path (a folder or URL for the Parquet files) to create it"
             )
         engine = create_catalog_engine(loc)
-        return engine, create_catalog(engine, data_path, encrypted=bool(encrypted))
+        try:
+            return engine, create_catalog(engine, data_path, encrypted=bool(encrypted))
+        except (DBAPIError, SQLAlchemyError):
+            # another process may have created the catalog between our look and our create: open theirs
+            with engine.connect() as conn:
+                if "ducklake_metadata" not in set(dialects.table_names(conn)):
+                    engine.dispose()
+                    raise
     info = read_info(engine, loc)
     if data_path is not None and normalize_data_path(data_path) != info.data_path:
         engine.dispose()
@@ -135,6 +140,26 @@ def open_catalog(
             "(set when it was created; DuckDB refuses the same ATTACH): leave the option out to follow the catalog"
         )
     return engine, info
+
+
+def _check_sqlite_file(loc: CatalogLocation, data_path: str | None, *, create: bool) -> None:
+    """Refuse a missing SQLite file that will not be created here before connecting, which would create it.
+
+    Never delete a file once connected instead: another process may be creating its catalog in it right then.
+
+    Raises:
+        NotADuckLakeCatalogError: the file is missing and ``create`` is off.
+        InvalidOptionError: the file is missing and no data path was given to create the lake.
+    """
+    path = make_url(loc.url).database or ""
+    if not path or path == ":memory:" or os.path.exists(path):
+        return
+    if not create:
+        raise NotADuckLakeCatalogError(f"{loc.redacted()}: the SQLite file {path!r} does not exist")
+    if data_path is None:
+        raise InvalidOptionError(
+            f"catalog {loc.redacted()} is new: pass data_path (a folder or URL for the Parquet files) to create it"
+        )
 
 
 def _check_duckdb_file(loc: CatalogLocation, data_path: str | None, *, create: bool) -> None:

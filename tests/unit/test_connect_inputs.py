@@ -4,6 +4,7 @@ slash, ``file://`` or an unknown protocol. Real SQLite catalogs; DuckDB reads wh
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -78,3 +79,43 @@ def test_nul_in_an_app_id_or_author_is_refused_before_anything_is_written(tmp_pa
     with pytest.raises(InvalidOptionError, match=r"option catalog must not contain a NUL character \(\\x00\)$"):
         ducklake_sink("main.t", catalog="postgresql://u:secret@host/db\x00")
     assert os.listdir(tmp_path) == []
+
+
+def test_opening_a_missing_sqlite_catalog_without_data_path_creates_no_file(tmp_path: Path) -> None:
+    path = tmp_path / "lake.sqlite"
+    with pytest.raises(InvalidOptionError, match="is new: pass data_path"):
+        pdl.connect(f"sqlite:///{path}")
+    assert not path.exists()
+
+
+def test_a_reader_polling_a_catalog_another_process_creates_never_loses_it(tmp_path: Path) -> None:
+    """A monitor polling ``connect(url)`` while a pipeline runs ``connect(url, data_path)`` on the same new file.
+
+    Connecting used to delete the empty file it had just made: when the creator had opened that file in between, the
+    creator's catalog went into a deleted file and its next connection found "no such table: ducklake_metadata".
+    """
+    for round_ in range(10):
+        path = tmp_path / f"lake{round_}.sqlite"
+        url = f"sqlite:///{path}"
+        stop = threading.Event()
+
+        def poll(url: str = url) -> None:
+            while not stop.is_set():
+                try:
+                    pdl.connect(url).close()
+                except InvalidOptionError:  # not created yet
+                    pass
+
+        pollers = [threading.Thread(target=poll) for _ in range(2)]
+        for t in pollers:
+            t.start()
+        try:
+            with pdl.connect(url, str(tmp_path / f"data{round_}")) as lake:
+                lake.create_table("t", pa.schema([("id", pa.int64())]))
+                assert lake.data_inlining_row_limit() == 10
+        finally:
+            stop.set()
+            for t in pollers:
+                t.join()
+        with pdl.connect(url) as lake:
+            assert lake.tables() == ["main.t"]
