@@ -99,7 +99,7 @@ def test_a_reader_polling_a_catalog_another_process_creates_never_loses_it(tmp_p
         url = f"sqlite:///{path}"
         stop = threading.Event()
 
-        def poll(url: str = url) -> None:
+        def poll(url: str = url, stop: threading.Event = stop) -> None:
             while not stop.is_set():
                 try:
                     pdl.connect(url).close()
