@@ -1,4 +1,9 @@
-"""The Spark batch data source on a real local SparkSession, checked against DuckDB on both catalogs."""
+"""The Spark batch data source on a real local SparkSession, checked against DuckDB.
+
+One backend (SQLite): the Spark read/write paths are the subject, not the catalog SQL, which is the same call
+whichever Spark path makes it; tests/conformance (test_all_types.py, test_we_write_duckdb_reads.py,
+test_table_changes.py) covers reads, writes, time travel and inlined DuckDB data on PostgreSQL, and
+test_spark_connect.py / test_kafka_to_lake.py run Spark writes into a PostgreSQL catalog."""
 
 from __future__ import annotations
 
@@ -46,7 +51,8 @@ def events(spark: SparkSession, start: int, n: int) -> Any:
     )
 
 
-def test_write_creates_table_and_duckdb_reads_it(spark: SparkSession, catalog: Any) -> None:
+def test_write_creates_table_and_duckdb_reads_it(spark: SparkSession, sqlite_catalog: Any) -> None:
+    catalog = sqlite_catalog  # one backend: the catalog is not under test here (module docstring)
     pdl.register(spark)
     writer(events(spark, 0, 5000).repartition(3), catalog).save("main.events")
     writer(events(spark, 5000, 7), catalog).save("main.events")
@@ -74,7 +80,8 @@ def test_write_creates_table_and_duckdb_reads_it(spark: SparkSession, catalog: A
         con.close()
 
 
-def test_overwrite_and_time_travel(spark: SparkSession, catalog: Any) -> None:
+def test_overwrite_and_time_travel(spark: SparkSession, sqlite_catalog: Any) -> None:
+    catalog = sqlite_catalog  # one backend: the catalog is not under test here (module docstring)
     pdl.register(spark)
     writer(events(spark, 0, 100), catalog).save("main.tt")
     first = pdl.connect(catalog.url).current_snapshot_id()
@@ -92,7 +99,8 @@ def test_overwrite_and_time_travel(spark: SparkSession, catalog: Any) -> None:
         con.close()
 
 
-def test_reads_what_duckdb_wrote_at_every_snapshot(spark: SparkSession, catalog: Any) -> None:
+def test_reads_what_duckdb_wrote_at_every_snapshot(spark: SparkSession, sqlite_catalog: Any) -> None:
+    catalog = sqlite_catalog  # one backend: the catalog is not under test here (module docstring)
     con = open_duckdb(catalog, inlining_row_limit=10)
     try:
         con.execute(
@@ -191,7 +199,8 @@ def test_spark_conf_configures_the_lake(spark: SparkSession, sqlite_catalog: Any
     assert pa.Table is not None
 
 
-def test_partitioned_write_matches_duckdb(spark: SparkSession, catalog: Any) -> None:
+def test_partitioned_write_matches_duckdb(spark: SparkSession, sqlite_catalog: Any) -> None:
+    catalog = sqlite_catalog  # one backend: the catalog is not under test here (module docstring)
     pdl.register(spark)
     df = events(spark, 0, 2000).withColumn("day", F.to_date("ts"))
     writer(df.repartition(2), catalog).option("partitionBy", "k, month(ts)").save("main.parts")

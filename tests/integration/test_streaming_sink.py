@@ -1,4 +1,9 @@
-"""The foreachBatch sink on a real local SparkSession: one idempotent snapshot per micro-batch, checked by DuckDB."""
+"""The foreachBatch sink on a real local SparkSession: one idempotent snapshot per micro-batch, checked by DuckDB.
+
+Both backends where the catalog SQL is the subject: the inlined inserts and the replay check of the commit protocol
+(test_small_batches_inline_and_replays_are_skipped) and what PostgreSQL's varchar cannot hold (the hostile nested
+strings). The Spark paths (executors' Parquet, flush, checkpoints, ``writeStream``) run on SQLite only; on PostgreSQL
+test_s3.py's test_streaming_sink_on_s3 runs a real query through inlined, Parquet and flushed batches."""
 
 from __future__ import annotations
 
@@ -62,7 +67,8 @@ def test_small_batches_inline_and_replays_are_skipped(spark: SparkSession, catal
         con.close()
 
 
-def test_large_batch_is_written_by_executors(spark: SparkSession, catalog: Any) -> None:
+def test_large_batch_is_written_by_executors(spark: SparkSession, sqlite_catalog: Any) -> None:
+    catalog = sqlite_catalog  # one backend: the catalog is not under test here (module docstring)
     sink = sink_for(catalog, data_inlining_row_limit=100)
     sink(batch(spark, 0, 5000).repartition(3), 0)
     sink(batch(spark, 5000, 50).repartition(2), 1)  # small again: inlined
@@ -110,7 +116,8 @@ def test_arrow_fetch_after_small_batches_and_fallback(spark: SparkSession, sqlit
     assert canonical_rows(pdl.connect(sqlite_catalog.url).scan("main.events")) == expected
 
 
-def test_flush_threshold_keeps_history(spark: SparkSession, catalog: Any) -> None:
+def test_flush_threshold_keeps_history(spark: SparkSession, sqlite_catalog: Any) -> None:
+    catalog = sqlite_catalog  # one backend: the catalog is not under test here (module docstring)
     sink = sink_for(catalog, flush_rows=25)
     for b in range(4):
         sink(batch(spark, b * 10, 10), b)
@@ -157,7 +164,8 @@ def test_schema_changes(spark: SparkSession, sqlite_catalog: Any) -> None:
         con.close()
 
 
-def test_streaming_query_restarts_from_checkpoint(spark: SparkSession, catalog: Any, tmp_path: Path) -> None:
+def test_streaming_query_restarts_from_checkpoint(spark: SparkSession, sqlite_catalog: Any, tmp_path: Path) -> None:
+    catalog = sqlite_catalog  # one backend: the catalog is not under test here (module docstring)
     source = tmp_path / "in"
     source.mkdir()
     checkpoint = tmp_path / "checkpoint"
@@ -201,7 +209,8 @@ def test_streaming_query_restarts_from_checkpoint(spark: SparkSession, catalog: 
     assert len(query_ids) == 1  # the query id survives the restart
 
 
-def test_writestream_format_ducklake(spark: SparkSession, catalog: Any, tmp_path: Path) -> None:
+def test_writestream_format_ducklake(spark: SparkSession, sqlite_catalog: Any, tmp_path: Path) -> None:
+    catalog = sqlite_catalog  # one backend: the catalog is not under test here (module docstring)
     pdl.register(spark)
     source = tmp_path / "in"
     source.mkdir()
