@@ -156,10 +156,11 @@ def test_geometry_reads_in_spark_as_geometry_type_and_writes_back(spark: Any, sq
         lake.close()
 
 
-def test_read_table_reads_top_level_geometry_through_spark_parquet_reader(spark: Any, catalog: Any) -> None:
+def test_read_table_reads_top_level_geometry_through_spark_parquet_reader(spark: Any, sqlite_catalog: Any) -> None:
     """A top-level GEOMETRY takes ``read_table``'s fast path (Spark 4.3 reads the Parquet ``Geometry`` column as
     ``GeometryType(0)``), byte for byte DuckDB's ``ST_AsWKB`` at every snapshot, DuckDB's files and ours; a nested one
     falls back to the data source, and ``columns`` leaves the nested ones out."""
+    catalog = sqlite_catalog  # Spark's read path; the catalog's geometry on both backends: the first test
     from pyspark_ducklake.spark_parquet_read import plan_read
 
     expected, _, snaps = _duckdb_history(catalog)

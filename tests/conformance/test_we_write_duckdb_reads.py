@@ -228,9 +228,10 @@ NAN_PREDICATES = [
 ]
 
 
-def test_filters_on_nan_columns_match_duckdbs_own_files(catalog: Any) -> None:
+def test_filters_on_nan_columns_match_duckdbs_own_files(sqlite_catalog: Any) -> None:
     """DuckDB prunes row groups by the Parquet min/max and orders NaN above every number: a file whose bounds leave
     NaN out loses the NaN rows from ``x > 100``. DuckDB's own files, written from the same rows, are the oracle."""
+    catalog = sqlite_catalog  # Parquet contents, not the catalog: one backend
     n = 3000
     xs = [float(i % 100) for i in range(n)]
     fs = [float(i % 50) for i in range(n)]
@@ -270,9 +271,10 @@ def test_filters_on_nan_columns_match_duckdbs_own_files(catalog: Any) -> None:
         con.close()
 
 
-def test_dictionary_encoding_only_where_values_repeat(catalog: Any) -> None:
+def test_dictionary_encoding_only_where_values_repeat(sqlite_catalog: Any) -> None:
     """Leaves of (nearly) unique values are written plain, repeating ones with a dictionary (Spark reads files of
     unique-value dictionaries ~25% slower); DuckDB reads the mixed file exactly, filters included."""
+    catalog = sqlite_catalog  # Parquet contents, not the catalog: one backend
     n = 50_000
     data = pa.table(
         {

@@ -150,7 +150,8 @@ def test_s3_settings_precedence_and_errors(monkeypatch: pytest.MonkeyPatch) -> N
 # --- Python API ---------------------------------------------------------------------------------------------------
 
 
-def test_python_api_on_s3(catalog: Any, s3_server: S3Server, bucket: str) -> None:
+def test_python_api_on_s3(sqlite_catalog: Any, s3_server: S3Server, bucket: str) -> None:
+    catalog = sqlite_catalog  # one backend: storage is under test here; a PostgreSQL catalog over S3: test_streaming_sink_on_s3, test_failed_upload_leaves_catalog_untouched[postgres]
     data_path = f"s3://{bucket}/lake/"
     lake = pdl.connect(catalog.url, data_path, storage_options=s3_server.storage_options(), data_inlining_row_limit=10)
     lake.create_table("main.t", SCHEMA, partition_by=["kind"])
