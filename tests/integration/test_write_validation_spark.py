@@ -94,11 +94,13 @@ def test_spark_writes_refuse_a_new_table_with_a_reserved_column_name_while_inlin
     """DuckDB refuses CREATE TABLE with row_id, begin_snapshot... while inlining is on; so does every Spark path (the
     sink also refuses adding one with merge_schema), and with inlining off the table is created and DuckDB reads it."""
     url = lake.location.url
-    for name in ["row_id", "Begin_Snapshot", "_ducklake_internal_row_id"]:
+    # Each name (a reserved one, one in another case, the internal prefix) through one of the three write paths in
+    # turn, and through the sink's merge_schema: the paths share the one conform step that checks the name (module
+    # docstring), so the diagonal covers each path and each kind of name without the 3 x 3 Spark writes.
+    for i, name in enumerate(["row_id", "Begin_Snapshot", "_ducklake_internal_row_id"]):
         df = spark.createDataFrame([(1, 2)], "id long, x long").toDF("id", name)
-        for write in writes(df, url, "main.r"):
-            with expect_bad_input("reserved-column-name", lake):
-                write()
+        with expect_bad_input("reserved-column-name", lake):
+            writes(df, url, "main.r")[i]()
         with expect_bad_input("reserved-column-name", lake):
             ducklake_sink("main.t", catalog=url, app_id="merge", merge_schema=True)(
                 spark.createDataFrame([(1, 2)], "id long, x long").toDF("id", name), 0
