@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import pyspark_ducklake as pdl
 from tests.support.catalogs import sqlite_location
 from tests.support.duck import open_duckdb
+from tests.support.hostile import examples
 
 ROW = st.tuples(
     st.integers(0, 12),  # key
@@ -36,7 +37,9 @@ def apply_model(model: dict[int, str | None], rows: list[tuple[int, str | None, 
             model[key] = v
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# 6 examples under the ci profile, 300 under make fuzz (it was a fixed 12 under both); the model is checked after
+# every batch, each example exercising up to 5 upserts, a flush and DuckDB's read and feed
+@settings(max_examples=examples(0.06), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches=BATCHES, limit=st.sampled_from([0, 4, 100]), flush_after=st.integers(0, 5))
 def test_upserts_equal_a_dict_model_and_duckdb(
     batches: list[list[tuple[int, str | None, bool, int]]], limit: int, flush_after: int
