@@ -292,6 +292,16 @@ def duck() -> Iterator[duckdb.DuckDBPyConnection]:
     con.close()
 
 
+@pytest.fixture(scope="module")
+def cast_duck() -> Iterator[duckdb.DuckDBPyConnection]:
+    """One connection for every case of test_text_matches_duckdb_cast (a connection per case was most of each
+    case's time): the cases only register Arrow tables under the same names, replaced case by case, and run
+    SELECTs; nothing is attached, created or set."""
+    con = connect()
+    yield con
+    con.close()
+
+
 def our_text(column: Column, value: Any) -> str | None:
     if value is None:
         return None
@@ -313,7 +323,8 @@ def mismatches(con: duckdb.DuckDBPyConnection, table: str, left: str, right: str
 
 
 @pytest.mark.parametrize("case", range(len(CASES)), ids=[c.name for c, _ in CASES])
-def test_text_matches_duckdb_cast(duck: duckdb.DuckDBPyConnection, case: int) -> None:
+def test_text_matches_duckdb_cast(cast_duck: duckdb.DuckDBPyConnection, case: int) -> None:
+    duck = cast_duck
     column = COLUMNS[case]
     values = padded(CASES[case][1], len(CASES[case][1]) + 1)
     src = pa.table({"i": pa.array(range(len(values)), pa.int64()), "c": python_to_arrow(column, values)})
