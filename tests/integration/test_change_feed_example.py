@@ -22,6 +22,7 @@ import pytest
 import pyspark_ducklake as pdl
 from tests.support.catalogs import CatalogLocation
 from tests.support.duck import open_duckdb
+from tests.support.jvm import existing_archive_options, spark_submit_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -71,6 +72,7 @@ def test_follows_the_table_and_prints_each_change_once(tmp_path: Path, sqlite_ca
     # 3 changes more once the history is out: a delete, an insert, an update (pre and post image) of one row.
     total = sum(history.values()) + 4
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CHANGE_FEED_", "DUCKLAKE_"))}
+    env |= spark_submit_env(existing_archive_options())  # a faster start-up of the example's driver JVM
     log = tmp_path / "feed.log"
     with log.open("w") as out:
         proc = subprocess.Popen(

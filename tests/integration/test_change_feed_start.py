@@ -1,7 +1,12 @@
 """A change-feed stream without a start option: the table's rows at the newest snapshot as inserts (DuckDB's read of
 the table there), in bounded micro-batches, then DuckDB's ``table_changes`` for the rest; restarts from the
 checkpoint in the middle of that load (across a flush and a merge), the load's snapshot expired under it, the
-``columns`` option, and a checkpoint of another table. A real local SparkSession, both catalogs.
+``columns`` option, and a checkpoint of another table. A real local SparkSession.
+
+The load and the changes after it run on both catalogs (``test_rows_at_the_start_then_changes``); the other tests
+run on SQLite only: what they vary (restarts, expiry, columns, row groups, a driver killed) is in the Spark source
+and Parquet reads, not in catalog SQL, whose PostgreSQL spelling of the same reads that test and
+``test_change_feed_stream.py`` cover.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from pyspark_ducklake.spark.change_feed import plan_initial_load
 from pyspark_ducklake.table.change_feed_initial import next_window, read_window, window_pieces
 from pyspark_ducklake.table.scan import execute_file_task
 from tests.support.duck import open_duckdb
+from tests.support.jvm import existing_archive_options, spark_submit_env
 
 FEED = ["_snapshot_id", "_rowid", "_change_type", "id", "s"]
 
@@ -157,9 +163,10 @@ def test_commit_timestamp_of_the_initial_rows(spark: SparkSession, sqlite_catalo
     assert sink.schemas[0].names == ["id", "s", "_change_type", "_snapshot_id", "_rowid", "_commit_timestamp"]
 
 
-def test_restart_in_the_middle_of_the_load(spark: SparkSession, catalog: Any, tmp_path: Path) -> None:
+def test_restart_in_the_middle_of_the_load(spark: SparkSession, sqlite_catalog: Any, tmp_path: Path) -> None:
     """A micro-batch killed in the middle of the load is replayed with the same rows, across a flush and a merge
     that rewrite the files in between; every row comes exactly once, then the changes."""
+    catalog = sqlite_catalog
     pdl.register(spark)
     lake = history(catalog)
     start = lake.current_snapshot_id()
@@ -252,8 +259,9 @@ def test_start_in_expired_history_names_the_oldest_readable(
     assert sink.rows() == duck_changes(catalog, first, lake.current_snapshot_id())
 
 
-def test_columns_option(spark: SparkSession, catalog: Any, tmp_path: Path) -> None:
+def test_columns_option(spark: SparkSession, sqlite_catalog: Any, tmp_path: Path) -> None:
     """Only the named columns (and every change column) in the load and in the changes."""
+    catalog = sqlite_catalog
     pdl.register(spark)
     lake = history(catalog)
     start = lake.current_snapshot_id()
@@ -316,9 +324,12 @@ def test_checkpoint_of_another_table_names_both(spark: SparkSession, sqlite_cata
     assert "written for table main.a" in message and "not for main.b" in message
 
 
-def test_a_merged_file_is_loaded_row_group_by_row_group(spark: SparkSession, catalog: Any, tmp_path: Path) -> None:
+def test_a_merged_file_is_loaded_row_group_by_row_group(
+    spark: SparkSession, sqlite_catalog: Any, tmp_path: Path
+) -> None:
     """DuckDB's merge of four inserts is one file of four row groups (row ids by position, no row-id column), with
     a delete file: each window reads only its row groups, and the load equals DuckDB's read."""
+    catalog = sqlite_catalog
     pdl.register(spark)
     statements = [
         "CALL lake.set_option('parquet_row_group_size', 100)",
@@ -366,8 +377,9 @@ def test_driver_killed_in_the_middle_of_the_load(sqlite_catalog: Any, tmp_path: 
     out, checkpoint = tmp_path / "out", tmp_path / "ck"
     args = [sys.executable, "-m", "tests.support.feed_app", catalog.url, str(out), str(checkpoint), "40"]
     root = Path(__file__).resolve().parents[2]
+    env = os.environ | spark_submit_env(existing_archive_options())  # a faster JVM start-up
     proc = subprocess.Popen(
-        args, cwd=root, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        args, cwd=root, env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     )
     seen: list[int] = []
     try:
@@ -381,7 +393,7 @@ def test_driver_killed_in_the_middle_of_the_load(sqlite_catalog: Any, tmp_path: 
     finally:
         proc.wait(timeout=120)
     assert proc.returncode == -signal.SIGKILL and seen == [0, 1]
-    done = subprocess.run(args, cwd=root, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     again = [int(line.split()[1]) for line in done.stdout.splitlines() if line.startswith("BATCH ")]
     assert again and again[0] in (1, 2) and len(again) >= 3  # at most the killed one replayed, then the rest

@@ -1,9 +1,15 @@
 """Checkpoint recovery: a streaming driver SIGKILLed at the worst moments, restarted from its checkpoint.
 
-Each case runs the driver as a real process (with its own JVM) that kills its whole process group at a crash
-point, then restarts it without the crash point. The drivers share the crash soak's JVM class archive
-(``tests.support.jvm``), which halves their start-up. The table must hold exactly the source rows, DuckDB must read
-the same, and the killed attempt's files must be unreferenced orphans that maintenance removes.
+Each driver runs as a real process (with its own JVM) that kills its whole process group at a crash point. On
+SQLite one chain of runs meets every crash point once: killed after batch 1's files were written (not committed),
+restarted and killed after batch 2's catalog commit (before Spark's commit log), restarted and killed inside batch
+3's flush, then restarted without a crash point. Each restart takes the previous kill's batch first, so each kill
+point is recovered from; a chain costs four driver starts where a run per point cost six. After each kill the
+orphans say what that point leaves behind (new unreferenced files or none). PostgreSQL, whose row locks and
+transactions the commit protocol also runs on, gets the after-commit kill (the one where the catalog decides whether a
+replayed batch was committed). The drivers share the crash soak's JVM class archive (``tests.support.jvm``), which
+halves their start-up. The table must hold exactly the source rows, DuckDB must read the same, and the killed
+attempts' files must be unreferenced orphans that maintenance removes.
 """
 
 from __future__ import annotations
@@ -73,38 +79,49 @@ def run_app(
     return proc
 
 
-CASES = [
-    pytest.param(f"{AFTER_FILES_WRITTEN}:1", 100_000, True, id="after-files-before-commit"),
-    pytest.param(f"{AFTER_CATALOG_COMMIT}:3", 100_000, False, id="after-commit-before-spark-log"),
-    pytest.param(f"{DURING_FLUSH}:2", 10, True, id="during-flush"),
+# The chain on SQLite: (crash point, flush_rows, whether the kill leaves new unreferenced files). flush_rows=10 makes
+# batch 3 (6 inlined rows on top of batches 0 and 2) flush, so that the third kill lands inside the flush.
+CHAIN = [
+    (f"{AFTER_FILES_WRITTEN}:1", 100_000, True),  # batch 1: 3000 rows in Parquet files, not committed
+    (f"{AFTER_CATALOG_COMMIT}:2", 100_000, False),  # batch 2: committed, Spark's commit log not written
+    (f"{DURING_FLUSH}:3", 10, True),  # batch 3: flush files written inside the open catalog transaction
 ]
 
 
-@pytest.mark.parametrize(("crash", "flush_rows", "leaves_orphans"), CASES)
-def test_sigkill_and_restart(
-    tmp_path: Path, sqlite_catalog: Any, java_options: str, crash: str, flush_rows: int, leaves_orphans: bool
-) -> None:
-    check_recovery(tmp_path, sqlite_catalog, java_options, crash, flush_rows, leaves_orphans)
+def test_sigkill_at_each_crash_point_and_restart(tmp_path: Path, sqlite_catalog: Any, java_options: str) -> None:
+    expected = write_source(tmp_path / "in")
+    catalog = sqlite_catalog
+    orphans: set[str] = set()
+    for crash, flush_rows, leaves_orphans in CHAIN:
+        code = run_app(tmp_path, catalog, crash, flush_rows, java_options).returncode
+        assert code == -9, f"the driver should have been killed at {crash}, exit code {code}"
+        lake = pdl.connect(catalog.url)
+        now = set(lake.orphan_files(older_than=dt.timedelta(0)))
+        assert orphans <= now, f"{crash}: an earlier kill's orphan was adopted or removed"
+        assert (now > orphans) == leaves_orphans, f"{crash}: new orphans {sorted(now - orphans)}"
+        orphans = now
+        lake.close()
+    assert run_app(tmp_path, catalog, None, 10, java_options).returncode == 0
+    check_recovered(catalog, expected, orphans)
 
 
 def test_sigkill_after_commit_on_postgres(tmp_path: Path, pg_catalog: Any, java_options: str) -> None:
-    check_recovery(tmp_path, pg_catalog, java_options, f"{AFTER_CATALOG_COMMIT}:1", 100_000, False)
-
-
-def check_recovery(
-    tmp_path: Path, catalog: Any, java_options: str, crash: str, flush_rows: int, leaves_orphans: bool
-) -> None:
     expected = write_source(tmp_path / "in")
-    code = run_app(tmp_path, catalog, crash, flush_rows, java_options).returncode
+    crash = f"{AFTER_CATALOG_COMMIT}:1"
+    code = run_app(tmp_path, pg_catalog, crash, 100_000, java_options).returncode
     assert code == -9, f"the driver should have been killed at {crash}, exit code {code}"
+    assert run_app(tmp_path, pg_catalog, None, 100_000, java_options).returncode == 0
+    check_recovered(pg_catalog, expected, set())
+
+
+def check_recovered(catalog: Any, expected: list[int], orphans: set[str]) -> None:
+    """The table holds each source row once, DuckDB agrees, one snapshot per micro-batch, and the orphans are
+    exactly ``orphans`` (the killed attempts' files), none referenced, removed by maintenance."""
     lake = pdl.connect(catalog.url)
-    crashed_at = len(lake.snapshots())
-    assert run_app(tmp_path, catalog, None, flush_rows, java_options).returncode == 0
     ids = lake.scan("main.events").column("id").to_pylist()
     assert len(ids) == len(expected) and sorted(ids) == sorted(expected)  # nothing lost, nothing twice
     batches = [json.loads(s.commit_extra_info)["batch_id"] for s in lake.snapshots() if s.commit_extra_info]
     assert batches == list(range(len(SIZES)))  # one snapshot per micro-batch, each exactly once
-    assert crashed_at <= len(lake.snapshots())
     con = open_duckdb(catalog)
     try:
         assert (
@@ -112,10 +129,10 @@ def check_recovery(
         )
     finally:
         con.close()
-    orphans = lake.orphan_files(older_than=dt.timedelta(0))
-    assert bool(orphans) == leaves_orphans
-    referenced = lake.referenced_files(orphans)
-    assert not referenced
+    found = lake.orphan_files(older_than=dt.timedelta(0))
+    assert set(found) == orphans
+    assert not lake.referenced_files(found)
     lake.delete_orphan_files(older_than=dt.timedelta(0))
     assert lake.orphan_files(older_than=dt.timedelta(0)) == []
     assert sorted(lake.scan("main.events").column("id").to_pylist()) == sorted(expected)
+    lake.close()

@@ -6,12 +6,14 @@ three writers appending inlined and Parquet batches, deleting and overwriting ra
 writer doing the same through SQL, our maintenance and DuckDB's (flush, merge, expire, clean-up) and a reader
 checking the invariants while it runs. No append, delete or overwrite of ours may fail, and at the end the table
 holds exactly the union of every writer's rows, read by us and by DuckDB. The seed is fixed (``DUCKLAKE_LOAD_SEED``).
+Both catalogs: SQLite's file lock and PostgreSQL's row locks and serialization are what is under test.
 
 ``test_four_writers_and_compaction``, with Spark: two streams and two batch appenders write one table while
 maintenance compacts it.
 
-On a PostgreSQL catalog, for ``DUCKLAKE_CONTENTION_SECONDS`` (default 60; the issue's "several minutes" is
-``DUCKLAKE_CONTENTION_SECONDS=300``):
+On a PostgreSQL catalog (its row locks are the contention under test; the processes above cover SQLite's), for
+``DUCKLAKE_CONTENTION_SECONDS`` (default 20: about a dozen micro-batches per stream and a few merges and flushes
+among them; the issue's "several minutes" is ``DUCKLAKE_CONTENTION_SECONDS=300``):
 
 - two Spark streams (file sources fed by the test, ``ducklake_sink``, mixed inlined and Parquet micro-batches, the
   sink's own flushes);
@@ -52,7 +54,7 @@ from tests.support.faults import (
     write_source_file,
 )
 
-SECONDS = float(os.environ.get("DUCKLAKE_CONTENTION_SECONDS", "60"))
+SECONDS = float(os.environ.get("DUCKLAKE_CONTENTION_SECONDS", "20"))
 LOAD_SECONDS = float(os.environ.get("DUCKLAKE_LOAD_SECONDS", "25"))
 LOAD_SEED = int(os.environ.get("DUCKLAKE_LOAD_SEED", "20261"))
 STREAM_ROWS = [20, 60, 400, 1200]  # inlined (<= 100) and Parquet micro-batches

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -49,3 +50,16 @@ def driver_java_options(create: Callable[[str], subprocess.CompletedProcess[str]
             tmp.unlink(missing_ok=True)
             return FAST_START
     return f"-XX:SharedArchiveFile={path} -Xshare:auto {FAST_START}"
+
+
+def existing_archive_options() -> str:
+    """Java options for a short-lived driver that does not make the archive: the archive if another driver made it
+    (``driver_java_options``), and C1 only."""
+    path = archive_path()
+    return f"-XX:SharedArchiveFile={path} -Xshare:auto {FAST_START}" if path.exists() else FAST_START
+
+
+def spark_submit_env(java_options: str) -> dict[str, str]:
+    """Environment entries that give the Spark driver JVM of a program ``java_options`` without changing the program
+    (an example a test runs as a user would): pyspark passes PYSPARK_SUBMIT_ARGS to spark-submit."""
+    return {"PYSPARK_SUBMIT_ARGS": f"--driver-java-options {shlex.quote(java_options)} pyspark-shell"}
