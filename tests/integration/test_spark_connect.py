@@ -30,12 +30,14 @@ def test_a_connect_session_has_no_spark_context(connect_spark: SparkSession) -> 
         _ = connect_spark.sparkContext
 
 
-def test_batch_write_and_read(connect_spark: SparkSession, catalog: Any) -> None:
-    scenarios.batch_write_and_read(connect_spark, catalog)
+# One backend (SQLite) for the batch paths: the catalog is not under test here (the classic batch tests run both
+# backends, and the standalone cluster's classic driver runs this scenario on PostgreSQL).
+def test_batch_write_and_read(connect_spark: SparkSession, sqlite_catalog: Any) -> None:
+    scenarios.batch_write_and_read(connect_spark, sqlite_catalog)
 
 
-# The streams once per backend each (the batch test runs on both): the catalog code under them is the classic
-# tests' own, and each Connect stream costs tens of seconds.
+# The streams once, one on each backend: the catalog code under them is the classic tests' own, and each Connect
+# stream costs tens of seconds. The change feed on PostgreSQL: the batch test above is on SQLite.
 def test_sink_and_write_stream(connect_spark: SparkSession, sqlite_catalog: Any, tmp_path: Path) -> None:
     scenarios.sink_streams(connect_spark, sqlite_catalog, tmp_path)
 
@@ -90,10 +92,11 @@ def test_register_takes_the_session_conf(connect_spark: SparkSession, sqlite_cat
         pdl.register(connect_spark)
 
 
-def test_fast_paths_fall_back_to_the_data_source(connect_spark: SparkSession, catalog: Any) -> None:
+def test_fast_paths_fall_back_to_the_data_source(connect_spark: SparkSession, sqlite_catalog: Any) -> None:
     """``write_table``/``read_table`` need the JVM (footers rewritten on the client, paths qualified by Hadoop): on
-    Connect they go through the data source, say so, and give the same rows."""
-    reason = scenarios.fast_paths(connect_spark, catalog, native=False)
+    Connect they go through the data source, say so, and give the same rows. One backend: the fallback does not
+    depend on the catalog."""
+    reason = scenarios.fast_paths(connect_spark, sqlite_catalog, native=False)
     assert reason is not None and reason.count("Spark Connect") == 2
 
 

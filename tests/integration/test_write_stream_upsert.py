@@ -23,6 +23,8 @@ import pyspark_ducklake as pdl
 from pyspark_ducklake._faults import AFTER_CATALOG_COMMIT, ENV
 from pyspark_ducklake.catalog import app_progress
 from pyspark_ducklake.streaming.sink import ducklake_sink
+from pyspark_ducklake.streaming.write_stream import sink_settings
+from pyspark_ducklake.streaming.write_stream_upsert import spark_kind, stream_upsert
 from tests.support import ws_upsert_app
 from tests.support.bad_inputs import expect_bad_input
 from tests.support.duck import open_duckdb
@@ -337,20 +339,35 @@ def test_hostile_options_are_refused_before_anything_is_written(
         if error is not None:
             raise error
 
+    # Every option mistake is raised where the stream writer is made (``sink_settings``, then ``stream_upsert``
+    # against the stream's columns), before any task runs: one whole Spark query per function proves the route (the
+    # error reaches the query, nothing is written); the other mistakes go through those two functions directly, with
+    # the stream's own column kinds (a Spark query each cost seconds and proved the same).
     upsert = {"upsertOn": "id", "orderBy": "lsn"}
     with expect_bad_input("option-unknown", lake) as info:
         run(upsertOnn="id")
     assert "did you mean 'upsertOn'" in str(info.value)
-    for bad in ("upper(op) = 'D'", "op IN (SELECT 'd')", "opp = 'd'", "lsn + 1 > 2", "op = 1", "op LIKE 'd%'"):
-        with expect_bad_input("ws-delete-when-subset", lake) as info:
-            run(deleteWhen=bad, **upsert)
-        assert "option deleteWhen" in str(info.value)
-    with expect_bad_input("delete-when-constant", lake):
-        run(deleteWhen="false", **upsert)
+    with expect_bad_input("ws-delete-when-subset", lake) as info:
+        run(deleteWhen="op IN (SELECT 'd')", **upsert)
+    assert "option deleteWhen" in str(info.value)
     with expect_bad_input("ws-upsert-option-alone", lake):
         run(deleteWhen="op = 'd'")
+    stream = spark.createDataFrame([], ws_upsert_app.BATCH_DDL).schema
+    kinds = {f.name: spark_kind(f.dataType) for f in stream.fields}
+
+    def writer_made(**options: str) -> None:
+        settings = sink_settings(options, None)
+        assert settings.upsert is not None
+        stream_upsert(settings.upsert, kinds)
+
+    for bad in ("upper(op) = 'D'", "opp = 'd'", "lsn + 1 > 2", "op = 1", "op LIKE 'd%'"):
+        with expect_bad_input("ws-delete-when-subset", lake) as info:
+            writer_made(deleteWhen=bad, **upsert)
+        assert "option deleteWhen" in str(info.value)
+    with expect_bad_input("delete-when-constant", lake):
+        writer_made(deleteWhen="false", **upsert)
     with expect_bad_input("sink-order-by-missing", lake):
-        run(upsertOn="id", orderBy="lssn")
+        writer_made(upsertOn="id", orderBy="lssn")
     with expect_bad_input("upsert-duplicate-key", lake):
         run([(5, "p", "u", 1), (5, "q", "u", 2)], upsertOn="id", deleteWhen="op = 'd' AND lsn > 0")
     with expect_bad_input("upsert-null-key", lake):

@@ -1,9 +1,13 @@
 """A classic Spark driver on a standalone cluster, as its own process (the test process already has a SparkContext,
-and there is one per process): ``python -m tests.support.cluster_app MASTER CATALOG_JSON WORK_DIR``.
+and there is one per process): ``python -m tests.support.cluster_app MASTER PG_CATALOG_JSON SQLITE_CATALOG_JSON
+DISCOVERY_CATALOG_JSON WORK_DIR``, run from a working folder outside the repository.
 
-It runs the batch checks of :mod:`tests.support.session_scenarios` and the fast paths (Spark's own Parquet writer and
-reader, which must be taken: the JVM is on this side) with executors on the cluster's worker, and exits 0 when all
-hold; a failed check's traceback goes to stderr.
+With executors on the cluster's worker, it first finds ``format("ducklake")`` without ``register()`` (before the
+package is imported on this side: :func:`tests.support.discovery_app.discover`, its result in
+``WORK_DIR/discovery.json``), then runs every check of :mod:`tests.support.session_scenarios`: the batch checks and
+the fast paths (Spark's own Parquet writer and reader, which must be taken: the JVM is on this side) on the
+PostgreSQL catalog (reached by the executors over TCP), the sink, ``writeStream`` and the change feed on the SQLite
+catalog (a file path the executors open). It exits 0 when all hold; a failed check's traceback goes to stderr.
 """
 
 from __future__ import annotations
@@ -14,15 +18,17 @@ import sys
 from pathlib import Path
 
 
-def main(master: str, catalog_json: str, work_dir: str) -> None:
+def main(master: str, catalog_json: str, sqlite_json: str, discovery_json: str, work_dir: str) -> None:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     from pyspark.sql import SparkSession
 
-    from tests.support import session_scenarios as scenarios
     from tests.support.catalogs import CatalogLocation
+    from tests.support.discovery_app import discover
 
     catalog = CatalogLocation(**json.loads(catalog_json))
+    sqlite = CatalogLocation(**json.loads(sqlite_json))
+    found = CatalogLocation(**json.loads(discovery_json))
     work = Path(work_dir)
     spark = (
         SparkSession.builder.master(master)
@@ -38,8 +44,16 @@ def main(master: str, catalog_json: str, work_dir: str) -> None:
         .getOrCreate()
     )
     try:
+        # no register() yet, nor the package imported here: Spark must find the data source by itself
+        discovered = discover(spark, str(work / "discovery"), found.url, found.data_path)
+        (work / "discovery.json").write_text(json.dumps(discovered))
+
+        from tests.support import session_scenarios as scenarios
+
         scenarios.batch_write_and_read(spark, catalog)
         scenarios.fast_paths(spark, catalog, native=True)
+        scenarios.sink_streams(spark, sqlite, work / "sink")
+        scenarios.change_feed(spark, sqlite, work / "feed")
         executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1  # minus the driver
         assert executors >= 1, "no executor ran the jobs"
     finally:
@@ -47,4 +61,4 @@ def main(master: str, catalog_json: str, work_dir: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:6])

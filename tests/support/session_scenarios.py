@@ -146,7 +146,7 @@ def sink_streams(spark: Any, catalog: Any, tmp_path: Path) -> None:
     """``foreachBatch(ducklake_sink(..., app_id=...))``: one snapshot per micro-batch, DuckDB reads exactly the
     stream's rows; a second run under the same ``app_id`` from a new checkpoint (batch ids again from 0) adds
     nothing. ``writeStream.format("ducklake")``: exactly the stream's rows."""
-    rows = write_json_batches(tmp_path / "in", batches=3, rows=40)
+    rows = write_json_batches(tmp_path / "in", batches=2, rows=40)  # two micro-batches show one snapshot per batch
     app_id = f"connect-{uuid.uuid4().hex}"
     sink = pdl.ducklake_sink("main.sunk", catalog=catalog.url, data_path=catalog.data_path, app_id=app_id)
 
@@ -163,7 +163,7 @@ def sink_streams(spark: Any, catalog: Any, tmp_path: Path) -> None:
     assert duck_rows(catalog, "SELECT id, s, x FROM lake.main.sunk") == rows
     lake = pdl.connect(catalog.url, catalog.data_path)
     after_first = lake.current_snapshot_id()
-    assert len(lake.snapshots()) == 4  # the lake's first snapshot and one per micro-batch
+    assert len(lake.snapshots()) == 3  # the lake's first snapshot and one per micro-batch
     run("ck-sink-again")
     assert pdl.connect(catalog.url, catalog.data_path).current_snapshot_id() == after_first  # replayed: skipped
     assert duck_rows(catalog, "SELECT id, s, x FROM lake.main.sunk") == rows
@@ -212,8 +212,9 @@ def duck_feed(catalog: Any, start: int, end: int) -> list[tuple[Any, ...]]:
 
 
 def change_feed(spark: Any, catalog: Any, tmp_path: Path) -> None:
-    """The change feed as a batch read and as a stream (two snapshots per micro-batch, resumed from its checkpoint
-    after more changes): exactly DuckDB's ``table_changes``, no row twice."""
+    """The change feed as a batch read and as a stream (three snapshots per micro-batch: two micro-batches over the
+    history, then one more resumed from its checkpoint after more changes): exactly DuckDB's ``table_changes``, no
+    row twice."""
     pdl.register(spark)
     lake = feed_history(catalog)
     last = lake.current_snapshot_id()
@@ -227,7 +228,7 @@ def change_feed(spark: Any, catalog: Any, tmp_path: Path) -> None:
             spark.readStream.format("ducklake")
             .option("catalog", catalog.url)
             .option("startingSnapshot", "2")
-            .option("maxSnapshotsPerTrigger", "2")
+            .option("maxSnapshotsPerTrigger", "3")
             .load("main.a")
         )
         _run(
