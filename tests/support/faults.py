@@ -76,12 +76,28 @@ def assert_exact(lake: pdl.Lake, location: LakeLocation, table: str, expected: S
     doubled = len(ids) - len(set(ids))
     assert not missing and not extra and doubled == 0, f"missing {missing}, unexpected {extra}, doubled {doubled}"
     assert len(ids) == len(expected)
+    query = f"SELECT count(*), count(DISTINCT id), sum(id) FROM lake.{table}"
     con = open_duckdb(location)
     try:
-        got = con.execute(f"SELECT count(*), count(DISTINCT id), sum(id) FROM lake.{table}").fetchone()
+        got = con.execute(query).fetchone()
     finally:
         con.close()
-    assert got == (len(expected), len(expected), sum(expected)), got
+    want = (len(expected), len(expected), sum(expected))
+    if got != want:  # say what DuckDB saw: its snapshot, its files, and whether a second connection agrees
+        con = open_duckdb(location)
+        try:
+            again = con.execute(query).fetchone()
+            snapshot = con.execute("SELECT max(snapshot_id) FROM ducklake_snapshots('lake')").fetchone()
+            schema, name = table.split(".")
+            files = con.execute(f"SELECT count(*) FROM ducklake_list_files('lake', '{name}', schema => '{schema}')")
+            seen = files.fetchone()
+        finally:
+            con.close()
+        raise AssertionError(
+            f"DuckDB read {got} (a second connection {again}), expected {want}; DuckDB's latest snapshot {snapshot}, "
+            f"ours {lake.current_snapshot_id()}; DuckDB lists {seen} files, our scan plans "
+            f"{len(lake.referenced_files(data_files(lake.data_path)))} referenced files"
+        )
 
 
 def data_files(data_path: str) -> list[str]:
