@@ -4,7 +4,9 @@ Foreign writers (pyarrow here) write Parquet without field ids; DuckDB registers
 through ``ducklake_name_mapping``, takes hive partition values from the path, casts narrower file types, reads
 missing columns as their initial default and ignores extra ones. DML on top (delete, update, a delete that empties
 a file, rename, add column) follows. Every snapshot is compared through ``scan``, the change feed, and Spark's two
-read paths (the fast path falls back to the data source for such files), on SQLite and PostgreSQL.
+read paths (the fast path falls back to the data source for such files). The Python reads and ``add_files``' catalog
+rows run on SQLite and PostgreSQL (their subject is catalog SQL); the Spark reads run on SQLite only: the catalog is
+not under test in a Spark read of files, and the same plans are read from PostgreSQL by the Python tests here.
 """
 
 from __future__ import annotations
@@ -166,6 +168,18 @@ def table_snapshots(con: duckdb.DuckDBPyConnection, table: str) -> list[int]:
     return out
 
 
+def changed_snapshots(con: duckdb.DuckDBPyConnection, table: str) -> list[int]:
+    """The snapshots at which ``table``'s columns or rows (as DuckDB reads them) differ from the snapshot before."""
+    out, last = [], None
+    for s in table_snapshots(con, table):
+        rows = con.execute(f"SELECT * FROM lake.{table} AT (VERSION => {s})").to_arrow_table()
+        state = (rows.column_names, canon(rows))
+        if state != last:
+            out.append(s)
+        last = state
+    return out
+
+
 def duck_rows(con: duckdb.DuckDBPyConnection, table: str, snapshot: int | None = None) -> list[Any]:
     at = "" if snapshot is None else f" AT (VERSION => {snapshot})"
     return canon(con.execute(f"SELECT * FROM lake.{table}{at}").to_arrow_table())
@@ -190,7 +204,11 @@ def our_feed(lake: pdl.Lake, table: str, start: int, end: int) -> list[Any]:
 TABLES = ("t", "h", "hs", "p")
 
 
-def test_added_files_read_as_duckdb_reads_them_at_every_snapshot_and_in_the_feed(catalog: Any, tmp_path: Path) -> None:
+def test_added_files_read_as_duckdb_reads_them_at_every_snapshot_and_in_the_feed_and_after_our_dml(
+    catalog: Any, tmp_path: Path
+) -> None:
+    """DuckDB's history read at every snapshot and in every feed range; then our deletes and an append on the added
+    files, read by DuckDB (one history per backend serves both halves: building it is the slow part)."""
     duckdb_added_history(catalog, tmp_path / "ext")
     lake = pdl.connect(catalog.url, catalog.data_path)
     con = duck(catalog)
@@ -219,10 +237,7 @@ def test_added_files_read_as_duckdb_reads_them_at_every_snapshot_and_in_the_feed
     finally:
         con.close()
 
-
-def test_our_deletes_and_appends_on_added_files_are_read_by_duckdb(catalog: Any, tmp_path: Path) -> None:
-    duckdb_added_history(catalog, tmp_path / "ext")
-    lake = pdl.connect(catalog.url, catalog.data_path)
+    # our deletes and appends on the added files are read by DuckDB
     for table, where in [("t", ("id", "=", 8)), ("h", ("k", "=", 7)), ("hs", ("k", "=", "a/b"))]:
         before = lake.current_snapshot_id()
         assert lake.delete(f"main.{table}", [where]) > before, table  # something matched
@@ -241,15 +256,22 @@ def test_our_deletes_and_appends_on_added_files_are_read_by_duckdb(catalog: Any,
         con.close()
 
 
-def test_spark_reads_added_files_through_both_read_paths(spark: Any, catalog: Any, tmp_path: Path) -> None:
+def test_spark_reads_added_files_through_both_read_paths(spark: Any, sqlite_catalog: Any, tmp_path: Path) -> None:
+    """One backend: Spark reads the files the catalog lists; the catalog SQL of this history is compared with DuckDB
+    on both backends by the scan and feed test above."""
     from pyspark_ducklake.spark_parquet_read import plan_read
+
+    catalog = sqlite_catalog
 
     pdl.register(spark)
     duckdb_added_history(catalog, tmp_path / "ext")
     con = duck(catalog)
     try:
         for table in ("t", "hs", "h", "p"):
-            snaps = table_snapshots(con, table)[-4:]  # Spark runs the scan's own file reads (every snapshot above)
+            # Spark runs the scan's own file reads, whose result the test above compares at every snapshot: here the
+            # last two snapshots at which the table's columns or rows changed (the lake's last four snapshots, read
+            # before, were one and the same state of t, h and hs)
+            snaps = changed_snapshots(con, table)[-2:]
             reason = plan_read(spark, f"main.{table}", catalog=catalog.url).reason
             if table == "t":  # a struct whose fields the mapping matches by name: the documented fallback
                 assert reason is not None and "nested column s of added file" in reason
@@ -440,8 +462,11 @@ def test_add_files_accepts_and_rejects_the_types_duckdb_does(sqlite_catalog: Any
 
 
 def test_spark_add_files_registers_files_spark_wrote_and_duckdb_reads_them(
-    spark: Any, catalog: Any, tmp_path: Path
+    spark: Any, sqlite_catalog: Any, tmp_path: Path
 ) -> None:
+    """One backend: the subject is Spark's Parquet layouts; the catalog rows ``add_files`` writes are compared with
+    DuckDB's on both backends by ``test_add_files_writes_the_catalog_rows_duckdb_writes_and_duckdb_reads_them``."""
+    catalog = sqlite_catalog
     con = duck(catalog)
     con.execute(
         "CREATE TABLE lake.sp(id BIGINT, s STRUCT(a INTEGER, b VARCHAR), l INTEGER[], m MAP(VARCHAR, INTEGER), "
@@ -700,11 +725,16 @@ def test_spark_reads_a_file_without_mapping_or_field_ids_by_position(
     assert sorted(r.b for r in frame.collect()) == ["x", "y"]
 
 
-def test_spark_fast_path_reads_flat_added_files_by_name_as_duckdb(spark: Any, catalog: Any, tmp_path: Path) -> None:
+def test_spark_fast_path_reads_flat_added_files_by_name_as_duckdb(
+    spark: Any, sqlite_catalog: Any, tmp_path: Path
+) -> None:
     """Added files with top-level columns only go through Spark's Parquet reader (by name, no field ids): a renamed
     column, a promoted type, a column added later with a default, DuckDB's deletes; a file whose column names differ
-    only in case (Spark matches names case-insensitively) sends the read to the data source. Both equal DuckDB."""
+    only in case (Spark matches names case-insensitively) sends the read to the data source. Both equal DuckDB.
+    One backend: the subject is Spark's reader, not the catalog SQL (both backends in the Python tests above)."""
     from pyspark_ducklake.spark_parquet_read import plan_read
+
+    catalog = sqlite_catalog
 
     ext = tmp_path / "flat_ext"
     ext.mkdir()

@@ -2,7 +2,9 @@
 (batch/reader.py, table/file_stream.py): DuckDB's files of many row groups read as DuckDB reads them, before and after
 deletes (Parquet delete files, deletion vectors, inlined deletes of file rows) and at every snapshot; files are
 packed two partitions per core; the ``columns`` option decodes only the columns it names (a file whose other column
-is corrupt still reads). SQLite and PostgreSQL catalogs."""
+is corrupt still reads). One backend (SQLite): the subject is the data source's reading of files; the catalog SQL
+listing them is compared with DuckDB on both backends by the Python read tests (test_deletion_vectors.py,
+test_added_files.py, test_duckdb_writes_we_read.py)."""
 
 from __future__ import annotations
 
@@ -17,8 +19,8 @@ from pyspark_ducklake.table.read_packing import PARTITIONS_PER_CORE, default_cor
 from tests.support.compare import canonical
 from tests.support.duck import attach_sql, connect_duckdb
 
-ROWS = 20_000
-GROUP = 2_048  # DuckDB's smallest row group: ten in one file
+ROWS = 12_000
+GROUP = 2_048  # DuckDB's smallest row group: six in one file (the deletes below span groups 1-5)
 COLUMNS = (
     "i::BIGINT AS id, (i * 7 % 1000)::INTEGER AS small, CASE WHEN i % 17 = 0 THEN NULL ELSE i / 7 END AS dbl, "
     "CASE WHEN i % 13 = 0 THEN NULL ELSE repeat('t', (i % 40)::INTEGER) END AS text, "
@@ -67,8 +69,9 @@ def _snapshot(con: duckdb.DuckDBPyConnection) -> int:
 
 @pytest.mark.parametrize("deletion_vectors", [False, True], ids=["delete-files", "deletion-vectors"])
 def test_files_of_many_row_groups_read_as_duckdb_reads_them_before_and_after_deletes(
-    spark: Any, catalog: Any, deletion_vectors: bool
+    spark: Any, sqlite_catalog: Any, deletion_vectors: bool
 ) -> None:
+    catalog = sqlite_catalog
     pdl.register(spark)
     con = _duckdb(catalog, inlining=10, deletion_vectors=deletion_vectors)
     try:
@@ -145,7 +148,8 @@ def _corrupt_column(path: str, column: str) -> None:
             f.write(b"\xff" * 12)
 
 
-def test_the_columns_option_decodes_only_its_columns(spark: Any, catalog: Any) -> None:
+def test_the_columns_option_decodes_only_its_columns(spark: Any, sqlite_catalog: Any) -> None:
+    catalog = sqlite_catalog
     pdl.register(spark)
     con = _duckdb(catalog)
     try:

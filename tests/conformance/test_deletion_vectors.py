@@ -157,12 +157,15 @@ def test_per_table_deletion_vector_option_of_duckdb_is_read(catalog: Any, duckdb
 
 
 def test_spark_reads_duckdb_deletion_vectors_through_both_read_paths(
-    spark: Any, catalog: Any, duckdb_lake: Any
+    spark: Any, sqlite_catalog: Any, duckdb_lake: Any
 ) -> None:
+    """One backend: Spark reads the puffin files the catalog lists; the catalog SQL of the same history (and its
+    feed) is compared with DuckDB on both backends by ``test_duckdb_deletion_vectors_read_at_every_snapshot_...``."""
     from pyspark.sql import functions as F
 
     from pyspark_ducklake.spark_parquet_read import plan_read
 
+    catalog = sqlite_catalog
     pdl.register(spark)
     duckdb_dv_history(catalog)
     con = duckdb_lake(catalog)

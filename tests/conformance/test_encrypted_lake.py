@@ -5,6 +5,10 @@ keys, corrupt and truncated files, a 32-byte key, encrypted files in a plain lak
 
 DuckDB 1.5.5 writes AES-GCM modules without AAD, which pyarrow cannot decrypt; io.encryption seals them again in
 memory (ducklake-format-2.md §3).
+
+Backends: the tests whose subject is what the catalog holds (keys per file, the encrypted flag, inlined rows, the
+history and the feed) run on SQLite and PostgreSQL; the ones about the bytes of the files (row groups, pages,
+dictionaries, deletion vectors, the attacker's damaged files and keys) on SQLite only.
 """
 
 from __future__ import annotations
@@ -186,10 +190,12 @@ def test_duckdb_encrypted_history_reads_exactly_at_every_snapshot_and_in_the_fee
     lake.close()
 
 
-def test_duckdbs_files_with_row_groups_pages_and_dictionaries_read_exactly(catalog: Any) -> None:
+def test_duckdbs_files_with_row_groups_pages_and_dictionaries_read_exactly(sqlite_catalog: Any) -> None:
     """DuckDB's encrypted files with several row groups, several data pages in one chunk and dictionary pages: the
     decryption walks every module of every chunk (shapes checked on the files themselves)."""
     from pyspark_ducklake.io import encryption as enc
+
+    catalog = sqlite_catalog
 
     con = duck_encrypted(catalog, inlining_row_limit=0)
     try:
@@ -301,8 +307,10 @@ def test_encrypted_true_on_a_plain_lake_is_refused_as_duckdb_refuses_it(catalog:
 
 
 @pytest.fixture
-def duck_lake(catalog: Any) -> Any:
-    """An encrypted lake DuckDB wrote: one data file (ids 0..99) and its delete file (ids < 5)."""
+def duck_lake(sqlite_catalog: Any) -> Any:
+    """An encrypted lake DuckDB wrote: one data file (ids 0..99) and its delete file (ids < 5). SQLite only: the
+    attacker's cases damage files and keys, not the catalog SQL (keys are stored on both backends above)."""
+    catalog = sqlite_catalog
     con = duck_encrypted(catalog, inlining_row_limit=0)
     try:
         con.execute("CREATE TABLE lake.main.t (id INT, s VARCHAR)")
@@ -464,10 +472,11 @@ def test_inlined_rows_and_deletes_stay_plaintext_in_an_encrypted_lake(catalog: A
         con.close()
 
 
-def test_a_large_python_write_with_row_groups_pages_and_dictionaries_reads_in_duckdb(catalog: Any) -> None:
+def test_a_large_python_write_with_row_groups_pages_and_dictionaries_reads_in_duckdb(sqlite_catalog: Any) -> None:
     """Our encrypted file with two row groups, several pages per chunk, dictionary pages, lists, structs and NULLs:
     DuckDB reads it exactly (pyarrow's own encryption would fail there: DuckDB checks its AADs only for flat
     columns' first pages)."""
+    catalog = sqlite_catalog
     n = 150_000
     lake = pdl.connect(catalog.url, catalog.data_path, encrypted=True, data_inlining_row_limit=0)
     table = pa.table(
@@ -543,9 +552,10 @@ def test_a_missing_encrypted_file_is_a_missing_file_not_a_decryption_error(duck_
     lake.close()
 
 
-def test_deletion_vectors_in_an_encrypted_lake_stay_plaintext_both_ways(catalog: Any) -> None:
+def test_deletion_vectors_in_an_encrypted_lake_stay_plaintext_both_ways(sqlite_catalog: Any) -> None:
     """DuckDB's DVs in an encrypted lake are plaintext blobs whose rows carry a key it never uses; we read them, and
     ours (with ``write_deletion_vectors`` on) are written the same way, which DuckDB reads."""
+    catalog = sqlite_catalog
     con = duck_encrypted(catalog, inlining_row_limit=0, encrypted=", ENCRYPTED, WRITE_DELETION_VECTORS true")
     try:
         con.execute("CREATE TABLE lake.main.t (id INT, s VARCHAR)")

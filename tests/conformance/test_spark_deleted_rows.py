@@ -2,7 +2,9 @@
 positions and ranges, a filter on a bitmap of positions, an anti join on one bigint key (file ordinal and position, or the position alone for one
 file), on two columns where they do not fit one, broadcast or not. DuckDB writes the history: many files, some with
 deletion vectors (puffin), some with Parquet delete files, some with none, inlined deletes, clustered and scattered
-deletes, an update; every snapshot read each way equals DuckDB's ``AT (VERSION => s)``, on SQLite and PostgreSQL."""
+deletes, an update; every snapshot read each way equals DuckDB's ``AT (VERSION => s)``. One backend (SQLite): the
+subject is how Spark removes deleted rows from the files the catalog lists; the catalog SQL reading these delete files
+is compared with DuckDB on both backends in test_deletion_vectors.py and the Python read tests."""
 
 from __future__ import annotations
 
@@ -102,7 +104,8 @@ def _plan(df: DataFrame) -> str:
     return str(df._jdf.queryExecution().optimizedPlan().toString())
 
 
-def test_every_way_of_removing_deleted_rows_reads_as_duckdb(spark: SparkSession, catalog: Any) -> None:
+def test_every_way_of_removing_deleted_rows_reads_as_duckdb(spark: SparkSession, sqlite_catalog: Any) -> None:
+    catalog = sqlite_catalog
     _history(catalog)
     expected = {table: _duckdb(catalog, table) for table in ("t", "one")}
     plans: dict[tuple[str, str], list[str]] = {}
@@ -158,12 +161,13 @@ def _listing(folder: Path) -> list[str]:
 
 
 def test_bitmap_filter_reads_scattered_deletes_in_an_odd_data_path_as_duckdb_and_leaves_nothing(
-    spark: SparkSession, catalog: Any
+    spark: SparkSession, sqlite_catalog: Any
 ) -> None:
     """The bitmap filter (the default for thousands to hundreds of thousands of scattered positions) over files with
     deletion vectors, a Parquet delete file and none, in a data path with a space, ``%41`` and non-ASCII letters,
     every bit of the bytes used: every snapshot equals DuckDB's read (time travel across the deletes), the plans
     do not join and print no bitmap, and nothing is written in the lake's folder by the reads."""
+    catalog = sqlite_catalog
     lake = dataclasses.replace(catalog, data_path=os.path.join(catalog.data_path, "d ata %41 é/"))
     Path(lake.data_path).mkdir()
     steps = [
