@@ -76,7 +76,7 @@ def assert_exact(lake: pdl.Lake, location: LakeLocation, table: str, expected: S
     doubled = len(ids) - len(set(ids))
     assert not missing and not extra and doubled == 0, f"missing {missing}, unexpected {extra}, doubled {doubled}"
     assert len(ids) == len(expected)
-    query = f"SELECT count(*), count(DISTINCT id), sum(id) FROM lake.{table}"
+    query = f"SELECT count(*), count(DISTINCT id), coalesce(sum(id), 0) FROM lake.{table}"
     con = open_duckdb(location)
     try:
         got = con.execute(query).fetchone()
