@@ -82,10 +82,8 @@ def open_catalog(
     loc = location if isinstance(location, CatalogLocation) else parse_location(location)
     if data_path is not None:
         normalize_data_path(data_path)  # an empty path or unknown protocol is refused before the database is touched
-    if loc.backend == "duckdb":
-        _check_duckdb_file(loc, data_path, create=create)
-    if loc.backend == "sqlite":
-        _check_sqlite_file(loc, data_path, create=create)
+    if loc.backend in ("sqlite", "duckdb"):
+        _check_catalog_file(loc, data_path, create=create)
     engine = create_catalog_engine(loc)
     try:
         with engine.connect() as conn:
@@ -142,45 +140,28 @@ def open_catalog(
     return engine, info
 
 
-def _check_sqlite_file(loc: CatalogLocation, data_path: str | None, *, create: bool) -> None:
-    """Refuse a missing SQLite file that will not be created here before connecting, which would create it.
-
-    Never delete a file once connected instead: another process may be creating its catalog in it right then.
-
-    Raises:
-        NotADuckLakeCatalogError: the file is missing and ``create`` is off.
-        InvalidOptionError: the file is missing and no data path was given to create the lake.
-    """
-    path = make_url(loc.url).database or ""
-    if not path or path == ":memory:" or os.path.exists(path):
-        return
-    if not create:
-        raise NotADuckLakeCatalogError(f"{loc.redacted()}: the SQLite file {path!r} does not exist")
-    if data_path is None:
-        raise InvalidOptionError(
-            f"catalog {loc.redacted()} is new: pass data_path (a folder or URL for the Parquet files) to create it"
-        )
-
-
-def _check_duckdb_file(loc: CatalogLocation, data_path: str | None, *, create: bool) -> None:
-    """Refuse a missing DuckDB file before connecting, which would create an empty database.
+def _check_catalog_file(loc: CatalogLocation, data_path: str | None, *, create: bool) -> None:
+    """Refuse a missing SQLite or DuckDB catalog file that will not be created here, before connecting (which would
+    create it). Never delete a file once connected instead: another process may be creating its catalog in it.
 
     Raises:
         NotADuckLakeCatalogError: the file is missing and ``create`` is off.
         InvalidOptionError: the file is missing and no data path was given to create the lake.
-        CatalogUnreachableError: the file's folder does not exist.
+        CatalogUnreachableError: a DuckDB file's folder does not exist.
     """
     path = make_url(loc.url).database or ""
-    if os.path.exists(path):
+    if (loc.backend == "sqlite" and path in ("", ":memory:")) or os.path.exists(path):
         return
+    kind = "DuckDB" if loc.backend == "duckdb" else "SQLite"
     if not create:
-        raise NotADuckLakeCatalogError(f"{loc.redacted()}: the DuckDB file {path!r} does not exist")
+        raise NotADuckLakeCatalogError(f"{loc.redacted()}: the {kind} file {path!r} does not exist")
     if data_path is None:
+        hint = f"; DuckDB's ATTACH would use {path + '.files/'!r}" if loc.backend == "duckdb" else ""
         raise InvalidOptionError(
-            f"catalog {loc.redacted()} is new: pass data_path (a folder or URL for the Parquet files) to create it; "
-            f"DuckDB's ATTACH would use {path + '.files/'!r}"
+            f"catalog {loc.redacted()} is new: pass data_path (a folder or URL for the Parquet files) to create "
+            f"it{hint}"
         )
-    if not os.path.isdir(os.path.dirname(path) or "."):
+    if loc.backend == "duckdb" and not os.path.isdir(os.path.dirname(path) or "."):
         raise CatalogUnreachableError(
             f"cannot create the DuckDB-file catalog {path!r}: its folder does not exist; create the folder first"
         )
