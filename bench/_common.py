@@ -125,15 +125,12 @@ def serve_worker(make_worker: Callable[[dict[str, Any]], Any]) -> None:
     worker.spark.stop()
 
 
-class ForeignLoad:
-    """CPU used by processes outside this benchmark's process tree, sampled from /proc in a background thread.
+class _Sampler:
+    """The sampling itself (see :class:`ForeignLoad`), in the sampler process: every ``interval`` seconds, the CPU of
+    every process in ``/proc``, split into the process tree of ``root`` (the benchmark's own) and the rest."""
 
-    The machine may be shared (other test runs start their own Spark); a measurement taken while something else
-    burns CPU is not comparable, so each one records the foreign CPU share and contended ones are redone.
-    PostgreSQL server processes are not counted as foreign: they serve this benchmark's own catalog too.
-    """
-
-    def __init__(self, interval: float = 0.25) -> None:
+    def __init__(self, root: int, interval: float) -> None:
+        self.root = root
         self.interval = interval
         self.cpu_seconds = 0.0
         self.own_cpu_seconds = 0.0  # CPU of this benchmark's process tree: driver, JVM, Python workers
@@ -142,14 +139,11 @@ class ForeignLoad:
         # processes the benchmark started outside its own tree (a daemon such as the Kafka broker): ours too
         self.also_ours: set[int] = set()
         self._last: dict[int, float] | None = None
-        self._tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        self._tick = os.sysconf("SC_CLK_TCK")
         self._lock = threading.Lock()
-        self._sample_lock = threading.Lock()
         self._stop = threading.Event()
-        self.available = os.path.isdir("/proc/self")
-        if self.available:
-            self._sample()
-            threading.Thread(target=self._run, daemon=True, name="foreign-load").start()
+        self.sample()
+        threading.Thread(target=self._run, daemon=True, name="foreign-load").start()
 
     def _processes(self) -> dict[int, tuple[int, str, float]]:
         """pid -> (ppid, command name, user + system CPU seconds)."""
@@ -167,77 +161,140 @@ class ForeignLoad:
             out[int(entry)] = (int(rest[1]), comm, (int(rest[11]) + int(rest[12])) / self._tick)
         return out
 
-    def _sample(self) -> None:
-        with self._sample_lock:
+    def sample(self) -> None:
+        with self._lock:
             self._sample_locked()
 
     def _sample_locked(self) -> None:
         procs = self._processes()
+        procs.pop(os.getpid(), None)  # the sampler is neither the benchmark's nor foreign
         children: dict[int, list[int]] = {}
         for pid, (ppid, *_) in procs.items():
             children.setdefault(ppid, []).append(pid)
-        ours, todo = set(), [os.getpid(), *self.also_ours]
+        ours, todo = set(), [self.root, *self.also_ours]
         while todo:
             pid = todo.pop()
             ours.add(pid)
             todo.extend(children.get(pid, ()))
         cpu = {pid: c for pid, (_, _, c) in procs.items()}
-        with self._lock:
-            if self._last is not None:
-                for pid, c in cpu.items():
-                    # CPU since the last sample (all of it for a process started since); a process that exits
-                    # loses at most one interval.
-                    delta = c - self._last.get(pid, 0.0)
-                    if delta <= 0:
-                        continue
-                    ppid, comm, _ = procs[pid]
-                    if pid in ours:
-                        self.own_cpu_seconds += delta
-                        self.own_by_command[comm] = self.own_by_command.get(comm, 0.0) + delta
-                    # Kernel threads (children of kthreadd, pid 2) mostly do this benchmark's own I/O, and the
-                    # PostgreSQL server also serves this benchmark's catalog: neither counts as foreign.
-                    elif pid != 2 and ppid != 2 and not comm.startswith("postgres"):
-                        self.cpu_seconds += delta
-                        key = f"{comm}:{pid}"
-                        self.by_process[key] = self.by_process.get(key, 0.0) + delta
-            self._last = cpu
+        if self._last is not None:
+            for pid, c in cpu.items():
+                # CPU since the last sample (all of it for a process started since); a process that exits
+                # loses at most one interval.
+                delta = c - self._last.get(pid, 0.0)
+                if delta <= 0:
+                    continue
+                ppid, comm, _ = procs[pid]
+                if pid in ours:
+                    self.own_cpu_seconds += delta
+                    self.own_by_command[comm] = self.own_by_command.get(comm, 0.0) + delta
+                # Kernel threads (children of kthreadd, pid 2) mostly do this benchmark's own I/O, and the
+                # PostgreSQL server also serves this benchmark's catalog: neither counts as foreign.
+                elif pid != 2 and ppid != 2 and not comm.startswith("postgres"):
+                    self.cpu_seconds += delta
+                    key = f"{comm}:{pid}"
+                    self.by_process[key] = self.by_process.get(key, 0.0) + delta
+        self._last = cpu
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            self._sample()
+            self.sample()
+
+    def answer(self, request: dict[str, Any]) -> Any:
+        cmd = request["cmd"]
+        if cmd == "ours":
+            with self._lock:
+                self.also_ours.add(int(request["pid"]))
+            return None
+        if cmd == "own":
+            self.sample()
+        with self._lock:
+            if cmd == "now":
+                return self.cpu_seconds
+            if cmd == "own":
+                return [self.own_cpu_seconds, dict(self.own_by_command)]
+            if cmd == "snapshot":
+                return dict(self.by_process)
+        raise ValueError(f"unknown sampler request {request!r}")
+
+
+def _serve_sampler(root: int, interval: float) -> None:
+    """The sampler process: one JSON request per line on stdin, one JSON answer per line; ends with stdin."""
+    sampler = _Sampler(root, interval)
+    for line in sys.stdin:
+        print(json.dumps(sampler.answer(json.loads(line))), flush=True)
+
+
+class ForeignLoad:
+    """CPU used by processes outside this benchmark's process tree, sampled from /proc in a sampler process.
+
+    The machine may be shared (other test runs start their own Spark); a measurement taken while something else
+    burns CPU is not comparable, so each one records the foreign CPU share and contended ones are redone.
+    PostgreSQL server processes are not counted as foreign: they serve this benchmark's own catalog too.
+
+    The sampling runs in a process of its own (its CPU counted neither as ours nor as foreign), not in a thread of
+    the benchmark: a thread parsing ``/proc`` every quarter second holds the GIL the measured Python code needs.
+    """
+
+    def __init__(self, interval: float = 0.25) -> None:
+        self.available = os.path.isdir("/proc/self") and hasattr(os, "sysconf")
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[str] | None = None
+        if self.available:
+            self._proc = subprocess.Popen(
+                [sys.executable, str(Path(__file__).resolve()), "--sample-load", str(os.getpid()), str(interval)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                bufsize=1,
+            )
+
+    def _ask(self, cmd: str, **kw: Any) -> Any:
+        assert self._proc and self._proc.stdin and self._proc.stdout
+        with self._lock:
+            self._proc.stdin.write(json.dumps({"cmd": cmd, **kw}) + "\n")
+            self._proc.stdin.flush()
+            line = self._proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the CPU sampler process ended")
+        return json.loads(line)
+
+    def count_as_ours(self, pid: int) -> None:
+        """Count ``pid`` and its children as the benchmark's own (a daemon it started, such as a Kafka broker)."""
+        if self.available:
+            self._ask("ours", pid=pid)
 
     def now(self) -> float:
-        with self._lock:
-            return self.cpu_seconds
+        """Foreign CPU seconds so far."""
+        return float(self._ask("now")) if self.available else 0.0
 
     def read(self) -> float:
         """Foreign CPU seconds so far (the same as :meth:`now`)."""
         return self.now()
 
+    def snapshot(self) -> dict[str, float]:
+        """Foreign CPU seconds so far by ``"command:pid"``."""
+        return dict(self._ask("snapshot")) if self.available else {}
+
     def by_command(self, n: int = 10) -> dict[str, float]:
         """Foreign CPU seconds so far by command name, the ``n`` busiest."""
-        with self._lock:
-            totals: dict[str, float] = {}
-            for key, v in self.by_process.items():
-                comm = key.rsplit(":", 1)[0]
-                totals[comm] = totals.get(comm, 0.0) + v
+        totals: dict[str, float] = {}
+        for key, v in self.snapshot().items():
+            comm = key.rsplit(":", 1)[0]
+            totals[comm] = totals.get(comm, 0.0) + v
         return {k: round(v, 2) for k, v in sorted(totals.items(), key=lambda kv: -kv[1])[:n]}
 
     def own(self) -> tuple[float, dict[str, float]]:
-        if self.available:
-            self._sample()
-        with self._lock:
-            return self.own_cpu_seconds, dict(self.own_by_command)
+        """CPU seconds of this benchmark's own processes so far, in total and by command name (sampled now)."""
+        if not self.available:
+            return 0.0, {}
+        total, by_command = self._ask("own")
+        return float(total), dict(by_command)
 
     def top(self, since: dict[str, float], n: int = 3) -> dict[str, float]:
-        """The foreign processes that used the most CPU seconds since the ``by_process`` copy ``since``."""
-        with self._lock:
-            deltas = {k: v - since.get(k, 0.0) for k, v in self.by_process.items()}
+        """The foreign processes that used the most CPU seconds since the :meth:`snapshot` ``since``."""
+        deltas = {k: v - since.get(k, 0.0) for k, v in self.snapshot().items()}
         return {k: round(v, 2) for k, v in sorted(deltas.items(), key=lambda kv: -kv[1])[:n] if v >= 0.05}
-
-    def snapshot(self) -> dict[str, float]:
-        with self._lock:
-            return dict(self.by_process)
 
     def wait_quiet(
         self, max_wait: float, window: float = 3.0, threshold: float = 0.1, *, own_too: bool = False
@@ -261,7 +318,13 @@ class ForeignLoad:
                 return time.perf_counter() - t0 - window
 
     def close(self) -> None:
-        self._stop.set()
+        if self._proc is not None and self._proc.poll() is None:
+            assert self._proc.stdin
+            self._proc.stdin.close()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
 
 
 @dataclass
@@ -455,7 +518,32 @@ def machine_info() -> dict[str, Any]:
     except (OSError, subprocess.SubprocessError):
         pass
     info["loadavg_start"] = os.getloadavg()
+    info["fresh_memory_s_per_gib"] = fresh_memory_cost()
     return info
+
+
+def fresh_memory_cost(mib: int = 256, idle: float = 2.0) -> dict[str, float]:
+    """Seconds per GiB to write memory the process has just been given (one byte per page), after ``idle`` seconds
+    without allocating (``after_idle``) and again at once (``at_once``).
+
+    On this project's machine (a virtual machine whose host takes free guest pages back after a second or two) the
+    first touch of fresh pages cost 1.5-3 s/GiB on 2026-11-28 after a pause, 0.2-0.3 s/GiB when taken again at
+    once: readers that allocate hundreds of MiB per read (the feed benchmark's) slow by seconds on such days. The
+    JSON keeps the figure so results from different days can be told apart (see bench/README.md, "Slow days").
+    """
+    n = mib << 20
+
+    def touch() -> float:
+        buf = bytearray(n)  # zero pages, mapped but not yet touched
+        t0 = time.perf_counter()
+        memoryview(buf)[::4096] = bytes(n // 4096)  # write one byte per page
+        seconds = time.perf_counter() - t0
+        del buf
+        return seconds * (1024 / mib)
+
+    time.sleep(idle)
+    fresh = touch()
+    return {"after_idle": round(fresh, 3), "at_once": round(touch(), 3)}
 
 
 def delta_jars(version: str) -> str:
@@ -480,3 +568,7 @@ def fmt(x: Any, unit: str = "", digits: int = 1) -> str:
     if isinstance(x, float):
         return f"{x:,.{digits}f}"
     return f"{x:,}"
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--sample-load"]:
+    _serve_sampler(int(sys.argv[2]), float(sys.argv[3]))

@@ -608,7 +608,7 @@ class Bench:
         kafka_jars["delta"] = kafka_script("spark-jars", python=a.delta_python)
         self.say(f"Spark's Kafka source: {kafka_jars}")
         self.bootstrap = kafka_script("start", state=self.broker_state)
-        self.load.also_ours.add(int((self.broker_state / "broker.pid").read_text()))
+        self.load.count_as_ours(int((self.broker_state / "broker.pid").read_text()))
         self.say(f"broker {self.bootstrap} (state {self.broker_state})")
         self.producer = EventProducer(self.bootstrap)
         lake = self.catalogs.new(a.backend, "kafka")
