@@ -10,6 +10,7 @@ is written; ``VERSION AS OF`` is Spark's own refusal (time travel goes through `
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -18,31 +19,43 @@ import pytest
 from pyspark.sql import SparkSession
 
 import pyspark_ducklake as pdl
-from tests.support.duck import open_duckdb
+from tests.support.duck import attach_sql, connect_duckdb
 
 
 def rows(spark: SparkSession, query: str) -> list[tuple[Any, ...]]:
     return sorted(tuple(r) for r in spark.sql(query).collect())
 
 
-def duck_rows(catalog: Any, query: str) -> list[tuple[Any, ...]]:
-    con = open_duckdb(catalog)
+@pytest.fixture(scope="module")
+def duck() -> Iterator[Any]:
+    """One DuckDB connection for the module: loading its extensions is most of a connection's cost. Each use attaches
+    the test's lake and detaches it again (:func:`attached`), so DuckDB holds no SQLite file while Spark writes."""
+    con = connect_duckdb()
+    yield con
+    con.close()
+
+
+@contextlib.contextmanager
+def attached(duck: Any, catalog: Any) -> Iterator[Any]:
+    duck.execute(attach_sql(catalog))
     try:
-        return sorted(con.execute(query).fetchall())
+        yield duck
     finally:
-        con.close()
+        duck.execute("DETACH lake")
 
 
-def duck_run(catalog: Any, *statements: str) -> int:
+def duck_rows(duck: Any, catalog: Any, query: str) -> list[tuple[Any, ...]]:
+    with attached(duck, catalog) as con:
+        return sorted(con.execute(query).fetchall())
+
+
+def duck_run(duck: Any, catalog: Any, *statements: str) -> int:
     """Run ``statements`` in DuckDB; the lake's latest snapshot id afterwards."""
-    con = open_duckdb(catalog)
-    try:
+    with attached(duck, catalog) as con:
         for statement in statements:
             con.execute(statement)
         (snapshot,) = con.execute("SELECT max(snapshot_id) FROM ducklake_snapshots('lake')").fetchone()
         return int(snapshot)
-    finally:
-        con.close()
 
 
 @pytest.fixture
@@ -61,9 +74,12 @@ def table_options(catalog: Any, table: str = "main.events", **extra: str) -> str
     return ", ".join(f"{k} '{v}'" for k, v in options.items())
 
 
-def test_create_select_insert_overwrite_describe(spark: SparkSession, sqlite_catalog: Any, sql_name: str) -> None:
+def test_create_select_insert_overwrite_describe(
+    spark: SparkSession, sqlite_catalog: Any, duck: Any, sql_name: str
+) -> None:
     catalog = sqlite_catalog
     first = duck_run(
+        duck,
         catalog,
         "CREATE TABLE lake.main.events (id BIGINT, s VARCHAR, amount DECIMAL(18,3))",
         "INSERT INTO lake.main.events VALUES (1, 'it''s one', 1.5), (2, NULL, -2.25), (3, 'x,y', NULL)",
@@ -75,40 +91,41 @@ def test_create_select_insert_overwrite_describe(spark: SparkSession, sqlite_cat
         ("s", "string"),
         ("amount", "decimal(18,3)"),
     ]
-    assert rows(spark, f"SELECT * FROM {sql_name}") == duck_rows(catalog, "SELECT * FROM lake.main.events")
+    assert rows(spark, f"SELECT * FROM {sql_name}") == duck_rows(duck, catalog, "SELECT * FROM lake.main.events")
 
     spark.sql(f"INSERT INTO {sql_name} VALUES (4, 'four', 4.125), (5, NULL, NULL)")
-    after_insert = duck_rows(catalog, "SELECT * FROM lake.main.events")
+    after_insert = duck_rows(duck, catalog, "SELECT * FROM lake.main.events")
     assert [r[0] for r in after_insert] == [1, 2, 3, 4, 5]
     assert rows(spark, f"SELECT * FROM {sql_name}") == after_insert
 
     # INSERT ... SELECT from the table itself, then INSERT OVERWRITE: DuckDB reads exactly what Spark wrote
     spark.sql(f"INSERT INTO {sql_name} SELECT id + 10, s, amount FROM {sql_name} WHERE id > 3")
-    assert [r[0] for r in duck_rows(catalog, "SELECT id FROM lake.main.events")] == [1, 2, 3, 4, 5, 14, 15]
+    assert [r[0] for r in duck_rows(duck, catalog, "SELECT id FROM lake.main.events")] == [1, 2, 3, 4, 5, 14, 15]
     spark.sql(f"INSERT OVERWRITE {sql_name} SELECT id * 100, s, amount FROM {sql_name} WHERE id < 3")
-    overwritten = duck_rows(catalog, "SELECT * FROM lake.main.events")
+    overwritten = duck_rows(duck, catalog, "SELECT * FROM lake.main.events")
     assert [r[0] for r in overwritten] == [100, 200]
     assert rows(spark, f"SELECT * FROM {sql_name}") == overwritten
 
     # time travel through the query's options, as DuckDB reads the same snapshot
     assert rows(spark, f"SELECT * FROM {sql_name} WITH ('snapshot' = '{first}')") == duck_rows(
-        catalog, f"SELECT * FROM lake.main.events AT (VERSION => {first})"
+        duck, catalog, f"SELECT * FROM lake.main.events AT (VERSION => {first})"
     )
     # a DuckDB write after CREATE TABLE shows in the next SELECT (a SQL table reads the latest snapshot)
-    duck_run(catalog, "INSERT INTO lake.main.events VALUES (7, 'seven', 7)")
+    duck_run(duck, catalog, "INSERT INTO lake.main.events VALUES (7, 'seven', 7)")
     assert rows(spark, f"SELECT id FROM {sql_name}") == [(7,), (100,), (200,)]
 
 
-def test_change_feed_table_and_options(spark: SparkSession, sqlite_catalog: Any, sql_name: str) -> None:
+def test_change_feed_table_and_options(spark: SparkSession, sqlite_catalog: Any, duck: Any, sql_name: str) -> None:
     catalog = sqlite_catalog
-    start = duck_run(catalog, "CREATE TABLE lake.main.events (id BIGINT, s VARCHAR)")
-    duck_run(catalog, "INSERT INTO lake.main.events VALUES (1, 'a'), (2, 'b')")
+    start = duck_run(duck, catalog, "CREATE TABLE lake.main.events (id BIGINT, s VARCHAR)")
+    duck_run(duck, catalog, "INSERT INTO lake.main.events VALUES (1, 'a'), (2, 'b')")
     end = duck_run(
-        catalog, "UPDATE lake.main.events SET s = 'B' WHERE id = 2", "DELETE FROM lake.main.events WHERE id = 1"
+        duck, catalog, "UPDATE lake.main.events SET s = 'B' WHERE id = 2", "DELETE FROM lake.main.events WHERE id = 1"
     )
     feed = table_options(catalog, readChangeFeed="true", startingSnapshot=str(start))
     spark.sql(f"CREATE TABLE {sql_name}_changes USING ducklake OPTIONS ({feed})")
     expected = duck_rows(
+        duck,
         catalog,
         f"SELECT snapshot_id, change_type, id, s FROM ducklake_table_changes('lake', 'main', 'events', {start}, {end})",
     )
@@ -117,13 +134,14 @@ def test_change_feed_table_and_options(spark: SparkSession, sqlite_catalog: Any,
     assert rows(
         spark, f"SELECT _snapshot_id, _change_type, id FROM {sql_name}_changes WITH ('endingSnapshot' = '{start + 1}')"
     ) == duck_rows(
+        duck,
         catalog,
         f"SELECT snapshot_id, change_type, id FROM ducklake_table_changes('lake', 'main', 'events', {start}, {start + 1})",
     )
 
     with pytest.raises(Exception, match="cannot be written"):
         spark.sql(f"INSERT INTO {sql_name}_changes SELECT * FROM {sql_name}_changes")
-    assert duck_rows(catalog, "SELECT max(snapshot_id) FROM ducklake_snapshots('lake')") == [(end,)]
+    assert duck_rows(duck, catalog, "SELECT max(snapshot_id) FROM ducklake_snapshots('lake')") == [(end,)]
 
     # a table over the rows themselves cannot grow the feed's columns
     spark.sql(f"CREATE TABLE {sql_name} USING ducklake OPTIONS ({table_options(catalog)})")
@@ -133,28 +151,31 @@ def test_change_feed_table_and_options(spark: SparkSession, sqlite_catalog: Any,
         ).collect()
 
 
-def test_temporary_view_keeps_its_options(spark: SparkSession, sqlite_catalog: Any, sql_name: str) -> None:
+def test_temporary_view_keeps_its_options(spark: SparkSession, sqlite_catalog: Any, duck: Any, sql_name: str) -> None:
     """A temporary view keeps its OPTIONS (Spark holds the data source it loaded), so INSERT works through it; like
     a DataFrame it reads the snapshot it was created at."""
     catalog = sqlite_catalog
     created = duck_run(
-        catalog, "CREATE TABLE lake.main.events (id BIGINT, s VARCHAR)", "INSERT INTO lake.main.events VALUES (1, 'a')"
+        duck,
+        catalog,
+        "CREATE TABLE lake.main.events (id BIGINT, s VARCHAR)",
+        "INSERT INTO lake.main.events VALUES (1, 'a')",
     )
     spark.sql(f"CREATE TEMPORARY VIEW {sql_name} USING ducklake OPTIONS ({table_options(catalog)})")
     spark.sql(f"INSERT INTO {sql_name} VALUES (2, 'b')")
-    assert duck_rows(catalog, "SELECT * FROM lake.main.events") == [(1, "a"), (2, "b")]
+    assert duck_rows(duck, catalog, "SELECT * FROM lake.main.events") == [(1, "a"), (2, "b")]
     assert rows(spark, f"SELECT * FROM {sql_name}") == duck_rows(
-        catalog, f"SELECT * FROM lake.main.events AT (VERSION => {created})"
+        duck, catalog, f"SELECT * FROM lake.main.events AT (VERSION => {created})"
     )
     spark.sql(f"INSERT OVERWRITE {sql_name} VALUES (3, 'c')")
-    assert duck_rows(catalog, "SELECT * FROM lake.main.events") == [(3, "c")]
+    assert duck_rows(duck, catalog, "SELECT * FROM lake.main.events") == [(3, "c")]
 
 
-def test_what_spark_refuses(spark: SparkSession, sqlite_catalog: Any, sql_name: str) -> None:
+def test_what_spark_refuses(spark: SparkSession, sqlite_catalog: Any, duck: Any, sql_name: str) -> None:
     """PySpark 4.3 gives the data source no OPTIONS for CTAS or a table with a column list: both fail naming the
     route, and nothing reaches the lake. If a later PySpark passes them, these fail and CTAS can be supported."""
     catalog = sqlite_catalog
-    duck_run(catalog, "CREATE TABLE lake.main.events (id BIGINT)", "INSERT INTO lake.main.events VALUES (1)")
+    duck_run(duck, catalog, "CREATE TABLE lake.main.events (id BIGINT)", "INSERT INTO lake.main.events VALUES (1)")
     before = pdl.connect(catalog.url).current_snapshot_id()
 
     with pytest.raises(Exception, match=r"CREATE TABLE \.\.\. AS SELECT") as ctas:
@@ -180,8 +201,8 @@ def test_what_spark_refuses(spark: SparkSession, sqlite_catalog: Any, sql_name: 
     assert lake.tables() == ["main.events"]
 
 
-def test_bad_options_are_rejected_at_create(spark: SparkSession, sqlite_catalog: Any, sql_name: str) -> None:
-    duck_run(sqlite_catalog, "CREATE TABLE lake.main.events (id BIGINT)")
+def test_bad_options_are_rejected_at_create(spark: SparkSession, sqlite_catalog: Any, duck: Any, sql_name: str) -> None:
+    duck_run(duck, sqlite_catalog, "CREATE TABLE lake.main.events (id BIGINT)")
     with pytest.raises(Exception, match="did you mean 'snapshot'"):
         spark.sql(f"CREATE TABLE {sql_name} USING ducklake OPTIONS ({table_options(sqlite_catalog)}, snapshto '1')")
     with pytest.raises(Exception, match=r"NoSuchTable|does not exist"):
@@ -189,17 +210,23 @@ def test_bad_options_are_rejected_at_create(spark: SparkSession, sqlite_catalog:
     assert not spark.catalog.tableExists(sql_name)
 
 
-def test_columns_added_later(spark: SparkSession, sqlite_catalog: Any, sql_name: str) -> None:
+def test_columns_added_later(spark: SparkSession, sqlite_catalog: Any, duck: Any, sql_name: str) -> None:
     """A SQL table keeps the columns of CREATE TABLE time: after DuckDB adds one, SELECT reads the old columns and
     INSERT writes them (the new one NULL), exactly as DuckDB then reads."""
     catalog = sqlite_catalog
     duck_run(
-        catalog, "CREATE TABLE lake.main.events (id BIGINT, s VARCHAR)", "INSERT INTO lake.main.events VALUES (1, 'a')"
+        duck,
+        catalog,
+        "CREATE TABLE lake.main.events (id BIGINT, s VARCHAR)",
+        "INSERT INTO lake.main.events VALUES (1, 'a')",
     )
     spark.sql(f"CREATE TABLE {sql_name} USING ducklake OPTIONS ({table_options(catalog)})")
     duck_run(
-        catalog, "ALTER TABLE lake.main.events ADD COLUMN k INTEGER", "INSERT INTO lake.main.events VALUES (2, 'b', 7)"
+        duck,
+        catalog,
+        "ALTER TABLE lake.main.events ADD COLUMN k INTEGER",
+        "INSERT INTO lake.main.events VALUES (2, 'b', 7)",
     )
-    assert rows(spark, f"SELECT * FROM {sql_name}") == duck_rows(catalog, "SELECT id, s FROM lake.main.events")
+    assert rows(spark, f"SELECT * FROM {sql_name}") == duck_rows(duck, catalog, "SELECT id, s FROM lake.main.events")
     spark.sql(f"INSERT INTO {sql_name} VALUES (3, 'c')")
-    assert duck_rows(catalog, "SELECT * FROM lake.main.events") == [(1, "a", None), (2, "b", 7), (3, "c", None)]
+    assert duck_rows(duck, catalog, "SELECT * FROM lake.main.events") == [(1, "a", None), (2, "b", 7), (3, "c", None)]

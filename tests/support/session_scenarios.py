@@ -142,10 +142,10 @@ def _run(query: Any) -> None:
     assert not query.isActive
 
 
-def sink_streams(spark: Any, catalog: Any, tmp_path: Path) -> None:
+def sink_streams(spark: Any, catalog: Any, tmp_path: Path, *, write_stream: bool = True) -> None:
     """``foreachBatch(ducklake_sink(..., app_id=...))``: one snapshot per micro-batch, DuckDB reads exactly the
     stream's rows; a second run under the same ``app_id`` from a new checkpoint (batch ids again from 0) adds
-    nothing. ``writeStream.format("ducklake")``: exactly the stream's rows."""
+    nothing. ``writeStream.format("ducklake")`` (unless ``write_stream`` is false): exactly the stream's rows."""
     rows = write_json_batches(tmp_path / "in", batches=2, rows=40)  # two micro-batches show one snapshot per batch
     app_id = f"connect-{uuid.uuid4().hex}"
     sink = pdl.ducklake_sink("main.sunk", catalog=catalog.url, data_path=catalog.data_path, app_id=app_id)
@@ -167,6 +167,8 @@ def sink_streams(spark: Any, catalog: Any, tmp_path: Path) -> None:
     run("ck-sink-again")
     assert pdl.connect(catalog.url, catalog.data_path).current_snapshot_id() == after_first  # replayed: skipped
     assert duck_rows(catalog, "SELECT id, s, x FROM lake.main.sunk") == rows
+    if not write_stream:
+        return
 
     pdl.register(spark)
     _run(
