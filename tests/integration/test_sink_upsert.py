@@ -5,6 +5,13 @@ The same change stream is applied by the sink to one lake (micro-batches with ``
 lake, one transaction per batch: the tables and the change feeds must be equal, every replaced key must appear as an
 ``update_preimage``/``update_postimage`` pair with one ``rowid``, and DuckDB must read our lake's feed exactly as we
 do. Small batches go through the driver (inlined), large ones are written by the executors.
+
+Backends: PostgreSQL where the catalog's SQL or the commit protocol is the subject, once per such case, not a full
+grid. The inlined path is catalog SQL (inlined rows updated and deleted in the catalog), so its stream-equality case
+runs on PostgreSQL and the executors' case on SQLite; PostgreSQL's file registration of the executors' path runs in
+test_crash_between_files_and_commit_then_replay, test_partitioned_table_and_merge_schema[postgres-large] and
+test_concurrent_writer_between_plan_and_commit[postgres-large-run-again]. Flushes of inlined rows on both backends
+are tests/conformance/test_concurrent_commits.py's subject.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from pyspark_ducklake.streaming.sink import ducklake_sink
 from tests.support import upsert_app
 from tests.support.bad_inputs import expect_bad_input
 from tests.support.duck import connect_duckdb, open_duckdb
+from tests.support.jvm import existing_archive_options
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -141,14 +149,26 @@ def check_update_pairs(feed: list[tuple[Any, ...]]) -> int:
     return len(pre)
 
 
+def location(request: pytest.FixtureRequest, backend: str) -> Any:
+    return request.getfixturevalue("pg_catalog" if backend == "postgres" else "sqlite_catalog")
+
+
 @pytest.mark.parametrize(
-    ("limit", "partitions", "mode"),
-    [(1000, 1, "inlined"), (0, 3, "parquet")],
-    ids=["small-inlined", "large-executors"],
+    ("backend", "limit", "partitions", "mode"),
+    [("postgres", 1000, 1, "inlined"), ("sqlite", 0, 3, "parquet")],
+    ids=["postgres-small-inlined", "sqlite-large-executors"],
 )
 def test_upsert_stream_equals_duckdb(
-    spark: SparkSession, catalog: Any, tmp_path: Path, limit: int, partitions: int, mode: str
+    spark: SparkSession,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    backend: str,
+    limit: int,
+    partitions: int,
+    mode: str,
 ) -> None:
+    # one case per path, not per path and backend (module docstring): the inlined path's SQL on PostgreSQL
+    catalog = location(request, backend)
     lake = lake_with_rows(catalog, limit)
     duck = twin(tmp_path, limit)
     sink = sink_for(catalog, data_inlining_row_limit=limit)
@@ -218,7 +238,10 @@ def test_replayed_batch_is_a_no_op(spark: SparkSession, sqlite_catalog: Any, lim
     assert lake.current_snapshot_id() == state[0] + 1
 
 
-def test_large_then_small_batches_and_flush(spark: SparkSession, catalog: Any) -> None:
+def test_large_then_small_batches_and_flush(spark: SparkSession, sqlite_catalog: Any) -> None:
+    # one backend: the Spark paths and the sink's choice between them are the subject here; the flush's catalog SQL
+    # on both backends is tests/conformance/test_concurrent_commits.py's (module docstring)
+    catalog = sqlite_catalog
     # a batch over the inlining limit goes to the executors, small ones inline and are flushed on the threshold;
     # a table the sink creates leaves out the columns only delete_when and order_by use
     sink = ducklake_sink(
@@ -348,6 +371,7 @@ def test_crash_between_files_and_commit_then_replay(spark: SparkSession, pg_cata
     catalog = pg_catalog
     env = {k: v for k, v in os.environ.items() if k != ENV}
     env[ENV] = f"{AFTER_FILES_WRITTEN}:1"
+    env["STREAM_APP_JAVA_OPTIONS"] = existing_archive_options()  # the class archive if made: a faster start-up
     args = [sys.executable, "-m", "tests.support.upsert_app", catalog.url, catalog.data_path, "0", "1"]
     proc = subprocess.run(args, cwd=ROOT, env=env, start_new_session=True, capture_output=True, text=True, timeout=300)
     assert proc.returncode == -9, proc.stderr[-3000:]
@@ -387,10 +411,19 @@ def test_crash_between_files_and_commit_then_replay(spark: SparkSession, pg_cata
     assert lake.scan("main.t").num_rows == 2850
 
 
-@pytest.mark.parametrize("limit", [1000, 0], ids=["small-replanned", "large-run-again"])
-def test_concurrent_writer_between_plan_and_commit(spark: SparkSession, catalog: Any, limit: int) -> None:
+@pytest.mark.parametrize(
+    ("backend", "limit"),
+    [("sqlite", 1000), ("postgres", 1000), ("postgres", 0)],
+    ids=["sqlite-small-replanned", "postgres-small-replanned", "postgres-large-run-again"],
+)
+def test_concurrent_writer_between_plan_and_commit(
+    spark: SparkSession, request: pytest.FixtureRequest, backend: str, limit: int
+) -> None:
     # another writer upserts overlapping keys after the batch was planned: the small batch is planned again, the
-    # large one (its files carry the planned row ids) runs again; no update is lost and no key is doubled
+    # large one (its files carry the planned row ids) runs again; no update is lost and no key is doubled.
+    # The conflict is the commit protocol's: both backends; the large batch's run-again is the sink's own logic,
+    # on PostgreSQL only (its row locks are the stricter case).
+    catalog = location(request, backend)
     lake = lake_with_rows(catalog, limit)
     other = pdl.connect(catalog.url)
     sink = sink_for(catalog, data_inlining_row_limit=limit)
@@ -495,10 +528,16 @@ def test_streaming_query_with_restart(spark: SparkSession, sqlite_catalog: Any, 
         con.close()
 
 
-@pytest.mark.parametrize("limit", [1000, 0], ids=["small", "large"])
-def test_partitioned_table_and_merge_schema(spark: SparkSession, catalog: Any, limit: int) -> None:
+@pytest.mark.parametrize(
+    ("backend", "limit"), [("sqlite", 1000), ("postgres", 0)], ids=["sqlite-small", "postgres-large"]
+)
+def test_partitioned_table_and_merge_schema(
+    spark: SparkSession, request: pytest.FixtureRequest, backend: str, limit: int
+) -> None:
     # a partitioned table: the executors' and the driver's files follow its keys, replaced rows keep their row ids;
-    # merge_schema adds the batch's new column in the batch's own snapshot
+    # merge_schema adds the batch's new column in the batch's own snapshot. Each path once, each backend once: the
+    # ALTER in the batch's snapshot is catalog SQL (both backends), the partitioned files are the path's own.
+    catalog = location(request, backend)
     lake = pdl.connect(catalog.url, catalog.data_path, data_inlining_row_limit=0)
     lake.create_table(
         "main.p", pa.schema([("id", pa.int64()), ("g", pa.string()), ("v", pa.string())]), partition_by=["g"]
