@@ -456,7 +456,10 @@ def test_concurrent_writer_between_plan_and_commit(
 
 def test_streaming_query_with_restart(spark: SparkSession, sqlite_catalog: Any, tmp_path: Path) -> None:
     # a real streaming query (file source, one file per micro-batch) whose newest commit Spark forgets: on restart
-    # it re-runs that batch, which the sink skips; the query id is the app id across the restart
+    # it re-runs that batch, which the sink skips; the query id is the app id across the restart. The same query
+    # feeds a plain (append) sink too, which must skip the re-run batch likewise: one query for both modes (this
+    # was test_streaming_sink.py's test_streaming_query_restarts_from_checkpoint, a query of its own).
+    # One backend: the catalog is not under test here (module docstring).
     source, checkpoint = tmp_path / "in", tmp_path / "checkpoint"
     source.mkdir()
     files: list[list[Row]] = [
@@ -472,12 +475,16 @@ def test_streaming_query_with_restart(spark: SparkSession, sqlite_catalog: Any, 
         path.write_text("\n".join(json.dumps(dict(zip(keys, r, strict=True))) for r in files[i]))
         os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
 
-    def run_once(sink: Any) -> None:
+    def run_once(sink: Any, plain: Any) -> None:
+        def both(df: Any, batch_id: int) -> None:
+            plain(df, batch_id)
+            sink(df, batch_id)
+
         query = (
             spark.readStream.schema(BATCH_DDL)
             .option("maxFilesPerTrigger", 1)
             .json(str(source))
-            .writeStream.foreachBatch(sink)
+            .writeStream.foreachBatch(both)
             .option("checkpointLocation", str(checkpoint))
             .trigger(availableNow=True)
             .start()
@@ -496,18 +503,25 @@ def test_streaming_query_with_restart(spark: SparkSession, sqlite_catalog: Any, 
             data_inlining_row_limit=100,
         )
 
+    def make_plain() -> Any:
+        return ducklake_sink(
+            "main.events", catalog=sqlite_catalog.url, data_path=sqlite_catalog.data_path, data_inlining_row_limit=100
+        )
+
     for i in range(3):
         drop_file(i)
-    first = make()
-    run_once(first)
+    first, first_plain = make(), make_plain()
+    run_once(first, first_plain)
     assert [m.mode for m in first.metrics] == ["parquet", "inlined", "parquet"]
+    assert [m.mode for m in first_plain.metrics] == ["parquet", "inlined", "parquet"]
     drop_file(3)
     newest = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
     os.remove(checkpoint / "commits" / str(newest))
     os.remove(checkpoint / "commits" / f".{newest}.crc")
-    second = make()
-    run_once(second)
+    second, second_plain = make(), make_plain()
+    run_once(second, second_plain)
     assert [m.mode for m in second.metrics] == ["skipped", "inlined"]
+    assert [m.mode for m in second_plain.metrics] == ["skipped", "inlined"]
     expected: dict[int, str | None] = {}
     for rows in files:
         for k, v, d in winners(rows):
@@ -519,8 +533,13 @@ def test_streaming_query_with_restart(spark: SparkSession, sqlite_catalog: Any, 
     t = lake.scan("main.s")
     assert t.column_names == ["id", "v"]
     assert dict(zip(t.column("id").to_pylist(), t.column("v").to_pylist(), strict=True)) == expected
+    appended = lake.scan("main.events", columns=["id", "v"])
+    every_row = sorted((r[0], r[1]) for rows in files for r in rows)  # each file's rows once: the re-run skipped
+    assert sorted(zip(*(appended.column(c).to_pylist() for c in ("id", "v")), strict=True), key=_key) == sorted(
+        every_row, key=_key
+    )
     apps = {json.loads(s.commit_extra_info)["app_id"] for s in lake.snapshots() if s.commit_extra_info}
-    assert len(apps) == 1
+    assert len(apps) == 1  # both sinks, both runs: the query id
     con = open_duckdb(sqlite_catalog)
     try:
         assert con.execute("SELECT count(*), count(DISTINCT id) FROM lake.main.s").fetchone() == (len(expected),) * 2
