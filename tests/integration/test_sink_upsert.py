@@ -534,7 +534,7 @@ def test_streaming_query_with_restart(spark: SparkSession, sqlite_catalog: Any, 
     assert t.column_names == ["id", "v"]
     assert dict(zip(t.column("id").to_pylist(), t.column("v").to_pylist(), strict=True)) == expected
     appended = lake.scan("main.events", columns=["id", "v"])
-    every_row = sorted((r[0], r[1]) for rows in files for r in rows)  # each file's rows once: the re-run skipped
+    every_row = [(r[0], r[1]) for rows in files for r in rows]  # each file's rows once: the re-run skipped
     assert sorted(zip(*(appended.column(c).to_pylist() for c in ("id", "v")), strict=True), key=_key) == sorted(
         every_row, key=_key
     )
