@@ -33,12 +33,15 @@ def source(spark: SparkSession, catalog: Any, **options: str) -> Any:
 
 
 def test_batch_change_feed_matches_duckdb(spark: SparkSession, sqlite_catalog: Any) -> None:
+    """Batch reads of ranges agree with DuckDB's table_changes; then (same history: one set-up, one DuckDB load
+    fewer) a batch read takes the columns of its end snapshot, even when one was dropped or retyped since."""
     catalog = sqlite_catalog  # one backend: the catalog is not under test here (module docstring)
     pdl.register(spark)
     lake = history(catalog)
     last = lake.current_snapshot_id()
-    for start, end in [(2, last), (3, 5), (5, 5), (6, last)]:
-        df = (
+
+    def read(start: int, end: int) -> Any:
+        return (
             spark.read.format("ducklake")
             .option("catalog", catalog.url)
             .option("readChangeFeed", "true")
@@ -46,33 +49,36 @@ def test_batch_change_feed_matches_duckdb(spark: SparkSession, sqlite_catalog: A
             .option("endingSnapshot", end)
             .load("main.a")
         )
-        assert rows(df) == duck_feed(catalog, start, end), (start, end)
+
+    con = open_duckdb(catalog)
+    try:
+        for start, end in [(2, last), (3, 5), (5, 5), (6, last)]:
+            df = read(start, end)
+            theirs = con.execute(
+                "SELECT snapshot_id, rowid, change_type, id, s FROM "
+                f"ducklake_table_changes('lake', 'main', 'a', {start}, {end})"
+            ).fetchall()
+            assert rows(df) == sorted(theirs), (start, end)
+    finally:
+        con.close()
     assert df.schema["_commit_timestamp"].dataType.simpleString() == "timestamp"
     # Declared not null (Spark then skips a null check per value, so a null would read as "" or 0): the values
     # compared with DuckDB's above are the proof that none is null.
     assert [f.nullable for f in df.schema.fields[-4:]] == [False, False, False, True]
 
-
-def test_batch_feed_of_a_range_before_a_column_drop(spark: SparkSession, sqlite_catalog: Any) -> None:
-    """A batch read takes the columns of its end snapshot, even when one was dropped or retyped since."""
-    pdl.register(spark)
-    lake = history(sqlite_catalog)
-    before = lake.current_snapshot_id()
     lake.drop_column("main.a", "s")
     lake.add_column("main.a", "s", pa.int32())  # a new column with the old name: not the one read
-    df = (
-        spark.read.format("ducklake")
-        .option("catalog", sqlite_catalog.url)
-        .option("readChangeFeed", "true")
-        .option("startingSnapshot", 2)
-        .option("endingSnapshot", before)
-        .load("main.a")
-    )
+    df = read(2, last)
     assert df.schema["s"].dataType.simpleString() == "string"
-    assert rows(df) == duck_feed(sqlite_catalog, 2, before)
+    assert rows(df) == duck_feed(catalog, 2, last)
 
 
-def test_stream_restarts_without_gaps_or_duplicates(spark: SparkSession, sqlite_catalog: Any, tmp_path: Path) -> None:
+def test_stream_restarts_without_gaps_or_duplicates_and_expired_history_is_data_loss(
+    spark: SparkSession, sqlite_catalog: Any, tmp_path: Path
+) -> None:
+    """A restarted stream resumes from its checkpoint without gaps or duplicates; then, on the same checkpoint (one
+    history, one stream: the restart and the data-loss check were two tests with the same set-up), snapshots it
+    still needs are expired: that is data loss, or skipped with a warning under failOnDataLoss=false."""
     catalog = sqlite_catalog  # one backend: the catalog is not under test here (module docstring)
     pdl.register(spark)
     lake = history(catalog)
@@ -83,26 +89,44 @@ def test_stream_restarts_without_gaps_or_duplicates(spark: SparkSession, sqlite_
         batches.append(batch_id)
         seen.extend(tuple(r) for r in df.select(*FEED_COLUMNS).collect())
 
-    def run() -> None:
+    def run(**options: str) -> Any:
         q = (
-            source(spark, catalog, startingSnapshot="2", maxSnapshotsPerTrigger="2")
+            source(spark, catalog, startingSnapshot="2", maxSnapshotsPerTrigger="2", **options)
             .writeStream.foreachBatch(collect)
             .option("checkpointLocation", str(tmp_path / "ck"))
             .trigger(availableNow=True)
             .start()
         )
-        q.awaitTermination(120)
-        assert q.exception() is None
+        try:
+            q.awaitTermination(120)
+        except Exception:
+            pass  # the failed run's error is read from q.exception()
+        return q
 
-    run()
+    assert run().exception() is None
     first_run = len(batches)
     assert first_run >= 3  # two snapshots per micro-batch
     lake.append("main.a", pa.table({"id": [500, 501], "s": ["x", "y"]}))
     lake.delete("main.a", [("id", "=", 3)])
-    run()  # resumes from the checkpoint
+    assert run().exception() is None  # resumes from the checkpoint
     assert len(batches) > first_run
     assert sorted(seen) == duck_feed(catalog, 2, lake.current_snapshot_id())
     assert len(seen) == len(set(seen))
+
+    done = lake.current_snapshot_id()
+    for i in range(3):
+        lake.append("main.a", pa.table({"id": [1000 + i], "s": ["late"]}))
+    con = open_duckdb(catalog)
+    try:
+        con.execute(f"CALL ducklake_expire_snapshots('lake', versions => [{done + 1}, {done + 2}])")
+    finally:
+        con.close()
+    failed = run()
+    assert failed.exception() is not None
+    assert f"needs snapshots {done + 1}..{done + 2}" in str(failed.exception())
+    assert run(failOnDataLoss="false").exception() is None
+    ids = [r[3] for r in seen]
+    assert 1002 in ids and 1000 not in ids and 1001 not in ids  # skipped with a warning, then continued
 
 
 def test_change_feed_into_another_table(spark: SparkSession, sqlite_catalog: Any, tmp_path: Path) -> None:
@@ -171,39 +195,3 @@ def test_bad_options(spark: SparkSession, sqlite_catalog: Any) -> None:
         spark.readStream.format("ducklake").option("catalog", catalog.url).load("main.a").writeStream.format(
             "console"
         ).start().awaitTermination(30)
-
-
-def test_expired_history_is_data_loss(spark: SparkSession, sqlite_catalog: Any, tmp_path: Path) -> None:
-    catalog = sqlite_catalog
-    pdl.register(spark)
-    lake = history(catalog)
-    seen: list[Any] = []
-
-    def run(**options: str) -> Any:
-        q = (
-            source(spark, catalog, startingSnapshot="2", **options)
-            .writeStream.foreachBatch(lambda df, _: seen.extend(r["id"] for r in df.collect()))
-            .option("checkpointLocation", str(tmp_path / "ck"))
-            .trigger(availableNow=True)
-            .start()
-        )
-        try:
-            q.awaitTermination(120)
-        except Exception:
-            pass
-        return q
-
-    assert run().exception() is None
-    done = lake.current_snapshot_id()
-    for i in range(3):
-        lake.append("main.a", pa.table({"id": [1000 + i], "s": ["late"]}))
-    con = open_duckdb(catalog)
-    try:
-        con.execute(f"CALL ducklake_expire_snapshots('lake', versions => [{done + 1}, {done + 2}])")
-    finally:
-        con.close()
-    failed = run()
-    assert failed.exception() is not None
-    assert f"needs snapshots {done + 1}..{done + 2}" in str(failed.exception())
-    assert run(failOnDataLoss="false").exception() is None
-    assert 1002 in seen and 1000 not in seen and 1001 not in seen  # skipped with a warning, then continued

@@ -5,6 +5,13 @@ The same change stream is applied by the sink to one lake (micro-batches with ``
 lake, one transaction per batch: the tables and the change feeds must be equal, every replaced key must appear as an
 ``update_preimage``/``update_postimage`` pair with one ``rowid``, and DuckDB must read our lake's feed exactly as we
 do. Small batches go through the driver (inlined), large ones are written by the executors.
+
+Backends: PostgreSQL where the catalog's SQL or the commit protocol is the subject, once per such case, not a full
+grid. The inlined path is catalog SQL (inlined rows updated and deleted in the catalog), so its stream-equality case
+runs on PostgreSQL and the executors' case on SQLite; PostgreSQL's file registration of the executors' path runs in
+test_crash_between_files_and_commit_then_replay, test_partitioned_table_and_merge_schema[postgres-large] and
+test_concurrent_writer_between_plan_and_commit[postgres-large-run-again]. Flushes of inlined rows on both backends
+are tests/conformance/test_concurrent_commits.py's subject.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from pyspark_ducklake.streaming.sink import ducklake_sink
 from tests.support import upsert_app
 from tests.support.bad_inputs import expect_bad_input
 from tests.support.duck import connect_duckdb, open_duckdb
+from tests.support.jvm import existing_archive_options
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -141,14 +149,26 @@ def check_update_pairs(feed: list[tuple[Any, ...]]) -> int:
     return len(pre)
 
 
+def location(request: pytest.FixtureRequest, backend: str) -> Any:
+    return request.getfixturevalue("pg_catalog" if backend == "postgres" else "sqlite_catalog")
+
+
 @pytest.mark.parametrize(
-    ("limit", "partitions", "mode"),
-    [(1000, 1, "inlined"), (0, 3, "parquet")],
-    ids=["small-inlined", "large-executors"],
+    ("backend", "limit", "partitions", "mode"),
+    [("postgres", 1000, 1, "inlined"), ("sqlite", 0, 3, "parquet")],
+    ids=["postgres-small-inlined", "sqlite-large-executors"],
 )
 def test_upsert_stream_equals_duckdb(
-    spark: SparkSession, catalog: Any, tmp_path: Path, limit: int, partitions: int, mode: str
+    spark: SparkSession,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    backend: str,
+    limit: int,
+    partitions: int,
+    mode: str,
 ) -> None:
+    # one case per path, not per path and backend (module docstring): the inlined path's SQL on PostgreSQL
+    catalog = location(request, backend)
     lake = lake_with_rows(catalog, limit)
     duck = twin(tmp_path, limit)
     sink = sink_for(catalog, data_inlining_row_limit=limit)
@@ -218,7 +238,10 @@ def test_replayed_batch_is_a_no_op(spark: SparkSession, sqlite_catalog: Any, lim
     assert lake.current_snapshot_id() == state[0] + 1
 
 
-def test_large_then_small_batches_and_flush(spark: SparkSession, catalog: Any) -> None:
+def test_large_then_small_batches_and_flush(spark: SparkSession, sqlite_catalog: Any) -> None:
+    # one backend: the Spark paths and the sink's choice between them are the subject here; the flush's catalog SQL
+    # on both backends is tests/conformance/test_concurrent_commits.py's (module docstring)
+    catalog = sqlite_catalog
     # a batch over the inlining limit goes to the executors, small ones inline and are flushed on the threshold;
     # a table the sink creates leaves out the columns only delete_when and order_by use
     sink = ducklake_sink(
@@ -348,6 +371,7 @@ def test_crash_between_files_and_commit_then_replay(spark: SparkSession, pg_cata
     catalog = pg_catalog
     env = {k: v for k, v in os.environ.items() if k != ENV}
     env[ENV] = f"{AFTER_FILES_WRITTEN}:1"
+    env["STREAM_APP_JAVA_OPTIONS"] = existing_archive_options()  # the class archive if made: a faster start-up
     args = [sys.executable, "-m", "tests.support.upsert_app", catalog.url, catalog.data_path, "0", "1"]
     proc = subprocess.run(args, cwd=ROOT, env=env, start_new_session=True, capture_output=True, text=True, timeout=300)
     assert proc.returncode == -9, proc.stderr[-3000:]
@@ -387,10 +411,19 @@ def test_crash_between_files_and_commit_then_replay(spark: SparkSession, pg_cata
     assert lake.scan("main.t").num_rows == 2850
 
 
-@pytest.mark.parametrize("limit", [1000, 0], ids=["small-replanned", "large-run-again"])
-def test_concurrent_writer_between_plan_and_commit(spark: SparkSession, catalog: Any, limit: int) -> None:
+@pytest.mark.parametrize(
+    ("backend", "limit"),
+    [("sqlite", 1000), ("postgres", 1000), ("postgres", 0)],
+    ids=["sqlite-small-replanned", "postgres-small-replanned", "postgres-large-run-again"],
+)
+def test_concurrent_writer_between_plan_and_commit(
+    spark: SparkSession, request: pytest.FixtureRequest, backend: str, limit: int
+) -> None:
     # another writer upserts overlapping keys after the batch was planned: the small batch is planned again, the
-    # large one (its files carry the planned row ids) runs again; no update is lost and no key is doubled
+    # large one (its files carry the planned row ids) runs again; no update is lost and no key is doubled.
+    # The conflict is the commit protocol's: both backends; the large batch's run-again is the sink's own logic,
+    # on PostgreSQL only (its row locks are the stricter case).
+    catalog = location(request, backend)
     lake = lake_with_rows(catalog, limit)
     other = pdl.connect(catalog.url)
     sink = sink_for(catalog, data_inlining_row_limit=limit)
@@ -423,7 +456,10 @@ def test_concurrent_writer_between_plan_and_commit(spark: SparkSession, catalog:
 
 def test_streaming_query_with_restart(spark: SparkSession, sqlite_catalog: Any, tmp_path: Path) -> None:
     # a real streaming query (file source, one file per micro-batch) whose newest commit Spark forgets: on restart
-    # it re-runs that batch, which the sink skips; the query id is the app id across the restart
+    # it re-runs that batch, which the sink skips; the query id is the app id across the restart. The same query
+    # feeds a plain (append) sink too, which must skip the re-run batch likewise: one query for both modes (this
+    # was test_streaming_sink.py's test_streaming_query_restarts_from_checkpoint, a query of its own).
+    # One backend: the catalog is not under test here (module docstring).
     source, checkpoint = tmp_path / "in", tmp_path / "checkpoint"
     source.mkdir()
     files: list[list[Row]] = [
@@ -439,12 +475,16 @@ def test_streaming_query_with_restart(spark: SparkSession, sqlite_catalog: Any, 
         path.write_text("\n".join(json.dumps(dict(zip(keys, r, strict=True))) for r in files[i]))
         os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
 
-    def run_once(sink: Any) -> None:
+    def run_once(sink: Any, plain: Any) -> None:
+        def both(df: Any, batch_id: int) -> None:
+            plain(df, batch_id)
+            sink(df, batch_id)
+
         query = (
             spark.readStream.schema(BATCH_DDL)
             .option("maxFilesPerTrigger", 1)
             .json(str(source))
-            .writeStream.foreachBatch(sink)
+            .writeStream.foreachBatch(both)
             .option("checkpointLocation", str(checkpoint))
             .trigger(availableNow=True)
             .start()
@@ -463,18 +503,25 @@ def test_streaming_query_with_restart(spark: SparkSession, sqlite_catalog: Any, 
             data_inlining_row_limit=100,
         )
 
+    def make_plain() -> Any:
+        return ducklake_sink(
+            "main.events", catalog=sqlite_catalog.url, data_path=sqlite_catalog.data_path, data_inlining_row_limit=100
+        )
+
     for i in range(3):
         drop_file(i)
-    first = make()
-    run_once(first)
+    first, first_plain = make(), make_plain()
+    run_once(first, first_plain)
     assert [m.mode for m in first.metrics] == ["parquet", "inlined", "parquet"]
+    assert [m.mode for m in first_plain.metrics] == ["parquet", "inlined", "parquet"]
     drop_file(3)
     newest = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
     os.remove(checkpoint / "commits" / str(newest))
     os.remove(checkpoint / "commits" / f".{newest}.crc")
-    second = make()
-    run_once(second)
+    second, second_plain = make(), make_plain()
+    run_once(second, second_plain)
     assert [m.mode for m in second.metrics] == ["skipped", "inlined"]
+    assert [m.mode for m in second_plain.metrics] == ["skipped", "inlined"]
     expected: dict[int, str | None] = {}
     for rows in files:
         for k, v, d in winners(rows):
@@ -486,8 +533,13 @@ def test_streaming_query_with_restart(spark: SparkSession, sqlite_catalog: Any, 
     t = lake.scan("main.s")
     assert t.column_names == ["id", "v"]
     assert dict(zip(t.column("id").to_pylist(), t.column("v").to_pylist(), strict=True)) == expected
+    appended = lake.scan("main.events", columns=["id", "v"])
+    every_row = [(r[0], r[1]) for rows in files for r in rows]  # each file's rows once: the re-run skipped
+    assert sorted(zip(*(appended.column(c).to_pylist() for c in ("id", "v")), strict=True), key=_key) == sorted(
+        every_row, key=_key
+    )
     apps = {json.loads(s.commit_extra_info)["app_id"] for s in lake.snapshots() if s.commit_extra_info}
-    assert len(apps) == 1
+    assert len(apps) == 1  # both sinks, both runs: the query id
     con = open_duckdb(sqlite_catalog)
     try:
         assert con.execute("SELECT count(*), count(DISTINCT id) FROM lake.main.s").fetchone() == (len(expected),) * 2
@@ -495,10 +547,16 @@ def test_streaming_query_with_restart(spark: SparkSession, sqlite_catalog: Any, 
         con.close()
 
 
-@pytest.mark.parametrize("limit", [1000, 0], ids=["small", "large"])
-def test_partitioned_table_and_merge_schema(spark: SparkSession, catalog: Any, limit: int) -> None:
+@pytest.mark.parametrize(
+    ("backend", "limit"), [("sqlite", 1000), ("postgres", 0)], ids=["sqlite-small", "postgres-large"]
+)
+def test_partitioned_table_and_merge_schema(
+    spark: SparkSession, request: pytest.FixtureRequest, backend: str, limit: int
+) -> None:
     # a partitioned table: the executors' and the driver's files follow its keys, replaced rows keep their row ids;
-    # merge_schema adds the batch's new column in the batch's own snapshot
+    # merge_schema adds the batch's new column in the batch's own snapshot. Each path once, each backend once: the
+    # ALTER in the batch's snapshot is catalog SQL (both backends), the partitioned files are the path's own.
+    catalog = location(request, backend)
     lake = pdl.connect(catalog.url, catalog.data_path, data_inlining_row_limit=0)
     lake.create_table(
         "main.p", pa.schema([("id", pa.int64()), ("g", pa.string()), ("v", pa.string())]), partition_by=["g"]

@@ -164,49 +164,9 @@ def test_schema_changes(spark: SparkSession, sqlite_catalog: Any) -> None:
         con.close()
 
 
-def test_streaming_query_restarts_from_checkpoint(spark: SparkSession, sqlite_catalog: Any, tmp_path: Path) -> None:
-    catalog = sqlite_catalog  # one backend: the catalog is not under test here (module docstring)
-    source = tmp_path / "in"
-    source.mkdir()
-    checkpoint = tmp_path / "checkpoint"
-
-    def drop_file(i: int, n: int) -> None:
-        rows = [{"id": i * 1000 + j, "kind": f"k{j % 3}", "amount": j * 1.5} for j in range(n)]
-        path = source / f"part-{i:04d}.json"
-        path.write_text("\n".join(json.dumps(r) for r in rows))
-        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))  # the file source orders by modification time
-
-    def run_once(sink: Any) -> None:
-        query = (
-            spark.readStream.schema(SCHEMA)
-            .option("maxFilesPerTrigger", 1)
-            .json(str(source))
-            .writeStream.foreachBatch(sink)
-            .option("checkpointLocation", str(checkpoint))
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination(120)
-        assert query.exception() is None
-
-    for i in range(3):
-        drop_file(i, 5 if i != 1 else 3000)
-    first = ducklake_sink("main.events", catalog=catalog.url, data_path=catalog.data_path, data_inlining_row_limit=100)
-    run_once(first)
-    assert [m.mode for m in first.metrics] == ["inlined", "parquet", "inlined"]
-    drop_file(3, 7)
-    # Forget the newest commit: Spark re-runs that batch on restart; the sink must skip it.
-    newest = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
-    os.remove(checkpoint / "commits" / str(newest))
-    os.remove(checkpoint / "commits" / f".{newest}.crc")  # Hadoop's checksum file goes with it
-    second = ducklake_sink("main.events", catalog=catalog.url, data_path=catalog.data_path, data_inlining_row_limit=100)
-    run_once(second)
-    assert [m.mode for m in second.metrics] == ["skipped", "inlined"]
-    lake = pdl.connect(catalog.url)
-    ids = lake.scan("main.events").column("id").to_pylist()
-    assert sorted(ids) == sorted([i * 1000 + j for i, n in enumerate([5, 3000, 5, 7]) for j in range(n)])
-    query_ids = {json.loads(s.commit_extra_info)["app_id"] for s in lake.snapshots() if s.commit_extra_info}
-    assert len(query_ids) == 1  # the query id survives the restart
+# A foreachBatch query restarted from its checkpoint (the re-run batch skipped, the query id kept as app id) runs in
+# tests/integration/test_sink_upsert.py's test_streaming_query_with_restart, one query feeding a plain sink and an
+# upsert sink.
 
 
 def test_writestream_format_ducklake(spark: SparkSession, sqlite_catalog: Any, tmp_path: Path) -> None:

@@ -3,10 +3,12 @@
 Usage: python -m tests.support.upsert_app CATALOG DATA_PATH FIRST_BATCH LAST_BATCH
 Runs batches FIRST..LAST of :func:`batch_rows` (batch 1 is large: written by the executors). A crash point in
 PYSPARK_DUCKLAKE_CRASH_AT kills it (and its JVM) mid-way, as a machine failure would.
+STREAM_APP_JAVA_OPTIONS goes to the driver JVM (as in ``tests.support.stream_app``).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 APP_ID = "crash-app"
@@ -41,7 +43,10 @@ def main(argv: list[str]) -> int:
     catalog, data_path, first, last = argv[0], argv[1], int(argv[2]), int(argv[3])
     from tests.support.app_session import local_session
 
-    spark = local_session("ducklake-upsert-crash")
+    java_options = os.environ.get("STREAM_APP_JAVA_OPTIONS")  # e.g. the shared class archive (tests.support.jvm)
+    spark = local_session(
+        "ducklake-upsert-crash", conf={"spark.driver.extraJavaOptions": java_options} if java_options else None
+    )
     write = sink(catalog, data_path)
     for b in range(first, last + 1):
         write(spark.createDataFrame(batch_rows(b), BATCH_DDL).repartition(3), b)  # type: ignore[operator]

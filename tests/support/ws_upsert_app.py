@@ -4,6 +4,7 @@
 Usage: python -m tests.support.ws_upsert_app SOURCE CHECKPOINT CATALOG DATA_PATH
 Processes every file once (Trigger.AvailableNow, one file per micro-batch) and exits. A crash point in
 PYSPARK_DUCKLAKE_CRASH_AT kills it (with its JVM and Python workers) mid-way, as a machine failure would.
+STREAM_APP_JAVA_OPTIONS goes to the driver JVM (as in ``tests.support.stream_app``).
 """
 
 from __future__ import annotations
@@ -40,7 +41,10 @@ def main(argv: list[str]) -> int:
     os.environ[GROUP_ENV] = str(os.getpgid(0))  # the commit's Python worker kills this whole driver
     from tests.support.app_session import local_session
 
-    spark = local_session("ducklake-ws-upsert")
+    java_options = os.environ.get("STREAM_APP_JAVA_OPTIONS")  # e.g. the shared class archive (tests.support.jvm)
+    spark = local_session(
+        "ducklake-ws-upsert", conf={"spark.driver.extraJavaOptions": java_options} if java_options else None
+    )
     query = start(spark, source, checkpoint, catalog, data_path)
     query.awaitTermination()
     spark.stop()
