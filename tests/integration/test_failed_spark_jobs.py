@@ -27,12 +27,21 @@ def files_under(root: str) -> set[str]:
 
 
 def tasks_stopped(spark: SparkSession) -> None:
-    """Wait until no Spark task runs: a task Spark kills after the job failed may still write its file."""
+    """Wait until no Spark task runs: a task Spark kills after the job failed may still write its file. Polled on
+    the executors' running-task counts (the stage is gone before its killed tasks have stopped), instead of a fixed
+    wait after every failed write."""
     tracker = spark.sparkContext.statusTracker()
+    executors = spark.sparkContext._jsc.sc().statusTracker()  # type: ignore[union-attr]
     deadline = time.monotonic() + 120
-    while tracker.getActiveStageIds() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    time.sleep(1)
+
+    def running() -> bool:
+        if tracker.getActiveStageIds():
+            return True
+        return any(info.numRunningTasks() for info in executors.getExecutorInfos())
+
+    while running() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not running(), "Spark tasks still running 120 s after the job failed"
 
 
 @pytest.fixture
