@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from pyspark_ducklake._faults import before_next_commit
 from pyspark_ducklake.catalog.types import TableSchema, columns_from_arrow
 from pyspark_ducklake.exceptions import CommitConflictError, StalePlanError
 from pyspark_ducklake.table.microbatch import MicroBatchCommitter, SinkSettings, write_task
-from tests.support.duck import open_duckdb
+from tests.support.duck import attach_sql, connect_duckdb, open_duckdb
 
 SCHEMA = pa.schema([("id", pa.int64()), ("who", pa.string())])
 
@@ -36,12 +36,28 @@ def ids_here(lake: pdl.Lake, table: str = "main.t", snapshot: int | None = None)
     return sorted(lake.scan(table, columns=["id"], snapshot=snapshot).column("id").to_pylist())
 
 
+_SHARED: list[Any] = []  # the module's DuckDB (see ``shared_duckdb``)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def shared_duckdb() -> Iterator[None]:
+    """One DuckDB for the module's oracle reads and writes: loading its extensions into a new connection costs about
+    ten times attaching a lake, and tests here query DuckDB three times or so each."""
+    con = connect_duckdb()
+    _SHARED.append(con)
+    yield
+    _SHARED.remove(con)
+    con.close()
+
+
 def duck(location: Any, sql: str) -> list[tuple[Any, ...]]:
-    con = open_duckdb(location)
+    """``sql`` in DuckDB with the lake attached afresh as ``lake`` (nothing DuckDB cached survives the detach)."""
+    con = _SHARED[0]
+    con.execute(attach_sql(location))
     try:
         return con.execute(sql).fetchall()
     finally:
-        con.close()
+        con.execute("DETACH lake")
 
 
 def ids_in_duckdb(location: Any, table: str = "main.t") -> list[int]:

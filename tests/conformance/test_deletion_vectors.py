@@ -464,10 +464,17 @@ CORRUPTIONS = {
 }
 
 
-@pytest.mark.parametrize("corruption", CORRUPTIONS, ids=list(CORRUPTIONS))
+@pytest.mark.parametrize(
+    ("catalog", "corruption"),
+    [pytest.param("sqlite", c, id=f"sqlite-{c}") for c in CORRUPTIONS]
+    + [pytest.param("postgres", "crc", id="postgres-crc")],
+    indirect=["catalog"],
+)
 def test_a_corrupt_deletion_vector_is_a_typed_error_naming_the_file_on_every_read(
     catalog: Any, corruption: str
 ) -> None:
+    """Every corruption on SQLite: the subject is decoding the blob, whichever catalog listed it; one on PostgreSQL,
+    for the refused delete's nothing-written check on that catalog's SQL."""
     from pyspark_ducklake.exceptions import DeletionVectorError
 
     lake, blob = one_dv(catalog)
@@ -497,9 +504,16 @@ def test_an_unknown_delete_file_format_is_a_typed_error_and_any_case_of_puffin_r
         lake.table_changes("main.t", 0)
 
 
-@pytest.mark.parametrize("where", ["dotdot", "absolute"])
+@pytest.mark.parametrize(
+    ("catalog", "where"),
+    [("sqlite", "dotdot"), ("postgres", "absolute")],
+    ids=["sqlite-dotdot", "postgres-absolute"],
+    indirect=["catalog"],
+)
 def test_a_delete_file_row_pointing_outside_the_lake_is_never_read(catalog: Any, tmp_path: Path, where: str) -> None:
-    """A valid DV outside the data path that would delete every row: refused, whatever the row's format."""
+    """A valid DV outside the data path that would delete every row: refused, whatever the row's format. Each
+    spelling of the path on one backend (the check is of the path the row holds, not of the catalog's SQL; each
+    backend still serves one)."""
     lake, blob = one_dv(catalog)
     outside = tmp_path / "outside" / "x-delete.puffin"
     outside.parent.mkdir()
