@@ -11,6 +11,7 @@ DuckDB shows, so every snapshot is compared, the ones across a merge included.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from functools import reduce
 from pathlib import Path
 from typing import Any
@@ -285,15 +286,30 @@ def test_our_codec_decodes_duckdb_blobs_and_encodes_the_same_bytes(sqlite_catalo
 # --- we write deletion vectors when the lake or table asks for them -------------------------------------------------
 
 
-def set_option(catalog: Any, value: str, table: str | None = None, schema: str | None = None) -> None:
+_SHARED: list[duckdb.DuckDBPyConnection] = []  # the module's DuckDB for set_option (see ``shared_duckdb``)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def shared_duckdb() -> Iterator[None]:
+    """One DuckDB for ``set_option``: loading the extensions into a new connection costs about ten times attaching a
+    lake, and a test here sets the option up to six times."""
     con = connect_duckdb()
+    _SHARED.append(con)
+    yield
+    _SHARED.remove(con)
+    con.close()
+
+
+def set_option(catalog: Any, value: str, table: str | None = None, schema: str | None = None) -> None:
+    """DuckDB's ``set_option``, the lake attached afresh and detached after."""
+    con = _SHARED[0]
     con.execute(attach_sql(catalog, "lake"))
     try:
         scope = "" if table is None else f", table_name => '{table}'"
         scope += "" if schema is None else f", schema => '{schema}'"
         con.execute(f"CALL lake.set_option('write_deletion_vectors', {value}{scope})")
     finally:
-        con.close()
+        con.execute("DETACH lake")
 
 
 def delete_rows(catalog: Any, table: str) -> list[Any]:
