@@ -8,11 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
+import pytest
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 import pyspark_ducklake as pdl
 from pyspark_ducklake.catalog.geometry import GEOARROW_WKB
 from tests.support.bad_inputs import expect_bad_input
+from tests.support.catalogs import sqlite_location
 from tests.support.duck import open_duckdb
 
 SHAPES = [
@@ -86,8 +89,25 @@ def _duckdb_history(catalog: Any) -> tuple[dict[int, list[tuple[Any, ...]]], lis
     return expected, rows(feed), snaps
 
 
-def test_geometry_duckdb_wrote_reads_as_geoarrow_wkb(catalog: Any) -> None:
-    expected, feed, snaps = _duckdb_history(catalog)
+History = tuple[Any, dict[int, list[tuple[Any, ...]]], list[tuple[Any, ...]], list[int]]
+
+
+@pytest.fixture(scope="module")
+def sqlite_history(tmp_path_factory: pytest.TempPathFactory) -> History:
+    """DuckDB's history in a SQLite catalog, written once for the module: every test reads ``main.g`` and writes
+    tables of other names only."""
+    catalog = sqlite_location(tmp_path_factory.mktemp("geometry"))
+    return (catalog, *_duckdb_history(catalog))
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_geometry_duckdb_wrote_reads_as_geoarrow_wkb(backend: str, request: pytest.FixtureRequest) -> None:
+    """Both backends: the catalog's geometry columns and stats (the SQLite history is the Spark tests' too)."""
+    if backend == "sqlite":
+        catalog, expected, feed, snaps = request.getfixturevalue("sqlite_history")
+    else:
+        catalog = request.getfixturevalue("pg_catalog")
+        expected, feed, snaps = _duckdb_history(catalog)
     lake = pdl.connect(catalog.url)
     try:
         for s, want in expected.items():
@@ -101,8 +121,10 @@ def test_geometry_duckdb_wrote_reads_as_geoarrow_wkb(catalog: Any) -> None:
         lake.close()
 
 
-def test_geometry_reads_in_spark_as_geometry_type_and_writes_back(spark: Any, sqlite_catalog: Any) -> None:
-    expected, _, snaps = _duckdb_history(sqlite_catalog)
+def test_geometry_reads_in_spark_as_geometry_type_and_writes_back(spark: Any, sqlite_history: History) -> None:
+    from pyspark_ducklake.spark_parquet_read import plan_read
+
+    sqlite_catalog, expected, _, snaps = sqlite_history
     pdl.register(spark)
     url = sqlite_catalog.url
     source = spark.read.format("ducklake").option("catalog", url).load("main.g")
@@ -136,6 +158,11 @@ def test_geometry_reads_in_spark_as_geometry_type_and_writes_back(spark: Any, sq
             for name in ("g2", "g3", "g5"):
                 got = con.execute(f"SELECT id, ST_AsWKB(g) FROM lake.main.{name} ORDER BY id").fetchall()
                 assert [(i, None if b is None else bytes(b)) for i, b in got] == wanted, name
+            # a table of our writing (the data source's writer), read back through read_table's fast path
+            ours = plan_read(spark, "main.g2", catalog=url)
+            assert ours.reason is None, ours.reason
+            got = ours.dataframe(spark).selectExpr("id", "st_asbinary(g)").collect()
+            assert sorted((r[0], None if r[1] is None else bytes(r[1])) for r in got) == wanted
             nested_sql = DUCK_WKB.split(", CASE WHEN m")[0].replace("ST_AsWKB(g), ", "")
             back = rows(con.execute(f"{nested_sql} FROM lake.main.g4").to_arrow_table())
             assert back == [(r[0], r[2], r[3]) for r in expected[snaps[-1]]]
@@ -156,30 +183,30 @@ def test_geometry_reads_in_spark_as_geometry_type_and_writes_back(spark: Any, sq
         lake.close()
 
 
-def test_read_table_reads_top_level_geometry_through_spark_parquet_reader(spark: Any, sqlite_catalog: Any) -> None:
+def test_read_table_reads_top_level_geometry_through_spark_parquet_reader(spark: Any, sqlite_history: History) -> None:
     """A top-level GEOMETRY takes ``read_table``'s fast path (Spark 4.3 reads the Parquet ``Geometry`` column as
-    ``GeometryType(0)``), byte for byte DuckDB's ``ST_AsWKB`` at every snapshot, DuckDB's files and ours; a nested one
-    falls back to the data source, and ``columns`` leaves the nested ones out."""
-    catalog = sqlite_catalog  # Spark's read path; the catalog's geometry on both backends: the first test
+    ``GeometryType(0)``), byte for byte DuckDB's ``ST_AsWKB`` at every snapshot (one Spark job for all of them),
+    DuckDB's files here and ours in the test above; a nested one falls back to the data source, and ``columns``
+    leaves the nested ones out."""
+    catalog, expected, _, _ = sqlite_history  # Spark's read path; the catalog's geometry on both backends: the first
     from pyspark_ducklake.spark_parquet_read import plan_read
 
-    expected, _, snaps = _duckdb_history(catalog)
     pdl.register(spark)
     url = catalog.url
     nested = plan_read(spark, "main.g", catalog=url)
     assert nested.reason is not None and "column l (element) nests a geometry" in nested.reason, nested.reason
-    for s, want in expected.items():
+    frames = []
+    for s in expected:
         read = plan_read(spark, "main.g", snapshot=s, catalog=url, columns=["id", "g"])
         assert read.reason is None, (s, read.reason)
         frame = read.dataframe(spark)
         assert frame.schema["g"].dataType == T.GeometryType(0)
-        got = frame.selectExpr("id", "st_asbinary(g)").collect()
-        assert sorted((r[0], None if r[1] is None else bytes(r[1])) for r in got) == [(r[0], r[1]) for r in want], s
-    # a table of our writing (the data source's writer), read back through the fast path
-    latest = [(r[0], r[1]) for r in expected[snaps[-1]]]
-    source = spark.read.format("ducklake").option("catalog", url).load("main.g").select("id", "g")
-    source.write.format("ducklake").option("catalog", url).mode("append").save("main.ours")
-    ours = plan_read(spark, "main.ours", catalog=url)
-    assert ours.reason is None, ours.reason
-    got = ours.dataframe(spark).selectExpr("id", "st_asbinary(g)").collect()
-    assert sorted((r[0], None if r[1] is None else bytes(r[1])) for r in got) == latest
+        frames.append(frame.selectExpr("id", "st_asbinary(g) AS wkb").withColumn("_snap", F.lit(s)))
+    union = frames[0]
+    for frame in frames[1:]:
+        union = union.unionByName(frame)
+    got: dict[int, list[tuple[Any, ...]]] = {s: [] for s in expected}
+    for r in union.collect():
+        got[r["_snap"]].append((r["id"], None if r["wkb"] is None else bytes(r["wkb"])))
+    for s, want in expected.items():
+        assert sorted(got[s]) == [(r[0], r[1]) for r in want], s
