@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from functools import reduce
 from typing import Any
 
 import pyarrow as pa
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSourceReader
 
@@ -87,10 +88,15 @@ def test_overwrite_and_time_travel(spark: SparkSession, sqlite_catalog: Any) -> 
     first = pdl.connect(catalog.url).current_snapshot_id()
     moment = dt.datetime.now(dt.timezone.utc)
     writer(events(spark, 100, 50), catalog, "overwrite").save("main.tt")
-    assert reader(spark, catalog, "main.tt").count() == 50
-    assert reader(spark, catalog, "main.tt", snapshot=str(first)).count() == 100
-    assert reader(spark, catalog, "main.tt", versionAsOf=str(first)).count() == 100
-    assert reader(spark, catalog, "main.tt", timestampAsOf=moment.isoformat()).count() == 100
+    reads = {
+        "latest": reader(spark, catalog, "main.tt"),
+        "snapshot": reader(spark, catalog, "main.tt", snapshot=str(first)),
+        "versionAsOf": reader(spark, catalog, "main.tt", versionAsOf=str(first)),
+        "timestampAsOf": reader(spark, catalog, "main.tt", timestampAsOf=moment.isoformat()),
+    }
+    tagged = [df.select("id", F.lit(name).alias("_read")) for name, df in reads.items()]
+    counts = dict(reduce(DataFrame.union, tagged).groupBy("_read").count().collect())  # the four reads in one job
+    assert counts == {"latest": 50, "snapshot": 100, "versionAsOf": 100, "timestampAsOf": 100}
     con = open_duckdb(catalog)
     try:
         assert con.execute(f"SELECT count(*) FROM lake.main.tt AT (VERSION => {first})").fetchone()[0] == 100
@@ -128,9 +134,16 @@ def test_reads_what_duckdb_wrote_at_every_snapshot(spark: SparkSession, sqlite_c
         }
     finally:
         con.close()
+    # every snapshot in one Spark job: a union of the reads, tagged by snapshot
+    frames = [
+        reader(spark, catalog, "main.d", snapshot=str(s)).select("id", "s", "u", "j", "h", "ub", "l", "t", F.lit(s))
+        for s in snaps
+    ]
+    by_snapshot: dict[int, list[tuple[Any, ...]]] = {s: [] for s in snaps}
+    for r in reduce(DataFrame.union, frames).collect():
+        by_snapshot[r[-1]].append(tuple(r)[:-1])
     for s in snaps:
-        df = reader(spark, catalog, "main.d", snapshot=str(s))
-        rows = [tuple(r) for r in df.select("id", "s", "u", "j", "h", "ub", "l", "t").orderBy("id").collect()]
+        rows = sorted(by_snapshot[s], key=lambda r: r[0])
         want = [
             (i, st, u, j, h, ub, lst, t.replace(microsecond=t.microsecond) if t else t)
             for i, st, u, j, h, ub, lst, t in expected[s]

@@ -18,7 +18,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pytest
-from hypothesis import given, note, settings
+from hypothesis import example, given, note, settings
 
 import pyspark_ducklake as pdl
 from pyspark_ducklake.catalog.inlined_codec import (
@@ -58,7 +58,8 @@ def duck() -> Iterator[duckdb.DuckDBPyConnection]:
 
 
 # Shares of the profile's examples (ci: 100, fuzz: 5000): the text property costs ~0.1 s an example, the lake ones
-# about 0.7 s (lake) and 3 s (DuckDB file, a lake per example); ci keeps a sample, ``make fuzz`` runs 50x as many.
+# about 0.7 s (lake) and 3-7 s (DuckDB file, a lake and four DuckDB/lake connections per example); ci keeps a sample,
+# ``make fuzz`` runs 50x as many (150 DuckDB-file examples).
 @settings(max_examples=examples(1))
 @given(case=nested_rows())
 def test_nested_text_reads_back_in_duckdb_and_in_ours(duck: duckdb.DuckDBPyConnection, case: Any) -> None:
@@ -183,8 +184,23 @@ def test_nested_values_round_trip_through_the_lake(catalog: CatalogLocation, lak
     assert canonical_rows(lake.scan(f"main.{theirs}")) == duck_read
 
 
-@settings(max_examples=examples(0.1))
+# ci: two random examples and two explicit ones that nest LIST, STRUCT (a hostile field name) and MAP with hostile
+# strings (it was ten random ones, 70 s of a loaded run); the codec itself is sampled 100x by the text property and
+# 15x per backend by the lake property above. ``make fuzz`` runs 100 random examples.
+@settings(max_examples=examples(0.02))
 @given(case=nested_rows(max_rows=4))
+@example(
+    case=(
+        pa.map_(pa.string(), pa.list_(pa.struct([("a b", pa.string()), ("n", pa.int32())]))),
+        [[("k'\"{", [{"a b": "x, [y]", "n": 1}, None])], None, [("", [])]],
+    )
+)
+@example(
+    case=(
+        pa.struct([('we"ird, {f}', pa.list_(pa.string())), ("m", pa.map_(pa.string(), pa.int64()))]),
+        [{'we"ird, {f}': ["NULL", None, " sp ", "\\"], "m": [("=>", 2)]}, None],
+    )
+)
 def test_nested_values_round_trip_through_a_duckdb_file(tmp_path_factory: pytest.TempPathFactory, case: Any) -> None:
     """The same on a DuckDB-file catalog, whose inlined columns are typed. DuckDB and we take turns on the file (its
     lock is per process), so each example makes its own lake."""
