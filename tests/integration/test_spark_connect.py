@@ -51,45 +51,7 @@ def test_change_feed_batch_and_stream_into_write_stream(
     history, then one more resumed from its checkpoint after more changes), written by ``writeStream.format
     ("ducklake")`` to another lake: DuckDB reads there exactly DuckDB's ``table_changes`` of the first, no row
     twice."""
-    pdl.register(connect_spark)
-    lake = scenarios.feed_history(pg_catalog)
-    last = lake.current_snapshot_id()
-    batch = scenarios.reader(
-        connect_spark, pg_catalog, readChangeFeed="true", startingSnapshot="2", endingSnapshot=str(last)
-    ).load("main.a")
-    assert sorted(tuple(r) for r in batch.select(*scenarios.FEED_COLUMNS).collect()) == scenarios.duck_feed(
-        pg_catalog, 2, last
-    )
-
-    def run() -> None:
-        stream = (
-            connect_spark.readStream.format("ducklake")
-            .option("catalog", pg_catalog.url)
-            .option("startingSnapshot", "2")
-            .option("maxSnapshotsPerTrigger", "3")
-            .load("main.a")
-        )
-        query = (
-            stream.select(*scenarios.FEED_COLUMNS)
-            .writeStream.format("ducklake")
-            .option("catalog", sqlite_catalog.url)
-            .option("dataPath", sqlite_catalog.data_path)
-            .option("checkpointLocation", str(tmp_path / "ck-feed"))
-            .trigger(availableNow=True)
-            .start("main.feed")
-        )
-        query.awaitTermination(300)
-        assert query.exception() is None, query.exception()
-        assert not query.isActive
-
-    run()
-    lake.append("main.a", pa.table({"id": [500, 501], "s": ["x", "y"]}))
-    lake.delete("main.a", [("id", "=", 3)])
-    run()
-    columns = ", ".join(scenarios.FEED_COLUMNS)
-    written = sorted(scenarios.duck_rows(sqlite_catalog, f"SELECT {columns} FROM lake.main.feed"))
-    assert written == scenarios.duck_feed(pg_catalog, 2, lake.current_snapshot_id())
-    assert len(written) == len(set(written))
+    scenarios.change_feed(connect_spark, pg_catalog, tmp_path, into=sqlite_catalog)
 
 
 def test_sink_without_app_id_fails_naming_it(connect_spark: SparkSession, sqlite_catalog: Any, tmp_path: Path) -> None:

@@ -213,10 +213,11 @@ def duck_feed(catalog: Any, start: int, end: int) -> list[tuple[Any, ...]]:
         con.close()
 
 
-def change_feed(spark: Any, catalog: Any, tmp_path: Path) -> None:
+def change_feed(spark: Any, catalog: Any, tmp_path: Path, *, into: Any = None) -> None:
     """The change feed as a batch read and as a stream (three snapshots per micro-batch: two micro-batches over the
     history, then one more resumed from its checkpoint after more changes): exactly DuckDB's ``table_changes``, no
-    row twice."""
+    row twice. The stream writes Parquet files, or with ``into`` (another catalog) ``writeStream.format("ducklake")``
+    into that lake's ``main.feed``, read back by DuckDB."""
     pdl.register(spark)
     lake = feed_history(catalog)
     last = lake.current_snapshot_id()
@@ -232,21 +233,24 @@ def change_feed(spark: Any, catalog: Any, tmp_path: Path) -> None:
             .option("startingSnapshot", "2")
             .option("maxSnapshotsPerTrigger", "3")
             .load("main.a")
+            .select(*FEED_COLUMNS)
         )
-        _run(
-            stream.select(*FEED_COLUMNS)
-            .writeStream.format("parquet")  # a memory sink cannot resume from a checkpoint
-            .option("path", str(out))
-            .option("checkpointLocation", str(tmp_path / "ck-feed"))
-            .trigger(availableNow=True)
-            .start()
-        )
+        if into is None:
+            writer = stream.writeStream.format("parquet").option("path", str(out))  # a memory sink cannot resume
+        else:
+            writer = stream.writeStream.format("ducklake").option("catalog", into.url)
+            writer = writer.option("dataPath", into.data_path)
+        writer = writer.option("checkpointLocation", str(tmp_path / "ck-feed")).trigger(availableNow=True)
+        _run(writer.start() if into is None else writer.start("main.feed"))
 
     run()
     lake.append("main.a", pa.table({"id": [500, 501], "s": ["x", "y"]}))
     lake.delete("main.a", [("id", "=", 3)])
     run()
-    seen = [tuple(r) for r in spark.read.parquet(str(out)).select(*FEED_COLUMNS).collect()]
+    if into is None:
+        seen = [tuple(r) for r in spark.read.parquet(str(out)).select(*FEED_COLUMNS).collect()]
+    else:
+        seen = duck_rows(into, f"SELECT {', '.join(FEED_COLUMNS)} FROM lake.main.feed")
     assert sorted(seen) == duck_feed(catalog, 2, lake.current_snapshot_id())
     assert len(seen) == len(set(seen))
 
