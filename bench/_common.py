@@ -523,27 +523,33 @@ def machine_info() -> dict[str, Any]:
 
 
 def fresh_memory_cost(mib: int = 256, idle: float = 2.0) -> dict[str, float]:
-    """Seconds per GiB to write memory the process has just been given (one byte per page), after ``idle`` seconds
-    without allocating (``after_idle``) and again at once (``at_once``).
+    """Seconds per GiB to write memory the process has just been given (one byte per 4 KiB page), in transparent huge
+    pages as numpy asks for them (``huge_after_idle``, after ``idle`` seconds without allocating;
+    ``huge_at_once``, again at once) and in plain pages (``small``).
 
-    On this project's machine (a virtual machine whose host takes free guest pages back after a second or two) the
-    first touch of fresh pages cost 1.5-3 s/GiB on 2026-11-28 after a pause, 0.2-0.3 s/GiB when taken again at
-    once: readers that allocate hundreds of MiB per read (the feed benchmark's) slow by seconds on such days. The
-    JSON keeps the figure so results from different days can be told apart (see bench/README.md, "Slow days").
+    Measured on this project's machine (a virtual machine) on 2026-11-28, idle: after a 2 s pause 1.3-1.6 s/GiB
+    in huge pages (2.6 s/GiB for a 1 GiB numpy array, 1,024 faults), 0.13 s/GiB again at once, 0.65-1.4 s/GiB in
+    plain pages; under load 4-10 s/GiB. Readers that allocate hundreds of MiB per read (the feed benchmark's) slow
+    by seconds on such days. The JSON keeps the figures so results from different days can be told apart (see
+    bench/README.md, "Slow days").
     """
+    import mmap
+
     n = mib << 20
 
-    def touch() -> float:
-        buf = bytearray(n)  # zero pages, mapped but not yet touched
+    def touch(huge: bool) -> float:
+        region = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        if huge and hasattr(mmap, "MADV_HUGEPAGE"):
+            region.madvise(mmap.MADV_HUGEPAGE)
         t0 = time.perf_counter()
-        memoryview(buf)[::4096] = bytes(n // 4096)  # write one byte per page
+        memoryview(region)[::4096] = b"\1" * (n // 4096)  # write one byte per page
         seconds = time.perf_counter() - t0
-        del buf
-        return seconds * (1024 / mib)
+        region.close()
+        return round(seconds * (1024 / mib), 3)
 
     time.sleep(idle)
-    fresh = touch()
-    return {"after_idle": round(fresh, 3), "at_once": round(touch(), 3)}
+    after_idle = touch(True)
+    return {"huge_after_idle": after_idle, "huge_at_once": touch(True), "small": touch(False)}
 
 
 def delta_jars(version: str) -> str:
