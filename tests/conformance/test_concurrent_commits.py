@@ -22,7 +22,7 @@ from pyspark_ducklake._faults import before_next_commit
 from pyspark_ducklake.catalog.types import TableSchema, columns_from_arrow
 from pyspark_ducklake.exceptions import CommitConflictError, StalePlanError
 from pyspark_ducklake.table.microbatch import MicroBatchCommitter, SinkSettings, write_task
-from tests.support.duck import attach_sql, connect_duckdb, open_duckdb
+from tests.support.duck import attached, connect_duckdb, open_duckdb
 
 SCHEMA = pa.schema([("id", pa.int64()), ("who", pa.string())])
 
@@ -52,12 +52,8 @@ def shared_duckdb() -> Iterator[None]:
 
 def duck(location: Any, sql: str) -> list[tuple[Any, ...]]:
     """``sql`` in DuckDB with the lake attached afresh as ``lake`` (nothing DuckDB cached survives the detach)."""
-    con = _SHARED[0]
-    con.execute(attach_sql(location))
-    try:
+    with attached(_SHARED[0], location) as con:
         return con.execute(sql).fetchall()
-    finally:
-        con.execute("DETACH lake")
 
 
 def ids_in_duckdb(location: Any, table: str = "main.t") -> list[int]:

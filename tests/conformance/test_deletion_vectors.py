@@ -27,7 +27,7 @@ from pyspark_ducklake.io.deletion_vector import decode, encode
 from tests.support.bad_inputs import expect_bad_input
 from tests.support.catalogs import CatalogLocation, sqlite_location
 from tests.support.compare import canonical_rows, same_rows
-from tests.support.duck import attach_sql, connect_duckdb
+from tests.support.duck import attach_sql, attached, connect_duckdb
 
 LIMIT = 10
 
@@ -302,14 +302,10 @@ def shared_duckdb() -> Iterator[None]:
 
 def set_option(catalog: Any, value: str, table: str | None = None, schema: str | None = None) -> None:
     """DuckDB's ``set_option``, the lake attached afresh and detached after."""
-    con = _SHARED[0]
-    con.execute(attach_sql(catalog, "lake"))
-    try:
-        scope = "" if table is None else f", table_name => '{table}'"
-        scope += "" if schema is None else f", schema => '{schema}'"
+    scope = "" if table is None else f", table_name => '{table}'"
+    scope += "" if schema is None else f", schema => '{schema}'"
+    with attached(_SHARED[0], catalog) as con:
         con.execute(f"CALL lake.set_option('write_deletion_vectors', {value}{scope})")
-    finally:
-        con.execute("DETACH lake")
 
 
 def delete_rows(catalog: Any, table: str) -> list[Any]:

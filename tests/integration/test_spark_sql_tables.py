@@ -10,7 +10,6 @@ is written; ``VERSION AS OF`` is Spark's own refusal (time travel goes through `
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -19,7 +18,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 import pyspark_ducklake as pdl
-from tests.support.duck import attach_sql, connect_duckdb
+from tests.support.duck import attached, connect_duckdb
 
 
 def rows(spark: SparkSession, query: str) -> list[tuple[Any, ...]]:
@@ -33,15 +32,6 @@ def duck() -> Iterator[Any]:
     con = connect_duckdb()
     yield con
     con.close()
-
-
-@contextlib.contextmanager
-def attached(duck: Any, catalog: Any) -> Iterator[Any]:
-    duck.execute(attach_sql(catalog))
-    try:
-        yield duck
-    finally:
-        duck.execute("DETACH lake")
 
 
 def duck_rows(duck: Any, catalog: Any, query: str) -> list[tuple[Any, ...]]:

@@ -6,6 +6,8 @@ catalog locations.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Protocol
 
 import duckdb
@@ -46,9 +48,24 @@ def open_duckdb(
     return con
 
 
+@contextlib.contextmanager
+def attached(
+    con: duckdb.DuckDBPyConnection, location: LakeLocation, alias: str = "lake"
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """``con`` (a connection kept for many checks: loading the extensions costs about ten times an attach) with the
+    lake at ``location`` attached afresh as ``alias``, detached after, so nothing DuckDB cached survives and DuckDB
+    holds no SQLite catalog file between checks."""
+    con.execute(attach_sql(location, alias))
+    try:
+        yield con
+    finally:
+        con.execute(f"DETACH {sql_identifier(alias)}")
+
+
 __all__ = [
     "EXTENSIONS",
     "attach_sql",
+    "attached",
     "connect_duckdb",
     "extension_path",
     "open_duckdb",
