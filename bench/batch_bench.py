@@ -37,7 +37,6 @@ import datetime as dt
 import functools
 import json
 import os
-import platform
 import shutil
 import signal
 import statistics
@@ -52,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 import floor_source  # bench/floor_source.py, next to this script
-from _common import ForeignLoad, Measurement, measure  # bench/_common.py, next to this script
+from _common import ForeignLoad, Measurement, git_commit, machine_info, measure  # bench/_common.py, next to this script
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TABLE = "main.bench"
@@ -306,7 +305,8 @@ def duckdb_check(catalog: Catalog, table: str = TABLE) -> dict[str, Any]:
 # --- report ---------------------------------------------------------------------------------------------------------
 
 
-def machine_info(spark: Any) -> dict[str, Any]:
+def spark_machine_info(spark: Any) -> dict[str, Any]:
+    """The machine as every benchmark records it (bench/_common.py), with the versions this one reads through."""
     import pyarrow
     import pyspark
 
@@ -316,42 +316,14 @@ def machine_info(spark: Any) -> dict[str, Any]:
         duckdb_version = duckdb.__version__
     except ImportError:
         duckdb_version = None
-    mem = None
-    try:
-        with open("/proc/meminfo") as f:
-            mem = round(int(f.readline().split()[1]) / 1024 / 1024, 1)
-    except OSError:
-        pass
-    cpu = None
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
-    except OSError:
-        pass
-    try:
-        commit = (
-            subprocess.run(
-                ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"],
-                capture_output=True,
-                text=True,
-                check=False,
-            ).stdout.strip()
-            or None
-        )
-    except OSError:
-        commit = None
     return {
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "cores": os.cpu_count(),
-        "cpu": cpu,
-        "memory_gib": mem,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
+        **machine_info(),
         "pyspark": pyspark.__version__,
         "pyarrow": pyarrow.__version__,
         "duckdb": duckdb_version,
         "java": spark.sparkContext._jvm.java.lang.System.getProperty("java.version"),
-        "git_commit": commit,
+        "git_commit": git_commit(),
     }
 
 
@@ -734,7 +706,7 @@ def main(argv: list[str] | None = None) -> int:
                 "column_reads": [n for n, _ in type_columns],
                 "max_contention": args.max_contention,
             },
-            "machine": machine_info(spark),
+            "machine": spark_machine_info(spark),
             "times_seconds": times,
             "cpu_seconds": cpu_times,
             "attempts": attempts,

@@ -21,6 +21,7 @@ warm-up; medians; ratios ``floor_seconds / ours``; the row counts are checked ag
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
 import shutil
@@ -31,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import ForeignLoad, machine_info, measure  # bench/_common.py, next to this script
+from _common import ForeignLoad, git_commit, machine_info, measure  # bench/_common.py, next to this script
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TABLES = ("plain", "dv", "added", "variant")
@@ -179,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     out = {
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "git_commit": git_commit(),
         "rows": args.rows,
         "repeat": args.repeat,
         "machine": machine_info(),

@@ -66,6 +66,7 @@ from _common import (  # bench/_common.py, next to this script
     Measurement,
     WorkerProcess,
     delta_jars,
+    git_commit,
     machine_info,
     measure,
     pct,
@@ -830,7 +831,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join(
             [Path(sys.executable).name, *(sys.argv if argv is None else ["bench/feed_bench.py", *argv])]
         ),
-        "git_commit": _git_commit(),
+        "git_commit": git_commit(),
         "machine": {**machine, "loadavg_end": os.getloadavg()},
         "delta_version": args.delta_version,
         "workers": {w.name: w.info for w in workers},
@@ -858,18 +859,6 @@ def main(argv: list[str] | None = None) -> int:
     if not ok:
         say("CHECK FAILED: the readers disagree or the stream lost or repeated rows")
     return 0 if ok else 1
-
-
-def _git_commit() -> str | None:
-    import subprocess
-
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-        )
-        return out.stdout.strip() or None
-    except OSError:
-        return None
 
 
 if __name__ == "__main__":
