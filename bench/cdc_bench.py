@@ -46,7 +46,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import REPO_ROOT, ForeignLoad, machine_info, pct  # bench/_common.py, next to this script
+from _common import REPO_ROOT, ForeignLoad, git_commit, machine_info, pct  # bench/_common.py, next to this script
 
 EXAMPLE = REPO_ROOT / "examples" / "cdc_postgres_to_lake" / "cdc_to_lake.py"
 # Probe ids are negative: the workload's new keys are one above the largest key it saw, which a positive probe id
@@ -321,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {
         "benchmark": "bench/cdc_bench.py",
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "git_commit": git_commit(),
         "command": "python " + " ".join([os.path.relpath(__file__, REPO_ROOT), *(argv or sys.argv[1:])]),
         "machine": machine_info(),
         "config": {k: v for k, v in vars(args).items() if k not in ("postgres", "bootstrap", "connect", "spark_jars")},

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import ForeignLoad, machine_info  # bench/_common.py, next to this script
+from _common import ForeignLoad, git_commit, machine_info  # bench/_common.py, next to this script
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests.support.load runs the load
 from tests.support.load import LoadSpec, catalog_for, problems, run_load
@@ -103,7 +103,13 @@ def main() -> int:
     print(report(runs))
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        payload = {"config": vars(args), "machine": machine, "runs": runs, "table": report(runs)}
+        payload = {
+            "git_commit": git_commit(),
+            "config": vars(args),
+            "machine": machine,
+            "runs": runs,
+            "table": report(runs),
+        }
         Path(args.out).write_text(json.dumps(payload, indent=1) + "\n")
     return 1 if any(r["problems"] for r in runs) else 0
 

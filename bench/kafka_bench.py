@@ -64,6 +64,7 @@ from _common import (  # bench/_common.py, next to this script
     delta_append,
     delta_jars,
     fmt,
+    git_commit,
     machine_info,
     pct,
     serve_worker,
@@ -981,6 +982,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "benchmark": "bench/kafka_bench.py",
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "git_commit": git_commit(),
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "machine": {
             **machine,

@@ -51,6 +51,7 @@ from _common import (  # bench/_common.py, next to this script
     ForeignLoad,
     WorkerProcess,
     delta_jars,
+    git_commit,
     machine_info,
     serve_worker,
     spark_info,
@@ -355,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "benchmark": "upsert",
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "git_commit": git_commit(),
         "command": " ".join(sys.argv),
         "machine": machine,
         "workers": {n: w.info for n, w in workers.items()},
