@@ -141,7 +141,6 @@ class _Sampler:
         self._last: dict[int, float] | None = None
         self._tick = os.sysconf("SC_CLK_TCK")
         self._lock = threading.Lock()
-        self._stop = threading.Event()
         self.sample()
         threading.Thread(target=self._run, daemon=True, name="foreign-load").start()
 
@@ -197,7 +196,8 @@ class _Sampler:
         self._last = cpu
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval):
+        while True:  # until the process ends: its stdin closed (see _serve_sampler)
+            time.sleep(self.interval)
             self.sample()
 
     def answer(self, request: dict[str, Any]) -> Any:
