@@ -930,7 +930,7 @@ def option_value(options: Mapping[str, Any], key: str) -> Any:
     """The value given for option ``key`` under any of its spellings (case-insensitive; Spark lowercases keys)."""
     if key in options:
         return options[key]
-    spellings = {key.lower()} | {s.lower() for o in OPTIONS if key.lower() in _lower(o) for s in o.spellings}
+    spellings = _SAME_OPTION.get(key.lower(), frozenset({key.lower()}))
     for k, v in options.items():
         if str(k).lower() in spellings:
             return v
@@ -939,6 +939,19 @@ def option_value(options: Mapping[str, Any], key: str) -> Any:
 
 def _lower(option: Option) -> set[str]:
     return {s.lower() for s in option.spellings}
+
+
+def _same_option() -> dict[str, frozenset[str]]:
+    # a spelling (lowercased) -> itself and every spelling of each option it names: option_value's lookups, once
+    out: dict[str, set[str]] = {}
+    for o in OPTIONS:
+        lowered = _lower(o)
+        for s in lowered:
+            out.setdefault(s, {s}).update(lowered)
+    return {k: frozenset(v) for k, v in out.items()}
+
+
+_SAME_OPTION = _same_option()
 
 
 def option_as_int(
