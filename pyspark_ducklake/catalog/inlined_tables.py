@@ -5,6 +5,7 @@ deletions of ``ducklake_inlined_delete_<table_id>``. Their names are spelled in 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,13 +38,20 @@ def stored_columns(conn: Connection, name: str, columns: Sequence[Column]) -> li
 
 
 def _table(name: str, columns: Sequence[Column]) -> Table:
+    return _table_of(name, tuple((c.name, c.column_id) for c in columns))
+
+
+@functools.lru_cache(maxsize=256)
+def _table_of(name: str, columns: tuple[tuple[str, int], ...]) -> Table:
+    # one Table per shape: a statement's cache key holds the Table itself, so a new one each read would make
+    # SQLAlchemy compile the read's inlined-row queries again every time
     return Table(
         name,
         MetaData(),
         SAColumn("row_id", BigInteger),
         SAColumn("begin_snapshot", BigInteger),
         SAColumn("end_snapshot", BigInteger),
-        *[SAColumn(c.name, key=f"c{c.column_id}") for c in columns],
+        *[SAColumn(column_name, key=f"c{column_id}") for column_name, column_id in columns],
     )
 
 
