@@ -88,6 +88,10 @@ class Lake:
         data_inlining_row_limit: appends of at most this many rows are stored in the catalog.
         retry: commit retry settings.
         storage_options: fsspec options for the data path (credentials, endpoint...).
+        keep_engine: use the engine this process keeps for the catalog (created on first use) instead of a new
+            one, so the catalog queries SQLAlchemy compiled for an earlier Lake are not compiled again; for many
+            short-lived Lakes in one process, as Spark's Python workers open to plan each read. ``close()``
+            returns the connections either way.
     """
 
     def __init__(
@@ -100,11 +104,12 @@ class Lake:
         storage_options: dict[str, Any] | None = None,
         author: str | None = None,
         encrypted: bool | None = None,
+        keep_engine: bool = False,
     ) -> None:
         if data_inlining_row_limit is not None:
             data_inlining_row_limit = parse_int(data_inlining_row_limit, DATA_INLINING_ROW_LIMIT, minimum=0)
         self.location = catalog if isinstance(catalog, CatalogLocation) else parse_location(catalog)
-        self.engine, self.info = open_catalog(self.location, data_path, encrypted=encrypted)
+        self.engine, self.info = open_catalog(self.location, data_path, encrypted=encrypted, keep_engine=keep_engine)
         self.data_path = self.info.data_path
         self.retry = retry or RetryConfig()
         self.storage_options = storage_options

@@ -54,7 +54,7 @@ def change_feed_schema(
 ) -> tuple[StructType, tuple[int | None, int]]:
     """The table's columns (at ``endingSnapshot``, else the latest) and the change columns, with the range's start
     (None when the options do not give one yet) and end resolved now, so every query of the DataFrame reads them."""
-    lake = config.connect()
+    lake = config.connect(keep_engine=True)
     try:
         end = _end(lake, options)
         feed = FeedOptions.parse(options)
@@ -88,7 +88,7 @@ class ChangeFeedBatchReader(DataSourceReader):
         self.pinned = pinned
 
     def partitions(self) -> list[InputPartition]:
-        lake = self.config.connect()
+        lake = self.config.connect(keep_engine=True)
         try:
             start, end = _bounds(lake, self.options, self.pinned)
             if end < start:

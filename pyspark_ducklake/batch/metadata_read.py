@@ -51,7 +51,7 @@ def metadata_table(config: LakeConfig, kind: str, identifier: str | None, option
         raise InvalidOptionError("option metadata 'files' lists one table's files: give it, load('main.events')")
     if kind != "files" and identifier:
         raise InvalidOptionError(f"option metadata {kind!r} is about the whole lake: give no table to load()")
-    lake = config.connect()
+    lake = config.connect(keep_engine=True)
     try:
         if kind == "snapshots":
             return lake.snapshots_table()

@@ -83,7 +83,7 @@ def read_schema(
     """The Spark schema of the table at the snapshot the options pick, that snapshot, and its scan when it is
     small enough to carry to ``partitions()`` (None otherwise, or when planning it failed: ``partitions()`` then
     plans again and raises there, when the DataFrame is first used, as before plans were carried)."""
-    lake = config.connect()
+    lake = config.connect(keep_engine=True)
     try:
         snapshot = resolve_read_snapshot(lake, options)
         with lake.engine.connect() as conn:
@@ -147,7 +147,7 @@ class DuckLakeBatchReader(DataSourceReader):
         plan, self._plan = self._plan, None
         if plan is not None and self.snapshot is not None and plan.snapshot_id == self.snapshot:
             return plan
-        lake = self.config.connect()
+        lake = self.config.connect(keep_engine=True)
         try:
             snapshot = self.snapshot if self.snapshot is not None else resolve_read_snapshot(lake, self.options)
             with lake.engine.connect() as conn:

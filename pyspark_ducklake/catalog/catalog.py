@@ -12,6 +12,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from pyspark_ducklake.catalog import dialects, reader
 from pyspark_ducklake.catalog import tables as T
+from pyspark_ducklake.catalog.kept_engines import kept_catalog_engine
 from pyspark_ducklake.catalog.location import CatalogLocation, create_catalog_engine, parse_location
 from pyspark_ducklake.catalog.transaction import now_utc
 from pyspark_ducklake.exceptions import (
@@ -67,10 +68,16 @@ def normalize_data_path(data_path: str) -> str:
 
 
 def open_catalog(
-    location: str | CatalogLocation, data_path: str | None, *, create: bool = True, encrypted: bool | None = None
+    location: str | CatalogLocation,
+    data_path: str | None,
+    *,
+    create: bool = True,
+    encrypted: bool | None = None,
+    keep_engine: bool = False,
 ) -> tuple[Engine, CatalogInfo]:
     """Open (and, when empty, create) a DuckLake catalog; ``encrypted`` creates it encrypted, or (for an existing
-    catalog) must match its ``encrypted`` setting, as DuckDB's ``ATTACH ... (ENCRYPTED)``.
+    catalog) must match its ``encrypted`` setting, as DuckDB's ``ATTACH ... (ENCRYPTED)``. ``keep_engine``: use the
+    process's kept engine for the catalog (:mod:`~pyspark_ducklake.catalog.kept_engines`), not a new one.
 
     Raises:
         CatalogUnreachableError: the database cannot be reached.
@@ -84,7 +91,8 @@ def open_catalog(
         normalize_data_path(data_path)  # an empty path or unknown protocol is refused before the database is touched
     if loc.backend in ("sqlite", "duckdb"):
         _check_catalog_file(loc, data_path, create=create)
-    engine = create_catalog_engine(loc)
+    new_engine = kept_catalog_engine if keep_engine else create_catalog_engine
+    engine = new_engine(loc)
     try:
         with engine.connect() as conn:
             names = set(dialects.table_names(conn))
@@ -114,7 +122,7 @@ def open_catalog(
             raise InvalidOptionError(
                 f"catalog {loc.redacted()} is new: pass data_path (a folder or URL for the Parquet files) to create it"
             )
-        engine = create_catalog_engine(loc)
+        engine = new_engine(loc)
         try:
             return engine, create_catalog(engine, data_path, encrypted=bool(encrypted))
         except (DBAPIError, SQLAlchemyError):
