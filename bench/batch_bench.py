@@ -464,6 +464,12 @@ def parse_kv(items: list[str]) -> dict[str, str]:
     return out
 
 
+def rotated(items: list[Any], by: int) -> list[Any]:
+    """``items`` starting at the ``by``-th (modulo their number)."""
+    k = by % len(items) if items else 0
+    return items[k:] + items[:k]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -582,27 +588,32 @@ def main(argv: list[str] | None = None) -> int:
             operations = []
         type_columns = [] if args.no_column_reads else [(n, t) for n, t in df.dtypes if n in TYPE_COLUMNS]
         first = catalogs[0]
+        column_groups: list[list[tuple[str, Callable[[], object]]]] = []
         for name, _ in type_columns:
             one = df.select(name).schema
-            operations.append(
-                (f"parquet.read[{name}]", lambda n=name: drain(spark.read.parquet(str(parquet_dir)).select(n)))
+            column_groups.append(
+                [
+                    (f"parquet.read[{name}]", lambda n=name: drain(spark.read.parquet(str(parquet_dir)).select(n))),
+                    (f"floor.read[{name}]", lambda s=one: drain(floor_frame(spark, files, s))),
+                    (
+                        f"ducklake-{first.backend}.read[{name}]",
+                        lambda n=name: drain(ducklake_reader(spark, first).option("columns", n).load(TABLE)),
+                    ),
+                ]
             )
-            operations.append((f"floor.read[{name}]", lambda s=one: drain(floor_frame(spark, files, s))))
-            operations.append(
-                (
-                    f"ducklake-{first.backend}.read[{name}]",
-                    lambda n=name: drain(ducklake_reader(spark, first).option("columns", n).load(TABLE)),
-                )
-            )
-        # Interleaved: every repetition runs every operation once, in the same order. A measurement during which
-        # other processes took more than --max-contention of the CPU is redone (at most --max-tries times).
+        # Interleaved: every repetition runs every operation once. The reads of one column take turns going first
+        # (repetition r starts the column's readers at the r-th), so no reader always runs right after another one.
+        # A measurement during which other processes took more than --max-contention of the CPU is redone (at most
+        # --max-tries times).
         attempts: list[dict[str, Any]] = []
-        times: dict[str, list[float]] = {name: [] for name, _ in operations}
-        cpu_times: dict[str, list[float]] = {name: [] for name, _ in operations}
+        names = [name for name, _ in operations] + [name for group in column_groups for name, _ in group]
+        times: dict[str, list[float]] = {name: [] for name in names}
+        cpu_times: dict[str, list[float]] = {name: [] for name in names}
         contended_used = 0
         for rep in range(1, args.repeat + 1):
             parts = []
-            for name, fn in operations:
+            turn = [op for group in column_groups for op in rotated(group, rep - 1)]
+            for name, fn in operations + turn:
                 tries: list[Measurement] = []
                 for _ in range(args.max_tries):
                     waited = load.wait_quiet(args.quiet_wait, own_too=True)
