@@ -591,11 +591,13 @@ def main(argv: list[str] | None = None) -> int:
             for _, fn in operations:
                 fn()
             operations = []
+        from pyspark.sql.types import StructType
+
         type_columns = [] if args.no_column_reads else [(n, t) for n, t in df.dtypes if n in TYPE_COLUMNS]
         first = catalogs[0]
         column_groups: list[list[tuple[str, Callable[[], object]]]] = []
         for name, _ in type_columns:
-            one = spark.createDataFrame([], table_schema).select(name).schema
+            one = StructType([table_schema[name]])
             column_groups.append(
                 [
                     (f"parquet.read[{name}]", lambda n=name: drain(spark.read.parquet(str(parquet_dir)).select(n))),

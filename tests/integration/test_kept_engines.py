@@ -108,8 +108,7 @@ def test_a_sqlite_catalog_replaced_at_its_path_is_read_anew(tmp_path: Path, duck
 def test_the_least_recently_used_engine_beyond_the_limit_is_disposed(tmp_path: Path, duckdb_lake: Any) -> None:
     catalogs = [sqlite_location(tmp_path / str(i)) for i in range(MAX_KEPT_ENGINES + 1)]
     expected = {}
-    for i, catalog in enumerate(catalogs):
-        (tmp_path / str(i)).mkdir(exist_ok=True)
+    for i, catalog in enumerate(catalogs):  # sqlite_location made each folder
         expected[i] = _duckdb_rows(duckdb_lake, catalog, f"({1000 + i}, 'lake {i}')")
     first = kept_catalog_engine(parse_location(catalogs[0].url))
     for catalog in catalogs[1:]:
