@@ -15,6 +15,7 @@ from pyspark_ducklake.catalog import commit_rows as W
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog.catalog import CatalogInfo, open_catalog
 from pyspark_ducklake.catalog.entries import SnapshotInfo
+from pyspark_ducklake.catalog.format_version import FormatVersion
 from pyspark_ducklake.catalog.inlined_codec import table_inline_obstacle
 from pyspark_ducklake.catalog.location import CatalogLocation, parse_location
 from pyspark_ducklake.catalog.partitioning import (
@@ -45,7 +46,15 @@ from pyspark_ducklake.exceptions import (
     NoSuchSchemaError,
 )
 from pyspark_ducklake.io.fileio import delete_files
-from pyspark_ducklake.options import DATA_INLINING_ROW_LIMIT, Entry, check_keywords, check_options, parse_int
+from pyspark_ducklake.options import (
+    DATA_INLINING_ROW_LIMIT,
+    FORMAT_VERSION,
+    Entry,
+    check_keywords,
+    check_options,
+    parse_format_version,
+    parse_int,
+)
 from pyspark_ducklake.table import evolution
 from pyspark_ducklake.table import metadata as M
 from pyspark_ducklake.table.commit import (
@@ -105,11 +114,15 @@ class Lake:
         author: str | None = None,
         encrypted: bool | None = None,
         keep_engine: bool = False,
+        format_version: FormatVersion | str | None = None,
     ) -> None:
         if data_inlining_row_limit is not None:
             data_inlining_row_limit = parse_int(data_inlining_row_limit, DATA_INLINING_ROW_LIMIT, minimum=0)
         self.location = catalog if isinstance(catalog, CatalogLocation) else parse_location(catalog)
-        self.engine, self.info = open_catalog(self.location, data_path, encrypted=encrypted, keep_engine=keep_engine)
+        fmt = None if format_version is None else parse_format_version(format_version, FORMAT_VERSION)
+        self.engine, self.info = open_catalog(
+            self.location, data_path, encrypted=encrypted, keep_engine=keep_engine, format_version=fmt
+        )
         self.data_path = self.info.data_path
         self.retry = retry or RetryConfig()
         self.storage_options = storage_options
@@ -144,7 +157,7 @@ class Lake:
 
     def _inline_limit(self, table: LakeTable) -> int:
         # a table with a reserved column name (created while inlining was off) is never inlined into
-        if inlining_reserved(table.table_schema.names()):
+        if inlining_reserved(table.table_schema.names(), self.info.format):
             return -1
         return self.data_inlining_row_limit(table.table_id)
 
@@ -237,7 +250,7 @@ class Lake:
                 or a struct without fields.
         """
         schema_name, table_name = parse_identifier(identifier)
-        check_column_names(schema.names, self.data_inlining_row_limit())
+        check_column_names(schema.names, self.data_inlining_row_limit(), self.info.format)
         columns = columns_from_arrow(schema)
         # What DuckDB refuses (no columns, names equal but for case, empty structs), before anything is committed.
         validate_columns(columns, f"table {schema_name}.{table_name}")
@@ -1034,7 +1047,7 @@ class Lake:
         if not path or not all(isinstance(p, str) for p in path):
             raise InvalidIdentifierError(f"column name {name!r} must be a name or a tuple of names")
         if len(path) == 1:
-            check_column_names([path[0]], self.data_inlining_row_limit(table.table_id))
+            check_column_names([path[0]], self.data_inlining_row_limit(table.table_id), self.info.format)
         column = column_from_arrow_field(pa.field(path[-1], dtype), [1])
         validate_columns((column,), f"{table.name}.{'.'.join(path)}")
         commit(
@@ -1050,7 +1063,7 @@ class Lake:
             InvalidIdentifierError: ``new`` is reserved while data inlining is on (as in DuckDB).
         """
         table = self.table(identifier)
-        check_column_names([new], self.data_inlining_row_limit(table.table_id))
+        check_column_names([new], self.data_inlining_row_limit(table.table_id), self.info.format)
         commit(self, lambda ctx: evolution.rename_column(ctx, table.entry, old, new), base=table.snapshot_id)
 
     def drop_column(self, identifier: str | Sequence[str], name: str) -> None:
@@ -1219,6 +1232,7 @@ CONNECT_ARGUMENTS = (
     "storage_options",
     "author",
     "encrypted",
+    "format_version",
 )
 
 
@@ -1234,12 +1248,17 @@ def connect(
     storage_options: dict[str, Any] | None = None,
     author: str | None = None,
     encrypted: bool | str | None = None,
+    format_version: str | None = None,
     **unknown: Any,
 ) -> Lake:
     """Open a lake, creating the catalog when the database is empty (then ``data_path`` is required).
 
     ``encrypted=True`` creates the lake encrypted (DuckDB's ``ATTACH ... (ENCRYPTED)``): every data and delete file
     is encrypted with its own key, kept in the catalog. On an existing lake it must match the lake's setting.
+
+    ``format_version`` is the DuckLake format of a new catalog: ``"1.0"`` (the default; DuckDB 1.5 and 2.0 open it)
+    or ``"1.1"`` (DuckDB 2.0's default; DuckDB 1.5 cannot open it). An existing catalog keeps its version, which the
+    option must then match; :meth:`Lake.migrate` moves a 1.0 catalog to 1.1.
 
     Numbers may also be given as strings (``max_retry_count="3"``, ``reconnect_timeout="5 min"``), as Spark options are.
 
@@ -1262,6 +1281,7 @@ def connect(
             "storage_options": storage_options,
             "author": author,
             "encrypted": encrypted,
+            "format_version": format_version,
         },
         Entry.CONNECT,
     )
@@ -1280,6 +1300,7 @@ def connect(
         storage_options=storage_options,
         author=author,
         encrypted=cast("bool | None", parsed.get("encrypted")),
+        format_version=cast("FormatVersion | None", parsed.get("format_version")),
     )
 
 

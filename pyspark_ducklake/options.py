@@ -6,7 +6,7 @@ Every entry point (``connect()``, ``ducklake_sink()``, the Spark data source's r
 the value. Names match case-insensitively (Spark lowercases option keys). The docs' option tables are rendered from
 :data:`OPTIONS` (``python -m tests.support.option_tables --write``), and a test fails when the two differ.
 
-This module sits at the bottom of the package: it imports only ``exceptions`` and ``io.storage``.
+This module sits low in the package: it imports only ``exceptions``, ``io.storage`` and the catalog's format versions.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pyspark_ducklake.catalog.format_version import FormatVersion, requested_format
 from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.io.object_stores import CONF_KEYS as STORE_CONF_KEYS
 from pyspark_ducklake.io.object_stores import STORES, store_of_option, unknown_setting_error
@@ -32,6 +33,7 @@ CATALOG = "catalog"
 DATA_PATH = "dataPath"
 DATA_INLINING_ROW_LIMIT = "data_inlining_row_limit"
 ENCRYPTED = "encrypted"
+FORMAT_VERSION = "format_version"
 MAX_RETRY_COUNT = "max_retry_count"
 RETRY_WAIT_MS = "retry_wait_ms"
 RETRY_BACKOFF = "retry_backoff"
@@ -96,6 +98,17 @@ def parse_int(value: object, name: str, *, minimum: int | None = None, maximum: 
     number = value if isinstance(value, int) else int(value.strip())
     _check_range(number, name, minimum, maximum)
     return number
+
+
+def parse_format_version(value: object, name: str) -> FormatVersion:
+    """``"1.0"`` or ``"1.1"``: the DuckLake format version of a new catalog.
+
+    Raises:
+        InvalidOptionError: any other value (names the option and the versions).
+    """
+    if not isinstance(value, (str, FormatVersion)):
+        raise InvalidOptionError(f"option {name} must be '1.0' or '1.1' (a string), got {value!r}")
+    return requested_format(value, name)
 
 
 def parse_float(value: object, name: str, *, minimum: float | None = None, maximum: float | None = None) -> float:
@@ -446,6 +459,18 @@ OPTIONS: tuple[Option, ...] = (
         "encrypted with its own key, kept in the catalog (see Encrypted lakes). On an existing lake it must match "
         "the lake's setting, as in DuckDB; leave it out to follow the catalog",
         LAKE,
+    ),
+    Option(
+        FORMAT_VERSION,
+        ALL,
+        parse_format_version,
+        "`1.0` for a new catalog; an existing one keeps its own",
+        "the DuckLake format version of a new catalog: `1.0` (DuckDB 1.5 and 2.0 open it) or `1.1` (DuckDB 2.0's "
+        "default; DuckDB 1.5 cannot open it), as DuckDB's `ATTACH ... (DUCKLAKE_VERSION '1.1')`. On an existing "
+        "catalog it must match the catalog's version (DuckDB refuses a mismatch too); a 1.0 catalog moves to 1.1 "
+        "only by `Lake.migrate('1.1')` or `pyspark-ducklake migrate --to 1.1`. See Compatibility",
+        LAKE,
+        aliases=("ducklake_version",),
     ),
     Option(
         DATA_INLINING_ROW_LIMIT,

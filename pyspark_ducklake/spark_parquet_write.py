@@ -337,7 +337,14 @@ def describe_file(path: str, schema: TableSchema) -> WrittenFile | None:
         f.truncate()
         size = f.tell()
     metadata = pq.ParquetFile(path).metadata
-    return WrittenFile(path, metadata.num_rows, size, len(footer), leaf_stats(path, metadata, schema))
+    return WrittenFile(
+        path,
+        metadata.num_rows,
+        size,
+        len(footer),
+        leaf_stats(path, metadata, schema),
+        row_group_count=metadata.num_row_groups,
+    )
 
 
 def set_field_ids(meta: tc.Struct, schema: TableSchema, path: str) -> None:

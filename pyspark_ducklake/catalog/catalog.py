@@ -12,6 +12,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from pyspark_ducklake.catalog import dialects, reader
 from pyspark_ducklake.catalog import tables as T
+from pyspark_ducklake.catalog.format_version import DEFAULT, FormatVersion, catalog_format
 from pyspark_ducklake.catalog.kept_engines import kept_catalog_engine
 from pyspark_ducklake.catalog.location import CatalogLocation, create_catalog_engine, parse_location
 from pyspark_ducklake.catalog.transaction import now_utc
@@ -19,12 +20,9 @@ from pyspark_ducklake.exceptions import (
     CatalogUnreachableError,
     InvalidOptionError,
     NotADuckLakeCatalogError,
-    UnsupportedSpecVersionError,
 )
 from pyspark_ducklake.io.fileio import known_protocol
 
-FORMAT_VERSION = "1.0"
-SUPPORTED_VERSIONS = ("1.0",)
 CREATED_BY = "pyspark-ducklake"
 
 
@@ -32,10 +30,15 @@ CREATED_BY = "pyspark-ducklake"
 class CatalogInfo:
     """What an opened catalog says about itself."""
 
-    version: str
+    format: FormatVersion
     data_path: str
     created_by: str | None
     encrypted: bool = False  # DuckDB's ATTACH ... (ENCRYPTED): data files are encrypted, each with its own key
+
+    @property
+    def version(self) -> str:
+        """The ``ducklake_metadata`` row ``version`` as stored (``1.0``, ``1.1``, ``1.1-dev1``)."""
+        return self.format.tag
 
 
 def uuid7() -> str:
@@ -74,10 +77,13 @@ def open_catalog(
     create: bool = True,
     encrypted: bool | None = None,
     keep_engine: bool = False,
+    format_version: FormatVersion | None = None,
 ) -> tuple[Engine, CatalogInfo]:
     """Open (and, when empty, create) a DuckLake catalog; ``encrypted`` creates it encrypted, or (for an existing
     catalog) must match its ``encrypted`` setting, as DuckDB's ``ATTACH ... (ENCRYPTED)``. ``keep_engine``: use the
     process's kept engine for the catalog (:mod:`~pyspark_ducklake.catalog.kept_engines`), not a new one.
+    ``format_version``: the format a new catalog gets (1.0 when None); an existing catalog keeps its own, as DuckDB
+    2.0 keeps a 1.0 catalog at 1.0 unless asked to migrate it.
 
     Raises:
         CatalogUnreachableError: the database cannot be reached.
@@ -124,7 +130,7 @@ def open_catalog(
             )
         engine = new_engine(loc)
         try:
-            return engine, create_catalog(engine, data_path, encrypted=bool(encrypted))
+            return engine, create_catalog(engine, data_path, encrypted=bool(encrypted), fmt=format_version or DEFAULT)
         except (DBAPIError, SQLAlchemyError):
             # another process may have created the catalog between our look and our create: open theirs
             with engine.connect() as conn:
@@ -137,6 +143,20 @@ def open_catalog(
         raise InvalidOptionError(
             f"data_path {normalize_data_path(data_path)!r} does not match the lake's data path {info.data_path!r} "
             "recorded in the catalog; omit data_path, or move the catalog with its files"
+        )
+    if format_version is not None and format_version.release != info.format.release:
+        engine.dispose()
+        what = "cannot be downgraded" if info.format.release > format_version.release else "is not migrated unasked"
+        raise InvalidOptionError(
+            f"option format_version={format_version.name!r} does not match the lake at {loc.redacted()}, which is "
+            f"DuckLake {info.format.tag} (a catalog keeps the version it was created with; it {what}): leave the "
+            "option out to follow the catalog"
+            + (
+                ", or migrate it with Lake.migrate('1.1') / pyspark-ducklake migrate --to 1.1 (DuckDB 1.5 then can "
+                "no longer open it)"
+                if info.format.release < format_version.release
+                else ""
+            )
         )
     if encrypted is not None and encrypted != info.encrypted:
         engine.dispose()
@@ -183,21 +203,20 @@ def read_info(engine: Engine, loc: CatalogLocation) -> CatalogInfo:
         encrypted = reader.lake_encrypted(conn)
     if version is None:
         raise NotADuckLakeCatalogError(f"{loc.redacted()}: ducklake_metadata has no 'version' row")
-    if version not in SUPPORTED_VERSIONS:
-        raise UnsupportedSpecVersionError(
-            f"catalog {loc.redacted()} is DuckLake format version {version}; this pyspark-ducklake supports "
-            f"{', '.join(SUPPORTED_VERSIONS)}. Use a matching DuckDB to migrate it, or a newer pyspark-ducklake."
-        )
+    fmt = catalog_format(version, loc.redacted())
     if data_path is None:
         raise NotADuckLakeCatalogError(f"{loc.redacted()}: ducklake_metadata has no 'data_path' row")
-    return CatalogInfo(version, data_path, created_by, encrypted)
+    return CatalogInfo(fmt, data_path, created_by, encrypted)
 
 
-def create_catalog(engine: Engine, data_path: str, *, encrypted: bool = False) -> CatalogInfo:
-    """Write the full 1.0 schema and initial rows, exactly as the reference's ``InitializeDuckLake`` does."""
+def create_catalog(
+    engine: Engine, data_path: str, *, encrypted: bool = False, fmt: FormatVersion = DEFAULT
+) -> CatalogInfo:
+    """Write the full schema of format ``fmt`` and the initial rows, exactly as the reference's
+    ``InitializeDuckLake`` does for that version."""
     path = normalize_data_path(data_path)
     with engine.connect().execution_options(ducklake_write=True) as conn, conn.begin():
-        T.metadata.create_all(conn)
+        T.catalog_metadata(fmt).create_all(conn)
         conn.execute(
             insert(T.ducklake_snapshot).values(
                 snapshot_id=0, snapshot_time=now_utc(), schema_version=0, next_catalog_id=1, next_file_id=0
@@ -207,7 +226,7 @@ def create_catalog(engine: Engine, data_path: str, *, encrypted: bool = False) -
         conn.execute(
             insert(T.ducklake_metadata),
             [
-                {"key": "version", "value": FORMAT_VERSION, "scope": None, "scope_id": None},
+                {"key": "version", "value": fmt.tag, "scope": None, "scope_id": None},
                 {"key": "created_by", "value": CREATED_BY, "scope": None, "scope_id": None},
                 {"key": "data_path", "value": path, "scope": None, "scope_id": None},
                 {"key": "encrypted", "value": "true" if encrypted else "false", "scope": None, "scope_id": None},
@@ -224,4 +243,4 @@ def create_catalog(engine: Engine, data_path: str, *, encrypted: bool = False) -
                 path_is_relative=True,
             )
         )
-    return CatalogInfo(FORMAT_VERSION, path, CREATED_BY, encrypted)
+    return CatalogInfo(fmt, path, CREATED_BY, encrypted)

@@ -17,19 +17,20 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute
-from sqlalchemy import BigInteger, Connection, MetaData, Table, and_, bindparam, delete, insert, select, update
 from sqlalchemy import Column as SAColumn
+from sqlalchemy import Connection, MetaData, Table, and_, bindparam, delete, insert, select, update
 from sqlalchemy.schema import CreateTable, DropTable
 
 from pyspark_ducklake.catalog import dialects, reader
 from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.catalog.catalog import uuid7
 from pyspark_ducklake.catalog.entries import SchemaEntry, TableEntry
+from pyspark_ducklake.catalog.format_version import FormatVersion
 from pyspark_ducklake.catalog.geometry import geo_stats_text, parse_geo_stats
 from pyspark_ducklake.catalog.inlined_codec import encode_values, inlined_sql_type
 from pyspark_ducklake.catalog.partitioning import record_partition_values
 from pyspark_ducklake.catalog.paths import path_component
-from pyspark_ducklake.catalog.reserved import inlining_reserved
+from pyspark_ducklake.catalog.reserved import check_column_names, inlining_reserved
 from pyspark_ducklake.catalog.stats_values import array_min_max, storable_stat, widen
 from pyspark_ducklake.catalog.transaction import CommitContext, now_utc
 from pyspark_ducklake.catalog.types import NEVER_INLINED_TYPES, Column, TableSchema, find_folded, validate_columns
@@ -109,6 +110,7 @@ def create_table(ctx: CommitContext, schema: SchemaEntry, name: str, columns: tu
     if not name:
         raise InvalidIdentifierError("table name is empty")
     validate_columns(columns, f"table {schema.schema_name}.{name}")
+    check_column_names([c.name for c in columns], 0, ctx.format)  # 1.1's reserved prefix, whatever the limit
     check_table_name_free(ctx.conn, schema, name, ctx.base.snapshot_id)
     t = T.ducklake_table
     table_id = ctx.allocate_catalog_id()
@@ -132,17 +134,17 @@ def create_table(ctx: CommitContext, schema: SchemaEntry, name: str, columns: tu
     )
     # such tables never take inlined rows (DuckDB creates no inlined table for VARIANT on SQLite and PostgreSQL,
     # nor for GEOMETRY: ducklake-format-2.md §5)
-    if takes_inlined_rows(columns):
+    if takes_inlined_rows(columns, ctx.format):
         create_inlined_table(ctx, table_id, sv, TableSchema(columns))
     ctx.changes.created_tables.append((schema.schema_name, name))
     return entry
 
 
-def takes_inlined_rows(columns: tuple[Column, ...]) -> bool:
+def takes_inlined_rows(columns: tuple[Column, ...], fmt: FormatVersion) -> bool:
     """Whether a table of ``columns`` gets an inlined-data table: none with a name inlining reserves, none holding a
     type DuckDB never inlines (VARIANT, GEOMETRY, at any depth)."""
     never = any(c.type in NEVER_INLINED_TYPES for top in columns for c in top.walk())
-    return not never and not inlining_reserved(c.name for c in columns)
+    return not never and not inlining_reserved((c.name for c in columns), fmt)
 
 
 def check_table_name_free(conn: Connection, schema: SchemaEntry, name: str, snapshot_id: int) -> None:
@@ -180,12 +182,10 @@ def check_table_name_free(conn: Connection, schema: SchemaEntry, name: str, snap
         )
 
 
-def inlined_table(name: str, schema: TableSchema, backend: str) -> Table:
-    cols: list[SAColumn[Any]] = [
-        SAColumn("row_id", BigInteger),
-        SAColumn("begin_snapshot", BigInteger),
-        SAColumn("end_snapshot", BigInteger),
-    ]
+def inlined_table(name: str, schema: TableSchema, backend: str, fmt: FormatVersion) -> Table:
+    """An inlined-data table of a catalog of format ``fmt``, its system columns keyed ``row_id``,
+    ``begin_snapshot``, ``end_snapshot`` and the table's columns ``c<column_id>``."""
+    cols = T.inlined_system_columns(fmt.inlined_system_columns)
     cols += [SAColumn(c.name, inlined_sql_type(c, backend), key=f"c{c.column_id}") for c in schema.columns]
     return Table(name, MetaData(), *cols)
 
@@ -196,7 +196,7 @@ def create_inlined_table(ctx: CommitContext, table_id: int, schema_version: int,
     earlier alteration (empty, not yet visible to anyone) is replaced, so it holds every column."""
     name = T.inlined_data_table_name(table_id, schema_version)
     created: dict[str, Table] = ctx.scratch("inlined_tables_created", dict)
-    table = inlined_table(name, schema, ctx.backend)
+    table = inlined_table(name, schema, ctx.backend, ctx.format)
     earlier = created.get(name)
     if earlier is not None:
         ctx.conn.execute(DropTable(earlier))
@@ -340,7 +340,8 @@ def add_data_file(
     delta = _stats_delta(ctx, table.table_id)
     delta.file_size_bytes += written.file_size_bytes
     ctx.conn.execute(
-        insert(T.ducklake_data_file).values(
+        insert(T.data_file_table(ctx.format)).values(
+            **_row_group_count(ctx, written),
             data_file_id=file_id,
             table_id=table.table_id,
             begin_snapshot=begin_snapshot if begin_snapshot is not None else ctx.snapshot_id,
@@ -391,6 +392,11 @@ def add_data_file(
     return file_id
 
 
+def _row_group_count(ctx: CommitContext, written: WrittenFile | WrittenDeletionVector) -> dict[str, int | None]:
+    """``row_group_count`` for a file row, on catalogs that have the column (1.1)."""
+    return {"row_group_count": written.row_group_count} if ctx.format.row_group_counts else {}
+
+
 def latest_inlined_table(ctx: CommitContext, table: TableEntry, schema: TableSchema) -> Table:
     """The inlined-data table for the table's current schema, created when a foreign writer left none."""
     registered = reader.inlined_tables(ctx.conn, table.table_id)
@@ -399,7 +405,7 @@ def latest_inlined_table(ctx: CommitContext, table: TableEntry, schema: TableSch
         name = registered[-1][0]
     else:
         name = create_inlined_table(ctx, table.table_id, current_sv, schema)
-    return inlined_table(name, schema, ctx.backend)
+    return inlined_table(name, schema, ctx.backend, ctx.format)
 
 
 def inlined_insert(
@@ -475,13 +481,7 @@ def end_inlined_rows(ctx: CommitContext, table_id: int, row_ids: list[int]) -> i
     wanted = sorted(set(row_ids))
     planned = ctx.planned_snapshot_id
     tables = [
-        Table(
-            name,
-            MetaData(),
-            SAColumn("row_id", BigInteger),
-            SAColumn("begin_snapshot", BigInteger),
-            SAColumn("end_snapshot", BigInteger),
-        )
+        Table(name, MetaData(), *T.inlined_system_columns(ctx.format.inlined_system_columns))
         for name, _ in reader.inlined_tables(ctx.conn, table_id)
         if reader.has_table(ctx.conn, name)
     ]
@@ -527,7 +527,7 @@ def end_all_inlined_rows(ctx: CommitContext, table_id: int) -> int:
     count = 0
     for name, _ in reader.inlined_tables(ctx.conn, table_id):
         if reader.has_table(ctx.conn, name):
-            t = Table(name, MetaData(), SAColumn("end_snapshot", BigInteger))
+            t = Table(name, MetaData(), *T.inlined_system_columns(ctx.format.inlined_system_columns))
             statement = update(t).where(t.c.end_snapshot.is_(None)).values(end_snapshot=ctx.snapshot_id)
             count += dialects.changed_rows(ctx.conn, statement)
     if count:
@@ -679,7 +679,8 @@ def _insert_delete_file(
     file_format = PUFFIN if isinstance(written, WrittenDeletionVector) else PARQUET
     delete_file_id = ctx.allocate_file_id()
     ctx.conn.execute(
-        insert(T.ducklake_delete_file).values(
+        insert(T.delete_file_table(ctx.format)).values(
+            **_row_group_count(ctx, written),
             delete_file_id=delete_file_id,
             table_id=table.table_id,
             begin_snapshot=ctx.snapshot_id if begin_snapshot is None else begin_snapshot,

@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from sqlalchemy import BigInteger, Connection, MetaData, Table, and_, delete, or_, select
 from sqlalchemy import Column as SAColumn
+from sqlalchemy import Connection, MetaData, Table, and_, delete, or_, select
 from sqlalchemy.schema import DropTable
 
 from pyspark_ducklake.catalog import dialects, reader
 from pyspark_ducklake.catalog import tables as T
+from pyspark_ducklake.catalog.format_version import V1_0, V1_1
 from pyspark_ducklake.catalog.inlined_codec import decode_values, inlined_select_expression
 from pyspark_ducklake.catalog.types import Column, TableSchema
 
@@ -31,45 +33,59 @@ def columns_at_schema_version(
     return reader.table_schema(conn, table_id, snap)
 
 
-def stored_columns(conn: Connection, name: str, columns: Sequence[Column]) -> list[Column]:
-    """Those of ``columns`` the inlined table ``name`` has (it may predate a column's addition)."""
-    present = set(reader.column_names(conn, name))
-    return [c for c in columns if c.name in present]
+@dataclass(frozen=True)
+class InlinedLayout:
+    """An inlined-data table as stored: its name, its three system columns (``row_id``, ``begin_snapshot``,
+    ``end_snapshot`` on 1.0, ``_ducklake_``-prefixed on 1.1) and those of the table's columns it holds."""
+
+    name: str
+    system: tuple[str, str, str]
+    columns: tuple[Column, ...]
 
 
-def _table(name: str, columns: Sequence[Column]) -> Table:
-    return _table_of(name, tuple((c.name, c.column_id) for c in columns))
+def inlined_layout(conn: Connection, name: str, columns: Sequence[Column]) -> InlinedLayout:
+    """The layout of the inlined table ``name``: those of ``columns`` it has (it may predate a column's addition)
+    and the spelling of its system columns (DuckDB's migration to 1.1 renames them in place)."""
+    present = reader.column_names(conn, name)
+    names = set(present)
+    system = V1_1.inlined_system_columns if V1_1.inlined_system_columns[0] in names else V1_0.inlined_system_columns
+    return InlinedLayout(name, system, tuple(c for c in columns if c.name in names))
+
+
+def _table(layout: InlinedLayout) -> Table:
+    return _table_of(layout.name, layout.system, tuple((c.name, c.column_id) for c in layout.columns))
 
 
 @functools.lru_cache(maxsize=256)
-def _table_of(name: str, columns: tuple[tuple[str, int], ...]) -> Table:
+def _table_of(name: str, system: tuple[str, str, str], columns: tuple[tuple[str, int], ...]) -> Table:
     # one Table per shape: a statement's cache key holds the Table itself, so a new one each read would make
     # SQLAlchemy compile the read's inlined-row queries again every time
     return Table(
         name,
         MetaData(),
-        SAColumn("row_id", BigInteger),
-        SAColumn("begin_snapshot", BigInteger),
-        SAColumn("end_snapshot", BigInteger),
+        *T.inlined_system_columns(system),
         *[SAColumn(column_name, key=f"c{column_id}") for column_name, column_id in columns],
     )
 
 
 def inlined_rows(
     conn: Connection,
-    name: str,
-    columns: Sequence[Column],
+    layout: InlinedLayout,
     *,
     snapshot_id: int | None = None,
     include_ended: bool = False,
 ) -> Sequence[Any]:
-    """Rows of the inlined table ``name`` (``row_id``, ``begin_snapshot``, ``end_snapshot`` and each column's
-    encoded value under ``c<column_id>``): those begun by ``snapshot_id`` and, unless ``include_ended``, not ended
-    by it, in row id order; with no snapshot, every row, in (row id, begin snapshot) order."""
-    t = _table(name, columns)
+    """Rows of an inlined table (``row_id``, ``begin_snapshot``, ``end_snapshot`` and each column's encoded value
+    under ``c<column_id>``): those begun by ``snapshot_id`` and, unless ``include_ended``, not ended by it, in row
+    id order; with no snapshot, every row, in (row id, begin snapshot) order."""
+    t = _table(layout)
     backend = conn.dialect.name
-    values = [inlined_select_expression(c, backend, t.c[f"c{c.column_id}"]).label(f"c{c.column_id}") for c in columns]
-    query = select(t.c.row_id, t.c.begin_snapshot, t.c.end_snapshot, *values)
+    values = [
+        inlined_select_expression(c, backend, t.c[f"c{c.column_id}"]).label(f"c{c.column_id}") for c in layout.columns
+    ]
+    query = select(
+        t.c.row_id.label("row_id"), t.c.begin_snapshot.label("begin_snapshot"), t.c.end_snapshot.label("end_snapshot")
+    ).add_columns(*values)
     if snapshot_id is None:
         return conn.execute(query.order_by(t.c.row_id, t.c.begin_snapshot)).all()
     cond = t.c.begin_snapshot <= snapshot_id
@@ -83,16 +99,16 @@ def decoded_values(rows: Sequence[Any], column: Column, backend: str, *, timetz_
     return decode_values(column, [r._mapping[f"c{column.column_id}"] for r in rows], backend, timetz_utc=timetz_utc)
 
 
-def empty_inlined_table(conn: Connection, name: str, columns: Sequence[Column]) -> int | None:
+def empty_inlined_table(conn: Connection, layout: InlinedLayout) -> int | None:
     """Delete every row of the inlined table; the number of rows deleted."""
-    return dialects.changed_rows(conn, delete(_table(name, columns)))
+    return dialects.changed_rows(conn, delete(_table(layout)))
 
 
-def drop_inlined_table(conn: Connection, table_id: int, name: str, columns: Sequence[Column]) -> None:
+def drop_inlined_table(conn: Connection, table_id: int, layout: InlinedLayout) -> None:
     """Drop an inlined table of an older schema version and unregister it."""
-    conn.execute(DropTable(_table(name, columns), if_exists=True))
+    conn.execute(DropTable(_table(layout), if_exists=True))
     i = T.ducklake_inlined_data_tables
-    conn.execute(delete(i).where(i.c.table_id == table_id, i.c.table_name == name))
+    conn.execute(delete(i).where(i.c.table_id == table_id, i.c.table_name == layout.name))
 
 
 def inlined_file_deletes(conn: Connection, table_id: int, snapshot_id: int) -> dict[int, list[tuple[int, int]]]:

@@ -6,8 +6,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import BigInteger, Connection, MetaData, Table, and_, func, or_, select
-from sqlalchemy import Column as SAColumn
+from sqlalchemy import Connection, MetaData, Table, and_, func, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from pyspark_ducklake.catalog import dialects
@@ -20,6 +19,7 @@ from pyspark_ducklake.catalog.entries import (
     SnapshotInfo,
     TableEntry,
 )
+from pyspark_ducklake.catalog.format_version import FormatVersion, catalog_format
 from pyspark_ducklake.catalog.name_mapping import with_mappings
 from pyspark_ducklake.catalog.paths import checked_delete_file
 from pyspark_ducklake.catalog.types import Column, TableSchema
@@ -149,6 +149,17 @@ def metadata_value(conn: Connection, key: str, scope: str | None = None, scope_i
         cond = and_(cond, m.c.scope_id == scope_id)
     row = conn.execute(select(m.c.value).where(cond).limit(1)).first()
     return None if row is None else row[0]
+
+
+def format_version(conn: Connection) -> FormatVersion:
+    """The catalog's format version, as it is now (DuckDB may have migrated it since the lake was opened).
+
+    Raises:
+        UnsupportedSpecVersionError: the catalog's version row is missing or names a version this library does not
+            know.
+    """
+    tag = metadata_value(conn, "version")
+    return catalog_format("" if tag is None else tag, "(its ducklake_metadata 'version' row)")
 
 
 def write_deletion_vectors(conn: Connection, table: TableEntry) -> str | None:
@@ -413,13 +424,14 @@ def inlined_tables(conn: Connection, table_id: int) -> list[tuple[str, int]]:
     return [(r.table_name, int(r.schema_version)) for r in rows]
 
 
-def inlined_rows_waiting(conn: Connection, table_id: int) -> tuple[int, dt.datetime | None]:
-    """Rows (all versions) in the table's inlined-data tables, and the commit time of the oldest one's snapshot."""
+def inlined_rows_waiting(conn: Connection, table_id: int, fmt: FormatVersion) -> tuple[int, dt.datetime | None]:
+    """Rows (all versions) in the table's inlined-data tables (of a catalog of format ``fmt``), and the commit time
+    of the oldest one's snapshot."""
     count = 0
     oldest: int | None = None
     for name, _ in inlined_tables(conn, table_id):
         if has_table(conn, name):
-            t = Table(name, MetaData(), SAColumn("begin_snapshot", BigInteger))
+            t = Table(name, MetaData(), *T.inlined_system_columns(fmt.inlined_system_columns))
             n, first = conn.execute(select(func.count(), func.min(t.c.begin_snapshot))).one()
             count += int(n)
             if first is not None:

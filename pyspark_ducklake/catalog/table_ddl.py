@@ -1,10 +1,11 @@
 """Dropping and renaming tables and schemas, with the catalog rows DuckDB 1.5.5 writes for the same DDL.
 
-* ``DROP TABLE``: the table row, its columns, data files, delete files and partition spec end at the snapshot;
-  the schema version moves on (no ``ducklake_schema_versions`` row); ``dropped_table:<id>``. Inlined rows, table
+* ``DROP TABLE``: the table row, its columns, data files, delete files, partition spec, sort order, comments
+  (``ducklake_tag``) and column comments end at the snapshot; the schema version moves on (no ``ducklake_schema_versions`` row); ``dropped_table:<id>``. Inlined rows, table
   statistics and the files themselves stay (``expire_snapshots`` / ``cleanup_old_files`` remove them later).
 * ``DROP SCHEMA``: the schema row ends; with ``CASCADE`` each table and view in it is dropped as above in the same
-  snapshot (``dropped_schema:<id>,dropped_table:<id>...``); without it a schema holding any is refused.
+  snapshot (``dropped_schema:<id>,dropped_table:<id>...``), a view with its comments (and, on 1.1, its column
+  comments); without it a schema holding any is refused.
 * ``ALTER TABLE .. RENAME TO``: the table row ends and a new one with the same id, uuid and path (the folder keeps
   its old name) begins; a new schema version with its ``ducklake_schema_versions`` row and inlined-data table, as
   any ALTER; ``created_table:"schema"."new"``.
@@ -38,6 +39,9 @@ def drop_table(ctx: CommitContext, table: TableEntry) -> None:
     _end(ctx, T.ducklake_data_file, T.ducklake_data_file.c.table_id == tid)
     _end(ctx, T.ducklake_delete_file, T.ducklake_delete_file.c.table_id == tid)
     _end(ctx, T.ducklake_partition_info, T.ducklake_partition_info.c.table_id == tid)
+    _end(ctx, T.ducklake_column_tag, T.ducklake_column_tag.c.table_id == tid)
+    _end(ctx, T.ducklake_tag, T.ducklake_tag.c.object_id == tid)
+    _end(ctx, T.ducklake_sort_info, T.ducklake_sort_info.c.table_id == tid)
     ctx.bump_schema_version()
     ctx.changes.dropped_tables.add(tid)
 
@@ -67,6 +71,9 @@ def drop_schema(ctx: CommitContext, schema: SchemaEntry, *, cascade: bool) -> No
         drop_table(ctx, t)
     for view_id in views:
         _end(ctx, v, v.c.view_id == view_id)
+        _end(ctx, T.ducklake_tag, T.ducklake_tag.c.object_id == view_id)
+        if ctx.format.view_column_tags:
+            _end(ctx, T.ducklake_view_column_tag, T.ducklake_view_column_tag.c.view_id == view_id)
         ctx.changes.dropped_views.add(view_id)
     ctx.changes.dropped_schemas.add(schema.schema_id)
 
@@ -93,6 +100,6 @@ def rename_table(ctx: CommitContext, table: TableEntry, new_name: str) -> None:
     sv = ctx.bump_schema_version()
     record_schema_version(ctx.conn, table.table_id, ctx.snapshot_id, sv)
     schema = reader.table_schema(ctx.conn, table.table_id, ctx.base.snapshot_id)
-    if not inlining_reserved(schema.names()):
+    if not inlining_reserved(schema.names(), ctx.format):
         create_inlined_table(ctx, table.table_id, sv, schema)
     ctx.changes.created_tables.append((table.schema.schema_name, new_name))

@@ -1,13 +1,21 @@
-"""SQLAlchemy Core definitions of the DuckLake 1.0 catalog tables.
+"""SQLAlchemy Core definitions of the DuckLake catalog tables (format 1.0, and what 1.1 adds).
 
 Columns are in the order of the reference's ``GetCreateTableStatements`` so that positional readers (and
 ``INSERT ... VALUES``) see the same layout. Only the five PRIMARY KEYs the reference declares exist.
+
+The module-level tables are the 1.0 layout, which every version has: queries name them whatever the catalog's
+version. What 1.1 adds (``row_group_count`` at the end of the two file tables, ``ducklake_view_column_tag``) lives in
+:data:`metadata_v1_1`; :func:`catalog_metadata` gives the whole set a version creates, :func:`data_file_table` and
+:func:`delete_file_table` the tables a version's inserts go to.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import BigInteger, Column, MetaData, String, Table
 
+from pyspark_ducklake.catalog.format_version import FormatVersion
 from pyspark_ducklake.catalog.sqltypes import DuckLakeBoolean, DuckLakeTimestampTZ, DuckLakeUUID
 
 metadata = MetaData()
@@ -95,26 +103,31 @@ ducklake_column_tag = Table(
     _str("key"),
     _str("value"),
 )
-ducklake_data_file = Table(
-    "ducklake_data_file",
-    metadata,
-    _id("data_file_id", True),
-    _id("table_id"),
-    _id("begin_snapshot"),
-    _id("end_snapshot"),
-    _id("file_order"),
-    _str("path"),
-    _bool("path_is_relative"),
-    _str("file_format"),
-    _id("record_count"),
-    _id("file_size_bytes"),
-    _id("footer_size"),
-    _id("row_id_start"),
-    _id("partition_id"),
-    _str("encryption_key"),
-    _id("mapping_id"),
-    _id("partial_max"),
-)
+
+
+def _data_file_columns() -> list[Column[Any]]:
+    return [
+        _id("data_file_id", True),
+        _id("table_id"),
+        _id("begin_snapshot"),
+        _id("end_snapshot"),
+        _id("file_order"),
+        _str("path"),
+        _bool("path_is_relative"),
+        _str("file_format"),
+        _id("record_count"),
+        _id("file_size_bytes"),
+        _id("footer_size"),
+        _id("row_id_start"),
+        _id("partition_id"),
+        _str("encryption_key"),
+        _id("mapping_id"),
+        _id("partial_max"),
+    ]
+
+
+ducklake_data_file = Table("ducklake_data_file", metadata, *_data_file_columns())
+
 ducklake_file_column_stats = Table(
     "ducklake_file_column_stats",
     metadata,
@@ -145,23 +158,28 @@ ducklake_file_variant_stats = Table(
     _bool("contains_nan"),
     _str("extra_stats"),
 )
-ducklake_delete_file = Table(
-    "ducklake_delete_file",
-    metadata,
-    _id("delete_file_id", True),
-    _id("table_id"),
-    _id("begin_snapshot"),
-    _id("end_snapshot"),
-    _id("data_file_id"),
-    _str("path"),
-    _bool("path_is_relative"),
-    _str("format"),
-    _id("delete_count"),
-    _id("file_size_bytes"),
-    _id("footer_size"),
-    _str("encryption_key"),
-    _id("partial_max"),
-)
+
+
+def _delete_file_columns() -> list[Column[Any]]:
+    return [
+        _id("delete_file_id", True),
+        _id("table_id"),
+        _id("begin_snapshot"),
+        _id("end_snapshot"),
+        _id("data_file_id"),
+        _str("path"),
+        _bool("path_is_relative"),
+        _str("format"),
+        _id("delete_count"),
+        _id("file_size_bytes"),
+        _id("footer_size"),
+        _str("encryption_key"),
+        _id("partial_max"),
+    ]
+
+
+ducklake_delete_file = Table("ducklake_delete_file", metadata, *_delete_file_columns())
+
 ducklake_column = Table(
     "ducklake_column",
     metadata,
@@ -285,6 +303,51 @@ ducklake_sort_expression = Table(
     _str("sort_direction"),
     _str("null_order"),
 )
+
+
+# What DuckLake 1.1 adds (the reference's DuckLakeMetadataManagerV1_1): the 1.0 tables, the two file tables with
+# row_group_count as their last column, and the view column tags.
+metadata_v1_1 = MetaData()
+for _table in metadata.tables.values():
+    if _table.name not in ("ducklake_data_file", "ducklake_delete_file"):
+        _table.to_metadata(metadata_v1_1)
+ducklake_data_file_v1_1 = Table("ducklake_data_file", metadata_v1_1, *_data_file_columns(), _id("row_group_count"))
+ducklake_delete_file_v1_1 = Table(
+    "ducklake_delete_file", metadata_v1_1, *_delete_file_columns(), _id("row_group_count")
+)
+ducklake_view_column_tag = Table(
+    "ducklake_view_column_tag",
+    metadata_v1_1,
+    _id("view_id"),
+    _str("column_name"),
+    _id("begin_snapshot"),
+    _id("end_snapshot"),
+    _str("key"),
+    _str("value"),
+)
+
+
+def catalog_metadata(fmt: FormatVersion) -> MetaData:
+    """Every fixed table of a catalog of format ``fmt``, to create it."""
+    return metadata_v1_1 if fmt.row_group_counts else metadata
+
+
+def data_file_table(fmt: FormatVersion) -> Table:
+    """``ducklake_data_file`` with the columns a catalog of format ``fmt`` has (for inserts)."""
+    return ducklake_data_file_v1_1 if fmt.row_group_counts else ducklake_data_file
+
+
+def delete_file_table(fmt: FormatVersion) -> Table:
+    """``ducklake_delete_file`` with the columns a catalog of format ``fmt`` has (for inserts)."""
+    return ducklake_delete_file_v1_1 if fmt.row_group_counts else ducklake_delete_file
+
+
+def inlined_system_columns(names: tuple[str, str, str]) -> list[Column[Any]]:
+    """The three columns every inlined-data table starts with, spelled ``names`` (a format's
+    :attr:`~FormatVersion.inlined_system_columns`, or as a table has them), keyed ``row_id``, ``begin_snapshot`` and
+    ``end_snapshot`` whatever the spelling."""
+    keys = ("row_id", "begin_snapshot", "end_snapshot")
+    return [Column(name, BigInteger, key=key) for name, key in zip(names, keys, strict=True)]
 
 
 def inlined_data_table_name(table_id: int, schema_version: int) -> str:

@@ -30,6 +30,7 @@ from pyspark_ducklake._faults import commit_starting
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.catalog.entries import Snapshot
+from pyspark_ducklake.catalog.format_version import V1_0, FormatVersion
 from pyspark_ducklake.catalog.snapshot_changes import ChangeSet
 from pyspark_ducklake.exceptions import (
     CatalogUnreachableError,
@@ -94,6 +95,8 @@ class CommitContext:
     snapshot_time: dt.datetime = field(default_factory=now_utc)
     # The snapshot the change was planned against (None: planned against the newest, inside the attempt).
     planned_snapshot_id: int | None = None
+    # The catalog's format version, read in this attempt's transaction: what the rows written must look like.
+    format: FormatVersion = V1_0
 
     def allocate_catalog_id(self) -> int:
         value = self.next_catalog_id
@@ -251,6 +254,7 @@ def run_commit(
                         backend=backend,
                         storage_options=storage_options,
                         planned_snapshot_id=base_snapshot_id,
+                        format=reader.format_version(conn),
                     )
                     # The snapshot row goes first: its primary key serialises concurrent committers.
                     conn.execute(

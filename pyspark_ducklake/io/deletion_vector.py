@@ -257,6 +257,7 @@ class WrittenDeletionVector:
     footer_size: int = 0  # DuckDB records 0: a bare blob has no footer
     # in an encrypted lake DuckDB gives a DV's row a key it never uses (DVs stay plaintext); kept out of repr
     encryption_key: str | None = field(default=None, repr=False)
+    row_group_count: int | None = None  # DuckLake 1.1 leaves it NULL for puffin files
 
 
 def write_deletion_vector(

@@ -75,6 +75,8 @@ class WrittenFile:
     leaf_stats: tuple[LeafStats, ...] = field(default_factory=tuple)
     # base64 AES key of an encrypted file, for the catalog's encryption_key; kept out of repr (logs, errors)
     encryption_key: str | None = field(default=None, repr=False)
+    # row groups in the footer (DuckLake 1.1's row_group_count)
+    row_group_count: int | None = None
 
 
 def field_id(f: pa.Field) -> int | None:
@@ -226,7 +228,13 @@ def write_table(
         _remove_partial(path, storage_options)  # e.g. a value the statistics refuse: no orphan file stays
         raise
     return WrittenFile(
-        path, table.num_rows, size, footer_size, tuple(described), encode_key(key) if key is not None else None
+        path,
+        table.num_rows,
+        size,
+        footer_size,
+        tuple(described),
+        encode_key(key) if key is not None else None,
+        metadata.num_row_groups,
     )
 
 

@@ -73,8 +73,8 @@ def _int(el: tc.Struct, fid: int) -> int | None:
     return None if f is None else int(f.value)
 
 
-def footer_schema(path: str, storage_options: dict[str, Any] | None = None) -> tuple[list[SchemaNode], int, int]:
-    """The file's top-level schema nodes, its size and its footer size.
+def footer_schema(path: str, storage_options: dict[str, Any] | None = None) -> tuple[list[SchemaNode], int, int, int]:
+    """The file's top-level schema nodes, its size, its footer size and its number of row groups.
 
     Raises:
         DataFileError: the file is missing, not Parquet, or its footer cannot be decoded.
@@ -138,7 +138,8 @@ def footer_schema(path: str, storage_options: dict[str, Any] | None = None) -> t
     top = []
     for _ in range(_int(elements[0], 5) or 0):
         top.append(build())
-    return top, size, footer_size
+    row_groups = meta.get(4)
+    return top, size, footer_size, len(row_groups.value.items) if row_groups is not None else 0
 
 
 def derived_type(node: SchemaNode) -> str:

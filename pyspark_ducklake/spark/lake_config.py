@@ -22,6 +22,7 @@ from pyspark_ducklake.options import (
     ENCRYPTED,
     ENV_CATALOG,
     ENV_DATA_PATH,
+    FORMAT_VERSION,
     MAX_RETRY_COUNT,
     RECONNECT_TIMEOUT,
     RETRY_BACKOFF,
@@ -36,6 +37,7 @@ from pyspark_ducklake.options import (
     option_as_seconds,
     option_value,
     parse_bool,
+    parse_format_version,
 )
 from pyspark_ducklake.spark.connect import is_connect
 
@@ -75,6 +77,7 @@ class LakeConfig:
     # ducklake.s3.* settings from options and Spark conf (secrets: never in the repr)
     s3: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     encrypted: bool | None = None  # option 'encrypted': create the lake encrypted / check the lake's setting
+    format_version: str | None = None  # option 'format_version': a new catalog's version / check the lake's
     # ducklake.gcs.* / ducklake.azure.* settings as (store, name, value) (secrets: never in the repr)
     stores: tuple[tuple[str, str, str], ...] = field(default=(), repr=False)
 
@@ -136,6 +139,7 @@ class LakeConfig:
             )
         data_path = option_value(options, DATA_PATH) or conf(SPARK_CONF_DATA_PATH) or env.get(ENV_DATA_PATH)
         encrypted = option_value(options, ENCRYPTED)
+        fmt = option_value(options, FORMAT_VERSION)
         return cls(
             catalog=str(catalog),
             data_path=data_path,
@@ -147,6 +151,7 @@ class LakeConfig:
                 sorted((st, k, v) for st, kv in settings_from_options(options, conf).items() for k, v in kv.items())
             ),
             encrypted=None if encrypted is None else parse_bool(encrypted, ENCRYPTED),
+            format_version=None if fmt is None else parse_format_version(fmt, FORMAT_VERSION).tag,
         )
 
     def connect(self, **kwargs: Any) -> Lake:
@@ -156,6 +161,7 @@ class LakeConfig:
             "retry": self.retry,
             "storage_options": self.storage_options,
             "encrypted": self.encrypted,
+            "format_version": self.format_version,
         }
         lake = Lake(self.catalog, self.data_path, **{**settings, **kwargs})
         if self.data_path is None and "storage_options" not in kwargs:

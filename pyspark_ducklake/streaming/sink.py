@@ -371,6 +371,7 @@ def ducklake_sink(
     reconnect_timeout: float | str | None = None,
     storage_options: dict[str, Any] | None = None,
     encrypted: bool | str | None = None,
+    format_version: str | None = None,
     upsert_on: list[str] | str | None = None,
     delete_when: str | None = None,
     order_by: list[str] | str | None = None,
@@ -400,6 +401,8 @@ def ducklake_sink(
             Spark conf ``spark.ducklake.s3.*`` and the ``AWS_*`` environment (executors get them with the tasks).
         encrypted: create a new lake encrypted (DuckDB's ``ATTACH ... (ENCRYPTED)``); on an existing lake it must
             match the lake's setting (default: follow the catalog).
+        format_version: the DuckLake format of a new lake, ``"1.0"`` (default) or ``"1.1"``; on an existing lake it
+            must match the lake's version (default: follow the catalog).
         upsert_on: key columns: apply each batch by key (a row whose key exists replaces it, keeping its row id, so
             the change feed shows an update pair; a new key is inserted) instead of appending.
         delete_when: with ``upsert_on``, a Spark SQL boolean expression over the batch's columns (``"op = 'd'"``):
@@ -434,6 +437,7 @@ def ducklake_sink(
         "reconnect_timeout": reconnect_timeout,
         "storage_options": storage_options,
         "encrypted": encrypted,
+        "format_version": format_version,
         "upsert_on": upsert_on,
         "delete_when": delete_when,
         "order_by": order_by,
@@ -460,4 +464,6 @@ def ducklake_sink(
     options = {k: str(v) for k, v in given_options if v}
     if parsed.get("encrypted") is not None:
         options["encrypted"] = str(parsed["encrypted"]).lower()
+    if parsed.get("format_version") is not None:
+        options["format_version"] = str(parsed["format_version"])
     return DuckLakeSink(table, options, app_id, settings, storage_options)

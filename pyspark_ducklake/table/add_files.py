@@ -242,7 +242,7 @@ def plan_added_file(
         DataFileError: the file cannot be read as Parquet.
         InvalidOptionError: the table is partitioned by a transform add_files does not support.
     """
-    top, size, footer_size = footer_schema(path, storage_options)
+    top, size, footer_size, row_groups = footer_schema(path, storage_options)
     hive = hive_values(path) if options.hive_partitioning is not False else {}
     mapper = _Mapper(path, table_name, options, hive)
     nodes = tuple(mapper.columns(top, schema.columns, "", True))
@@ -251,7 +251,12 @@ def plan_added_file(
     if raw.num_rows == 0:
         return None
     stats = _leaf_stats(path, raw, schema, mapper, storage_options)
-    return AddedFile(path, nodes, WrittenFile(path, raw.num_rows, size, footer_size, tuple(stats)), values)
+    return AddedFile(
+        path,
+        nodes,
+        WrittenFile(path, raw.num_rows, size, footer_size, tuple(stats), row_group_count=row_groups),
+        values,
+    )
 
 
 def _partition_values(

@@ -23,8 +23,8 @@ from pyspark_ducklake.catalog.inlined_tables import (
     decoded_values,
     drop_inlined_table,
     empty_inlined_table,
+    inlined_layout,
     inlined_rows,
-    stored_columns,
 )
 from pyspark_ducklake.catalog.paths import checked_table_dir
 from pyspark_ducklake.catalog.time_types import parquet_obstacle, utc_time_field_ids
@@ -85,19 +85,20 @@ def flush_inlined(ctx: CommitContext, table: TableEntry, *, strict: bool = False
         if not reader.has_table(ctx.conn, name):
             continue
         schema = columns_at_schema_version(ctx.conn, table.table_id, sv, current)
-        schema = TableSchema(tuple(stored_columns(ctx.conn, name, schema.columns)))
-        rows = inlined_rows(ctx.conn, name, schema.columns)
+        layout = inlined_layout(ctx.conn, name, schema.columns)
+        schema = TableSchema(layout.columns)
+        rows = inlined_rows(ctx.conn, layout)
         is_latest = position == len(registered) - 1
         if rows:
             name_ = f"{table.schema.schema_name}.{table.table_name}"
             _write_flush_files(ctx, table, schema, checked_table_dir(table_dir, ctx.data_path, name_), rows)
             files += 1
             rows_flushed += len(rows)
-            moved = empty_inlined_table(ctx.conn, name, schema.columns)
+            moved = empty_inlined_table(ctx.conn, layout)
             if moved is not None and moved >= 0 and moved != len(rows):
                 raise StalePlanError(f"inlined table {name} changed while it was flushed; flush again")
         if not is_latest:
-            drop_inlined_table(ctx.conn, table.table_id, name, schema.columns)
+            drop_inlined_table(ctx.conn, table.table_id, layout)
     if files:
         ctx.changes.inline_flush.add(table.table_id)
     return FlushResult(files, rows_flushed)

@@ -336,7 +336,9 @@ class MicroBatchCommitter:
         target = current
         if self.settings.merge_schema:
             # as lake.add_column: DuckDB refuses adding a name it reserves for inlined data while inlining is on
-            check_column_names([c.name for c in new_columns], self.settings.data_inlining_row_limit)
+            check_column_names(
+                [c.name for c in new_columns], self.settings.data_inlining_row_limit, self.lake.info.format
+            )
             # New columns and new struct fields (inside lists and maps too), as DuckDB's ADD COLUMN s.c records them.
             target, added = evolution.merge_new_fields(current, incoming, max_id + 1, self.qualified_name)
             validate_columns(target.columns, f"table {self.qualified_name}")
@@ -360,7 +362,7 @@ class MicroBatchCommitter:
             schema,
             keys,
             # a table with a reserved column name (row_id, end_snapshot...) cannot take inlined rows
-            -1 if inlining_reserved(schema.names()) else self.settings.data_inlining_row_limit,
+            -1 if inlining_reserved(schema.names(), self.lake.info.format) else self.settings.data_inlining_row_limit,
             self.settings.target_file_rows,
             self.lake.storage_options,
             encrypted=self.lake.info.encrypted,
@@ -428,7 +430,7 @@ class MicroBatchCommitter:
             if known is not None:
                 count, oldest = known.inlined_rows, known.oldest_inlined
             else:
-                count, oldest = R.inlined_rows_waiting(ctx.conn, entry.table_id)
+                count, oldest = R.inlined_rows_waiting(ctx.conn, entry.table_id, ctx.format)
             inlined = known.inlined if known is not None else None
             if inline_rows is not None:
                 if inlined is None:

@@ -324,7 +324,7 @@ class UpsertCommitter:
                 add_files=lambda c, pending: add_pending_files(c, entry, schema, spec, pending),
             )
             state["flushed"] = 0
-            count, oldest = R.inlined_rows_waiting(ctx.conn, entry.table_id)
+            count, oldest = R.inlined_rows_waiting(ctx.conn, entry.table_id, ctx.format)
             if committer.should_flush(count, oldest, inline_rows if inline else None):
                 state["flushed"] = flush_inlined(ctx, entry).rows
                 crash_point(DURING_FLUSH, batch_id)

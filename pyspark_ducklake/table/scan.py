@@ -21,8 +21,8 @@ from pyspark_ducklake.catalog.inlined_tables import (
     columns_at_schema_version,
     decoded_values,
     inlined_file_deletes,
+    inlined_layout,
     inlined_rows,
-    stored_columns,
 )
 from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_field, empty_table
 from pyspark_ducklake.exceptions import InvalidOptionError
@@ -114,8 +114,9 @@ def read_inlined_rows(
         if not reader.has_table(conn, name):
             continue
         old = columns_at_schema_version(conn, table_id, sv, schema)
-        cols = stored_columns(conn, name, old.columns)
-        rows = inlined_rows(conn, name, cols, snapshot_id=snapshot_id, include_ended=include_ended)
+        layout = inlined_layout(conn, name, old.columns)
+        cols = layout.columns
+        rows = inlined_rows(conn, layout, snapshot_id=snapshot_id, include_ended=include_ended)
         if not rows:
             continue
         n = len(rows)

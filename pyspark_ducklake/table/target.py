@@ -56,7 +56,7 @@ def plan_new_table(
     qualified = f"{schema_name}.{table_name}"
     schema = R.schema_by_name(conn, schema_name, snapshot)
     # What DuckDB refuses, before any task writes a file: see W.create_table.
-    check_column_names(columns.names(), inlining_limit)
+    check_column_names(columns.names(), inlining_limit, R.format_version(conn))
     validate_columns(columns.columns, f"table {qualified}")
     W.check_table_name_free(conn, schema, table_name, snapshot)
     table_dir = checked_table_dir(

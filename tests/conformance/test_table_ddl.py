@@ -108,3 +108,42 @@ def test_ddl_reads_in_duckdb_and_time_travel(catalog: Any) -> None:
         assert con.execute(f"SELECT count(*) FROM lake.s2.x2 AT (VERSION => {dropped - 1})").fetchone() == (23,)
     finally:
         con.close()
+
+
+TAGGED = {
+    "ducklake_tag": "object_id, begin_snapshot, end_snapshot, key, value",
+    "ducklake_column_tag": "table_id, column_id, begin_snapshot, end_snapshot, key, value",
+    "ducklake_sort_info": "sort_id, table_id, begin_snapshot, end_snapshot",
+    "ducklake_view": "view_id, begin_snapshot, end_snapshot, view_name",
+}
+
+
+def test_dropping_ends_comments_and_sort_orders_as_duckdb_does(tmp_path: Path) -> None:
+    """A table DuckDB commented and sorted, and a view it commented: our DROP SCHEMA ... CASCADE ends their tags,
+    column tags and sort order as DuckDB's own drop does (left live, they would outlive the table for ever)."""
+    setup = [
+        "CREATE SCHEMA lake.s",
+        "CREATE TABLE lake.s.t(id INT, v INT)",
+        "COMMENT ON TABLE lake.s.t IS 'tbl'",
+        "COMMENT ON COLUMN lake.s.t.id IS 'col'",
+        "ALTER TABLE lake.s.t SET SORTED BY (id)",
+        "CREATE VIEW lake.s.v AS SELECT 1 AS a",
+        "COMMENT ON VIEW lake.s.v IS 'view'",
+    ]
+    rows = {}
+    for who in ("duckdb", "ours"):
+        path = tmp_path / f"{who}.sqlite"
+        con = connect_duckdb()
+        con.execute(f"ATTACH 'ducklake:sqlite:{path}' AS lake (DATA_PATH '{tmp_path / who}/')")
+        for sql in setup + (["DROP SCHEMA lake.s CASCADE"] if who == "duckdb" else []):
+            con.execute(sql)
+        con.close()
+        if who == "ours":
+            lake = pdl.connect(f"sqlite:///{path}")
+            lake.drop_schema("s", cascade=True)
+            lake.close()
+        db = sqlite3.connect(path)
+        rows[who] = {t: sorted(db.execute(f"SELECT {cols} FROM {t}").fetchall(), key=repr) for t, cols in TAGGED.items()}
+        db.close()
+    assert rows["ours"] == rows["duckdb"]
+    assert all(r[2] is not None for r in rows["ours"]["ducklake_tag"])  # every one ended

@@ -71,9 +71,9 @@ CASES: tuple[BadInput, ...] = (
     ),
     BadInput(
         "catalog-other-version",
-        "a DuckLake catalog of another format version (0.3, 1.1, 2.0)",
+        "a DuckLake catalog of a format version other than 1.0, 1.1 and 1.1-dev1 (0.3, 1.2, 2.0)",
         E.UnsupportedSpecVersionError,
-        "Use a matching DuckDB to migrate it, or a newer pyspark-ducklake",
+        "this pyspark-ducklake reads and writes 1.0, 1.1, 1.1-dev1",
     ),
     BadInput(
         "catalog-new-without-data-path",
