@@ -149,6 +149,12 @@ def main(argv: list[str] | None = None) -> int:
     cutoff.add_argument("--older-than", help="ISO time: files scheduled before it (default: 2 days ago)")
     cutoff.add_argument("--older-than-hours", type=_arg(_hours, "--older-than-hours"))
     cutoff.add_argument("--all", action="store_true", help="every scheduled file")
+    migrate = sub.add_parser(
+        "migrate",
+        parents=[report],
+        help="migrate the catalog to another DuckLake format version in one transaction (DuckDB 1.5 cannot open 1.1)",
+    )
+    migrate.add_argument("--to", required=True, choices=["1.1"], help="the format version to migrate to")
     changes = sub.add_parser("changes", parents=[as_json], help="the change feed of a table between two snapshots")
     changes.add_argument("table")
     changes.add_argument("start", type=_arg(_snapshot, "START"))
@@ -210,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
             older = args.older_than_hours if args.older_than_hours is not None else args.older_than
             cleaned = lake.cleanup_old_files(older_than=older, cleanup_all=args.all, dry_run=args.dry_run)
             _print_report(cleaned, args.json, [f"  {p}" for p in cleaned.files])
+        elif args.command == "migrate":
+            migrated = lake.migrate(args.to, dry_run=args.dry_run)
+            _print_report(migrated, args.json, [f"  {step}" for step in migrated.steps])
         elif args.command == "changes":
             rows = lake.table_changes(args.table, args.start, args.end).to_pylist()
             if args.json:

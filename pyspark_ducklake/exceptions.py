@@ -27,6 +27,10 @@ class UnsupportedSpecVersionError(CatalogError):
     """The catalog was written by a DuckLake format version this library does not support."""
 
 
+class MigrationError(CatalogError):
+    """A catalog could not be migrated to another DuckLake format version; nothing was changed."""
+
+
 class NoSuchSchemaError(CatalogError):
     """The schema does not exist at the requested snapshot."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 from collections.abc import Callable, Sequence
@@ -18,6 +19,7 @@ from pyspark_ducklake.catalog.entries import SnapshotInfo
 from pyspark_ducklake.catalog.format_version import FormatVersion
 from pyspark_ducklake.catalog.inlined_codec import table_inline_obstacle
 from pyspark_ducklake.catalog.location import CatalogLocation, parse_location
+from pyspark_ducklake.catalog.migration import MigrationReport, migrate_catalog
 from pyspark_ducklake.catalog.partitioning import (
     parse_partition_keys,
     partition_spec,
@@ -133,6 +135,31 @@ class Lake:
     @property
     def catalog_info(self) -> CatalogInfo:
         return self.info
+
+    @property
+    def format_version(self) -> str:
+        """The catalog's DuckLake format version as stored (``1.0``, ``1.1``, ``1.1-dev1``)."""
+        return self.info.version
+
+    def migrate(self, to: str = "1.1", *, dry_run: bool = False) -> MigrationReport:
+        """Migrate the catalog to DuckLake format ``to`` in one database transaction, as DuckDB's ``ATTACH ...
+        (AUTOMATIC_MIGRATION true)`` does: the inlined tables' system columns get their 1.1 names, the file tables
+        ``row_group_count``, and ``ducklake_view_column_tag`` is created. No snapshot is committed. A catalog already
+        at ``to`` is left as it is; with ``dry_run`` nothing is changed and the report lists what would be.
+
+        DuckDB 1.5 cannot open a 1.1 catalog, and a catalog never goes back: migrate only when every reader and
+        writer of the lake speaks 1.1 (DuckDB 2.0, this library).
+
+        Raises:
+            InvalidOptionError: ``to`` is not ``"1.0"`` or ``"1.1"``.
+            MigrationError: ``to`` is older than the catalog, a column collides with a new system name, or the
+                database refused a step; nothing was changed.
+        """
+        target = parse_format_version(to, "to")
+        report = migrate_catalog(self.engine, target, dry_run=dry_run)
+        if report.changed and not dry_run:
+            self.info = dataclasses.replace(self.info, format=target)
+        return report
 
     def close(self) -> None:
         self.engine.dispose()

@@ -158,7 +158,11 @@ def _drop_tables(conn: Connection, table_ids: list[int]) -> None:
 
 
 def _drop_unreachable_entries(conn: Connection) -> None:
-    for table in (T.ducklake_schema, T.ducklake_view, T.ducklake_tag, T.ducklake_macro):
+    # the reference's order; view column tags exist on 1.1 catalogs only
+    tables = [T.ducklake_schema, T.ducklake_view, T.ducklake_tag, T.ducklake_macro]
+    if reader.format_version(conn).view_column_tags:
+        tables.insert(2, T.ducklake_view_column_tag)
+    for table in tables:
         conn.execute(delete(table).where(_unreferenced(table)))
     m = T.ducklake_macro
     for table in (T.ducklake_macro_impl, T.ducklake_macro_parameters):
