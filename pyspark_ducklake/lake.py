@@ -18,7 +18,7 @@ from pyspark_ducklake.catalog.catalog import CatalogInfo, open_catalog
 from pyspark_ducklake.catalog.entries import SnapshotInfo
 from pyspark_ducklake.catalog.format_version import FormatVersion
 from pyspark_ducklake.catalog.inlined_codec import table_inline_obstacle
-from pyspark_ducklake.catalog.location import CatalogLocation, parse_location
+from pyspark_ducklake.catalog.location import CatalogLocation, parse_location, with_storage_version
 from pyspark_ducklake.catalog.migration import MigrationReport, migrate_catalog
 from pyspark_ducklake.catalog.partitioning import (
     parse_partition_keys,
@@ -50,12 +50,14 @@ from pyspark_ducklake.exceptions import (
 from pyspark_ducklake.io.fileio import delete_files
 from pyspark_ducklake.options import (
     DATA_INLINING_ROW_LIMIT,
+    DUCKDB_STORAGE_VERSION,
     FORMAT_VERSION,
     Entry,
     check_keywords,
     check_options,
     parse_format_version,
     parse_int,
+    parse_storage_version,
 )
 from pyspark_ducklake.table import evolution
 from pyspark_ducklake.table import metadata as M
@@ -117,10 +119,15 @@ class Lake:
         encrypted: bool | None = None,
         keep_engine: bool = False,
         format_version: FormatVersion | str | None = None,
+        duckdb_storage_version: str | None = None,
     ) -> None:
         if data_inlining_row_limit is not None:
             data_inlining_row_limit = parse_int(data_inlining_row_limit, DATA_INLINING_ROW_LIMIT, minimum=0)
-        self.location = catalog if isinstance(catalog, CatalogLocation) else parse_location(catalog)
+        location = catalog if isinstance(catalog, CatalogLocation) else parse_location(catalog)
+        if duckdb_storage_version is not None:
+            storage_version = parse_storage_version(duckdb_storage_version, DUCKDB_STORAGE_VERSION)
+            location = with_storage_version(location, storage_version)
+        self.location = location
         fmt = None if format_version is None else parse_format_version(format_version, FORMAT_VERSION)
         self.engine, self.info = open_catalog(
             self.location, data_path, encrypted=encrypted, keep_engine=keep_engine, format_version=fmt
@@ -1260,6 +1267,7 @@ CONNECT_ARGUMENTS = (
     "author",
     "encrypted",
     "format_version",
+    "duckdb_storage_version",
 )
 
 
@@ -1276,6 +1284,7 @@ def connect(
     author: str | None = None,
     encrypted: bool | str | None = None,
     format_version: str | None = None,
+    duckdb_storage_version: str | None = None,
     **unknown: Any,
 ) -> Lake:
     """Open a lake, creating the catalog when the database is empty (then ``data_path`` is required).
@@ -1286,6 +1295,10 @@ def connect(
     ``format_version`` is the DuckLake format of a new catalog: ``"1.0"`` (the default; DuckDB 1.5 and 2.0 open it)
     or ``"1.1"`` (DuckDB 2.0's default; DuckDB 1.5 cannot open it). An existing catalog keeps its version, which the
     option must then match; :meth:`Lake.migrate` moves a 1.0 catalog to 1.1.
+
+    ``duckdb_storage_version`` (DuckDB-file catalogs): the DuckDB storage version a new ``.ducklake`` file is written
+    in, ``"v1.5.0"`` by default so that DuckDB 1.5 opens it even when this library runs on DuckDB 2.0; ``"latest"``
+    writes the running DuckDB's own format.
 
     Numbers may also be given as strings (``max_retry_count="3"``, ``reconnect_timeout="5 min"``), as Spark options are.
 
@@ -1309,6 +1322,7 @@ def connect(
             "author": author,
             "encrypted": encrypted,
             "format_version": format_version,
+            "duckdb_storage_version": duckdb_storage_version,
         },
         Entry.CONNECT,
     )
@@ -1328,6 +1342,7 @@ def connect(
         author=author,
         encrypted=cast("bool | None", parsed.get("encrypted")),
         format_version=cast("FormatVersion | None", parsed.get("format_version")),
+        duckdb_storage_version=cast("str | None", parsed.get("duckdb_storage_version")),
     )
 
 

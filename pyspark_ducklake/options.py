@@ -34,6 +34,7 @@ DATA_PATH = "dataPath"
 DATA_INLINING_ROW_LIMIT = "data_inlining_row_limit"
 ENCRYPTED = "encrypted"
 FORMAT_VERSION = "format_version"
+DUCKDB_STORAGE_VERSION = "duckdb_storage_version"
 MAX_RETRY_COUNT = "max_retry_count"
 RETRY_WAIT_MS = "retry_wait_ms"
 RETRY_BACKOFF = "retry_backoff"
@@ -107,8 +108,26 @@ def parse_format_version(value: object, name: str) -> FormatVersion:
         InvalidOptionError: any other value (names the option and the versions).
     """
     if not isinstance(value, (str, FormatVersion)):
-        raise InvalidOptionError(f"option {name} must be '1.0' or '1.1' (a string), got {value!r}")
+        raise InvalidOptionError(f"option {name} must be one of '1.0', '1.1' (a string), got {value!r}")
     return requested_format(value, name)
+
+
+_STORAGE_VERSION = re.compile(r"v\d+\.\d+\.\d+|latest")
+
+
+def parse_storage_version(value: object, name: str) -> str:
+    """A DuckDB storage version as DuckDB spells it (``v1.5.0``) or ``latest``.
+
+    Raises:
+        InvalidOptionError: anything else (names the option and the value).
+    """
+    text = value.strip() if isinstance(value, str) else None
+    if text is None or not _STORAGE_VERSION.fullmatch(text):
+        raise InvalidOptionError(
+            f"option {name} must be a DuckDB version such as 'v1.5.0' (DuckDB's storage_compatibility_version) or "
+            f"'latest', got {value!r}"
+        )
+    return text
 
 
 def parse_float(value: object, name: str, *, minimum: float | None = None, maximum: float | None = None) -> float:
@@ -471,6 +490,17 @@ OPTIONS: tuple[Option, ...] = (
         "only by `Lake.migrate('1.1')` or `pyspark-ducklake migrate --to 1.1`. See Compatibility",
         LAKE,
         aliases=("ducklake_version",),
+    ),
+    Option(
+        DUCKDB_STORAGE_VERSION,
+        ALL,
+        parse_storage_version,
+        "`v1.5.0`",
+        "DuckDB-file catalogs only: the DuckDB storage version a **new** `.ducklake` file is written in (DuckDB's "
+        "`storage_compatibility_version`). The default keeps the file readable by DuckDB 1.5 whichever DuckDB this "
+        "library runs with (DuckDB 2.0's own default, `latest`, makes files DuckDB 1.5 refuses); an existing file "
+        "keeps its version",
+        LAKE,
     ),
     Option(
         DATA_INLINING_ROW_LIMIT,

@@ -16,6 +16,7 @@ otherwise let committers collide on the snapshot id and retry until one gives up
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -25,7 +26,7 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.exc import NoSuchModuleError
 from sqlalchemy.pool import NullPool
 
-from pyspark_ducklake.exceptions import CatalogLockedError, NotInstalledError
+from pyspark_ducklake.exceptions import CatalogLockedError, InvalidOptionError, NotInstalledError
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -37,6 +38,11 @@ INSTALL_HINT = "pip install 'pyspark-ducklake[duckdb]'"
 LOCK_WAIT_S = 5.0
 # No extension is needed to read the catalog's tables: never download or load one.
 DUCKDB_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+# The storage version a new catalog file is written in: DuckDB 2.0 writes one DuckDB 1.5 cannot open ("version
+# number 999"), so a new file is written for DuckDB 1.5 (storage version 68) unless asked otherwise. An existing file
+# keeps the version it has, whichever DuckDB opens it.
+DEFAULT_STORAGE_VERSION = "v1.5.0"
+STORAGE_VERSION_ARG = "storage_version"  # CatalogLocation.connect_args key
 _LOCK_HELD = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")
 _ATTACHED_HERE = re.compile(r"Unique file handle conflict.*already attached by database \"([^\"]*)\"", re.S)
 
@@ -59,10 +65,11 @@ def duckdb_file_engine(location: CatalogLocation) -> Engine:
     except (NoSuchModuleError, ModuleNotFoundError) as e:
         raise NotInstalledError(f"the DuckDB driver is missing: {INSTALL_HINT} ({e})") from None
     path = engine.url.database or ""
+    storage_version = str(location.connect_args.get(STORAGE_VERSION_ARG) or DEFAULT_STORAGE_VERSION)
 
     @event.listens_for(engine, "do_connect")
     def _connect(_dialect: Any, _record: Any, _cargs: Any, _cparams: Any) -> Any:
-        conn = _acquire(path)
+        conn = _acquire(path, storage_version)
         try:
             conn.execute("SET TimeZone = 'UTC'")  # TIMESTAMPTZ as UTC text; without ICU DuckDB has UTC only
         except duckdb.Error:
@@ -109,14 +116,26 @@ _shared_lock = threading.Lock()
 _shared: dict[str, list[Any]] = {}  # path -> [the open database's first connection, connections using it]
 
 
-def _acquire(path: str) -> Any:
-    """A new DuckDB connection to the file, opening it when no connection of this process has it open."""
+def _acquire(path: str, storage_version: str) -> Any:
+    """A new DuckDB connection to the file, opening it when no connection of this process has it open (and creating
+    it in ``storage_version`` when it does not exist)."""
     import duckdb
 
     with _shared_lock:
         entry = _shared.get(path)
         if entry is None:
-            root = connect_waiting(lambda: duckdb.connect(path, config=dict(DUCKDB_CONFIG)), path)
+            config: dict[str, Any] = dict(DUCKDB_CONFIG)
+            if not os.path.exists(path):
+                config["storage_compatibility_version"] = storage_version
+            try:
+                root = connect_waiting(lambda: duckdb.connect(path, config=config), path)
+            except duckdb.InvalidInputException as e:
+                if "storage_compatibility_version" not in config or "version string" not in str(e):
+                    raise
+                raise InvalidOptionError(
+                    f"option duckdb_storage_version={storage_version!r} is not a version the installed DuckDB "
+                    f"{duckdb.__version__} can write ({e}); nothing was created"
+                ) from None
             entry = _shared[path] = [root, 0]
         conn = entry[0].cursor()
         entry[1] += 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import quote, quote_plus
 
@@ -14,7 +14,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.pool import NullPool
 
-from pyspark_ducklake.catalog.duckdb_file import duckdb_file_engine
+from pyspark_ducklake.catalog.duckdb_file import STORAGE_VERSION_ARG, duckdb_file_engine
 from pyspark_ducklake.exceptions import InvalidOptionError, NotInstalledError
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -199,6 +199,14 @@ def redact_text(text: str) -> str:
     query parameters (quoted or not)."""
     text = _PASSWORD_KEYWORD.sub(lambda m: m.group(1) + HIDDEN, text)
     return _URL_USERINFO.sub(r"\1" + HIDDEN + "@", text)
+
+
+def with_storage_version(location: CatalogLocation, storage_version: str | None) -> CatalogLocation:
+    """``location`` whose new DuckDB file (if it is a DuckDB-file catalog) is written in ``storage_version``; other
+    backends have no storage version and are returned as they are."""
+    if storage_version is None or location.backend != "duckdb":
+        return location
+    return replace(location, connect_args={**location.connect_args, STORAGE_VERSION_ARG: storage_version})
 
 
 def parse_location(location: str) -> CatalogLocation:

@@ -119,9 +119,8 @@ def _steps_1_0_to_1_1(conn: Connection) -> list[Step]:
             if after in user:
                 raise MigrationError(
                     f"table {user_table or name!r} has a column {after!r}, the name DuckLake 1.1 gives the inlined "
-                    "data's system column: rename the column and flush the table's inlined data "
-                    "(lake.flush_inlined / DuckDB's ducklake_flush_inlined_data) before migrating; nothing was "
-                    "migrated"
+                    "data's system column: rename the column and flush the table's inlined data before migrating "
+                    "(lake.flush_inlined_data, or DuckDB's ducklake_flush_inlined_data); nothing was migrated"
                 )
             renames.append((have, after))
         for before, after in renames:

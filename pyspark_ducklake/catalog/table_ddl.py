@@ -1,8 +1,9 @@
 """Dropping and renaming tables and schemas, with the catalog rows DuckDB 1.5.5 writes for the same DDL.
 
 * ``DROP TABLE``: the table row, its columns, data files, delete files, partition spec, sort order, comments
-  (``ducklake_tag``) and column comments end at the snapshot; the schema version moves on (no ``ducklake_schema_versions`` row); ``dropped_table:<id>``. Inlined rows, table
-  statistics and the files themselves stay (``expire_snapshots`` / ``cleanup_old_files`` remove them later).
+  (``ducklake_tag``) and column comments end at the snapshot; the schema version moves on (no
+  ``ducklake_schema_versions`` row); ``dropped_table:<id>``. Inlined rows, table statistics and the files themselves
+  stay (``expire_snapshots`` / ``cleanup_old_files`` remove them later).
 * ``DROP SCHEMA``: the schema row ends; with ``CASCADE`` each table and view in it is dropped as above in the same
   snapshot (``dropped_schema:<id>,dropped_table:<id>...``), a view with its comments (and, on 1.1, its column
   comments); without it a schema holding any is refused.

@@ -19,6 +19,7 @@ from pyspark_ducklake.options import (
     CATALOG,
     DATA_INLINING_ROW_LIMIT,
     DATA_PATH,
+    DUCKDB_STORAGE_VERSION,
     ENCRYPTED,
     ENV_CATALOG,
     ENV_DATA_PATH,
@@ -38,6 +39,7 @@ from pyspark_ducklake.options import (
     option_value,
     parse_bool,
     parse_format_version,
+    parse_storage_version,
 )
 from pyspark_ducklake.spark.connect import is_connect
 
@@ -78,6 +80,7 @@ class LakeConfig:
     s3: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     encrypted: bool | None = None  # option 'encrypted': create the lake encrypted / check the lake's setting
     format_version: str | None = None  # option 'format_version': a new catalog's version / check the lake's
+    duckdb_storage_version: str | None = None  # option 'duckdb_storage_version': a new DuckDB-file catalog's
     # ducklake.gcs.* / ducklake.azure.* settings as (store, name, value) (secrets: never in the repr)
     stores: tuple[tuple[str, str, str], ...] = field(default=(), repr=False)
 
@@ -140,6 +143,7 @@ class LakeConfig:
         data_path = option_value(options, DATA_PATH) or conf(SPARK_CONF_DATA_PATH) or env.get(ENV_DATA_PATH)
         encrypted = option_value(options, ENCRYPTED)
         fmt = option_value(options, FORMAT_VERSION)
+        storage = option_value(options, DUCKDB_STORAGE_VERSION)
         return cls(
             catalog=str(catalog),
             data_path=data_path,
@@ -152,6 +156,7 @@ class LakeConfig:
             ),
             encrypted=None if encrypted is None else parse_bool(encrypted, ENCRYPTED),
             format_version=None if fmt is None else parse_format_version(fmt, FORMAT_VERSION).tag,
+            duckdb_storage_version=None if storage is None else parse_storage_version(storage, DUCKDB_STORAGE_VERSION),
         )
 
     def connect(self, **kwargs: Any) -> Lake:
@@ -162,6 +167,7 @@ class LakeConfig:
             "storage_options": self.storage_options,
             "encrypted": self.encrypted,
             "format_version": self.format_version,
+            "duckdb_storage_version": self.duckdb_storage_version,
         }
         lake = Lake(self.catalog, self.data_path, **{**settings, **kwargs})
         if self.data_path is None and "storage_options" not in kwargs:

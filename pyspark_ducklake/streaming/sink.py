@@ -372,6 +372,7 @@ def ducklake_sink(
     storage_options: dict[str, Any] | None = None,
     encrypted: bool | str | None = None,
     format_version: str | None = None,
+    duckdb_storage_version: str | None = None,
     upsert_on: list[str] | str | None = None,
     delete_when: str | None = None,
     order_by: list[str] | str | None = None,
@@ -403,6 +404,8 @@ def ducklake_sink(
             match the lake's setting (default: follow the catalog).
         format_version: the DuckLake format of a new lake, ``"1.0"`` (default) or ``"1.1"``; on an existing lake it
             must match the lake's version (default: follow the catalog).
+        duckdb_storage_version: the DuckDB storage version of a new DuckDB-file catalog (default ``"v1.5.0"``, which
+            DuckDB 1.5 opens).
         upsert_on: key columns: apply each batch by key (a row whose key exists replaces it, keeping its row id, so
             the change feed shows an update pair; a new key is inserted) instead of appending.
         delete_when: with ``upsert_on``, a Spark SQL boolean expression over the batch's columns (``"op = 'd'"``):
@@ -438,6 +441,7 @@ def ducklake_sink(
         "storage_options": storage_options,
         "encrypted": encrypted,
         "format_version": format_version,
+        "duckdb_storage_version": duckdb_storage_version,
         "upsert_on": upsert_on,
         "delete_when": delete_when,
         "order_by": order_by,
@@ -464,6 +468,7 @@ def ducklake_sink(
     options = {k: str(v) for k, v in given_options if v}
     if parsed.get("encrypted") is not None:
         options["encrypted"] = str(parsed["encrypted"]).lower()
-    if parsed.get("format_version") is not None:
-        options["format_version"] = str(parsed["format_version"])
+    for key in ("format_version", "duckdb_storage_version"):
+        if parsed.get(key) is not None:
+            options[key] = str(parsed[key])
     return DuckLakeSink(table, options, app_id, settings, storage_options)

@@ -22,7 +22,7 @@ import pyspark_ducklake as pdl
 from pyspark_ducklake.__main__ import main as cli
 from pyspark_ducklake.exceptions import InvalidIdentifierError, InvalidOptionError, MigrationError
 from tests.support.catalogs import CatalogLocation
-from tests.support.duck import open_duckdb
+from tests.support.duck import connect_duckdb, open_duckdb
 
 INLINED = re.compile(r"ducklake_inlined_(data_\d+_\d+|delete_\d+)")
 NEW_NAMES = ["_ducklake_row_id", "_ducklake_begin_snapshot", "_ducklake_end_snapshot"]
@@ -109,19 +109,19 @@ def test_a_1_1_catalog_keeps_its_version_and_refuses_a_mismatch(catalog: Catalog
     assert pdl.connect(catalog.url, format_version="1.1").format_version == "1.1"
     with pytest.raises(InvalidOptionError, match="cannot be downgraded"):
         pdl.connect(catalog.url, format_version="1.0")
-    with pytest.raises(InvalidOptionError, match="'1.0', '1.1'"):
+    with pytest.raises(InvalidOptionError, match=r"'1\.0', '1\.1'"):
         pdl.connect(catalog.url, format_version="2.0")
 
 
 def test_1_1_reserves_every_ducklake_prefixed_name(catalog: CatalogLocation) -> None:
     lake = pdl.connect(catalog.url, catalog.data_path, format_version="1.1", data_inlining_row_limit=0)
     for name in ("_ducklake_x", "_DuckLake_Row_Id"):
-        with pytest.raises(InvalidIdentifierError, match="reserved by DuckLake 1.1"):
+        with pytest.raises(InvalidIdentifierError, match=r"reserved by DuckLake 1\.1"):
             lake.create_table("main.bad", pa.schema([("id", pa.int64()), (name, pa.int64())]))
     lake.create_table("main.t", pa.schema([("id", pa.int64())]))
-    with pytest.raises(InvalidIdentifierError, match="reserved by DuckLake 1.1"):
+    with pytest.raises(InvalidIdentifierError, match=r"reserved by DuckLake 1\.1"):
         lake.add_column("main.t", "_ducklake_y", pa.int64())
-    with pytest.raises(InvalidIdentifierError, match="reserved by DuckLake 1.1"):
+    with pytest.raises(InvalidIdentifierError, match=r"reserved by DuckLake 1\.1"):
         lake.rename_column("main.t", "id", "_ducklake_id")
     assert [s.snapshot_id for s in lake.snapshots()] == [0, 1]  # nothing committed by the refusals
     # on 1.0 the prefix alone is not reserved, as in DuckDB 1.5
@@ -155,7 +155,7 @@ def test_migrating_a_duckdb_lake_renames_adds_and_reads_the_same(catalog: Catalo
     ids = sorted(r["id"] for r in lake.scan("main.t").to_pylist())
     assert ids == [2, 7, *[i for i in range(100, 150) if i != 120]]
     # DuckDB 1.5.5 opens only 1.0: the migrated lake is closed to it, as DuckDB 2.0's migration leaves it
-    with pytest.raises(duckdb.Error, match="catalog version is 1.1"):
+    with pytest.raises(duckdb.Error, match=r"catalog version is 1\.1"):
         open_duckdb(catalog).close()
     with pytest.raises(MigrationError, match="cannot be downgraded"):
         lake.migrate("1.0")
@@ -170,7 +170,7 @@ def test_a_column_colliding_with_a_new_name_refuses_the_migration(catalog: Catal
         con.close()
     lake = pdl.connect(catalog.url)
     layout = _layout(catalog.url)
-    with pytest.raises(MigrationError, match="has a column '_ducklake_row_id'.*rename the column and flush"):
+    with pytest.raises(MigrationError, match=r"has a column '_ducklake_row_id'.*rename the column and flush"):
         lake.migrate("1.1")
     assert _layout(catalog.url) == layout and _version(catalog.url) == "1.0" and lake.format_version == "1.0"
     con = open_duckdb(catalog)  # DuckDB 1.5.5 still opens it
@@ -190,7 +190,7 @@ def test_a_failed_migration_leaves_the_catalog_at_1_0(tmp_path: Path) -> None:
             "CREATE TRIGGER no_version BEFORE UPDATE ON ducklake_metadata BEGIN SELECT RAISE(ABORT, 'denied'); END"
         )
     layout = _layout(url)
-    with pytest.raises(MigrationError, match="refused the migration.*denied.*nothing was changed"):
+    with pytest.raises(MigrationError, match=r"refused the migration.*denied.*nothing was changed"):
         lake.migrate("1.1")
     assert _layout(url) == layout and _version(url) == "1.0"
     assert lake.scan("main.t").column("id").to_pylist() == [1, 2]
@@ -206,3 +206,30 @@ def test_the_cli_migrates_and_says_what_it_did(tmp_path: Path, capsys: Any) -> N
     out = capsys.readouterr().out
     assert '"to_version": "1.1"' in out and '"dry_run": false' in out and _version(url) == "1.1"
     assert cli(["--catalog", url, "migrate", "--to", "1.0"]) == 2  # argparse: no downgrade target exists
+
+
+def test_duckdb_file_catalogs_at_1_1_created_and_migrated(tmp_path: Path) -> None:
+    """A DuckDB-file catalog: one we create at 1.1 and one DuckDB 1.5.5 made that we migrate read and write alike."""
+    con = connect_duckdb()
+    try:
+        con.execute(f"ATTACH 'ducklake:{tmp_path}/theirs.ducklake' AS lake (DATA_INLINING_ROW_LIMIT 10)")
+        con.execute("CREATE TABLE lake.t(id BIGINT, s VARCHAR)")
+        con.execute("INSERT INTO lake.t VALUES (1, 'a'), (2, 'b')")
+        con.execute("INSERT INTO lake.t SELECT i, 's' || i FROM range(100, 130) r(i)")
+    finally:
+        con.close()
+    theirs = pdl.connect(f"ducklake:{tmp_path}/theirs.ducklake")
+    before = theirs.scan("main.t").sort_by("id")
+    assert theirs.migrate("1.1").changed and theirs.format_version == "1.1"
+    assert theirs.scan("main.t").sort_by("id") == before
+    ours = pdl.connect(f"ducklake:{tmp_path}/ours.ducklake", str(tmp_path / "ours"), format_version="1.1")
+    for lake in (theirs, ours):
+        if lake is ours:
+            lake.create_table("main.t", pa.schema([("id", pa.int64()), ("s", pa.string())]))
+        lake.append("main.t", pa.table({"id": [3], "s": ["c"]}))  # inlined, into the 1.1 layout
+        lake.append("main.t", pa.table({"id": list(range(200, 220)), "s": ["x"] * 20}))
+        lake.delete("main.t", [("id", "in", [3, 205])])
+        lake.flush_inlined_data("main.t")
+        ids = sorted(lake.scan("main.t").column("id").to_pylist())
+        assert 3 not in ids and 205 not in ids and 219 in ids
+        lake.close()

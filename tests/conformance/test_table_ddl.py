@@ -143,7 +143,9 @@ def test_dropping_ends_comments_and_sort_orders_as_duckdb_does(tmp_path: Path) -
             lake.drop_schema("s", cascade=True)
             lake.close()
         db = sqlite3.connect(path)
-        rows[who] = {t: sorted(db.execute(f"SELECT {cols} FROM {t}").fetchall(), key=repr) for t, cols in TAGGED.items()}
+        rows[who] = {
+            t: sorted(db.execute(f"SELECT {cols} FROM {t}").fetchall(), key=repr) for t, cols in TAGGED.items()
+        }
         db.close()
     assert rows["ours"] == rows["duckdb"]
     assert all(r[2] is not None for r in rows["ours"]["ducklake_tag"])  # every one ended

@@ -1,6 +1,7 @@
 """A fresh ``pip install`` of the built wheel (with ``[postgres,duckdb]``) into an empty virtualenv imports and runs:
 an append, a read and one ``foreachBatch`` micro-batch on a local SparkSession, a PostgreSQL catalog, a DuckDB-file
-catalog, and the Spark UI hiding a catalog password (``tests/support/install_smoke.py``).
+catalog (made by the newest DuckDB the extra allows, 2.x, and opened by DuckDB 1.5.5 after), and the Spark UI hiding a
+catalog password (``tests/support/install_smoke.py``).
 
 The venv is kept under ``.cache/install-venv/<key>``, the key hashing the wheel's declared dependencies and the
 Python version: when they are unchanged, a run reinstalls only the wheel itself (``--no-deps``) into the venv built
@@ -23,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.catalogs import REPO_ROOT, PgServer, create_database, drop_database
+from tests.support.duck import connect_duckdb
 
 pytestmark = [pytest.mark.timeout(1800), pytest.mark.slow]
 
@@ -97,5 +99,15 @@ def test_the_wheel_installs_into_an_empty_venv_and_runs(tmp_path: Path, pg_serve
         [str(venv / "bin" / "pyspark-ducklake"), "--catalog", f"sqlite:///{lakes[0]}", "tables", "--json"], env=env
     )
     assert json.loads(cli.stdout), cli.stdout
+    # the [duckdb] extra resolves the newest DuckDB it allows (2.x since 2026-10): the .ducklake file it made is in the
+    # storage version DuckDB 1.5 reads (option duckdb_storage_version), so the test's DuckDB 1.5.5 opens the lake
+    (version,) = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("duckdb ")]
+    assert int(version.split(".")[0]) >= 2, f"the [duckdb] extra resolved duckdb {version}, not DuckDB 2"
+    con = connect_duckdb()
+    try:
+        con.execute(f"ATTACH 'ducklake:{work}/lake.ducklake' AS lake")
+        assert con.execute("SELECT * FROM lake.main.d").fetchall() == [(3,)]
+    finally:
+        con.close()
     with zipfile.ZipFile(wheel) as z:  # the license travels with the wheel
         assert any(n.endswith(".dist-info/licenses/LICENSE") for n in z.namelist()), z.namelist()

@@ -76,6 +76,35 @@ CASES: tuple[BadInput, ...] = (
         "this pyspark-ducklake reads and writes 1.0, 1.1, 1.1-dev1",
     ),
     BadInput(
+        "format-version-unknown",
+        "`format_version` other than '1.0' or '1.1' (`'2.0'`, `'1.1-dev1'`, `1.1` as a number)",
+        E.InvalidOptionError,
+        "use one of '1.0', '1.1'",
+        match="'1.0', '1.1'",
+    ),
+    BadInput(
+        "format-version-mismatch",
+        "`format_version` that differs from an existing catalog's (1.0 asked of a 1.1 lake, or 1.1 of a 1.0 one)",
+        E.InvalidOptionError,
+        "leave the option out to follow the catalog (or migrate it with Lake.migrate('1.1'))",
+        match="leave the option out to follow the catalog",
+    ),
+    BadInput(
+        "migrate-collision",
+        "`migrate('1.1')` of a lake whose inlined table has a column named like a 1.1 system column "
+        "(`_ducklake_row_id`), or a migration the database refuses",
+        E.MigrationError,
+        "rename the column and flush the table's inlined data before migrating",
+    ),
+    BadInput(
+        "duckdb-storage-version",
+        "`duckdb_storage_version` that is not a DuckDB version (`'v1.5'`, `1`) or one the installed DuckDB cannot "
+        "write (`'v9.9.9'`)",
+        E.InvalidOptionError,
+        "a DuckDB version such as 'v1.5.0' (DuckDB's storage_compatibility_version) or 'latest'",
+        match="duckdb_storage_version",
+    ),
+    BadInput(
         "catalog-new-without-data-path",
         "a new (empty) catalog without a data path",
         E.InvalidOptionError,

@@ -6,7 +6,8 @@ package's ``DefaultSource``), append and read through it, and commit one ``forea
 micro-batch with ``ducklake_sink``. With ``--pg CONNINFO`` it also opens a PostgreSQL catalog (the ``[postgres]``
 extra) and reads it from Spark with the conf ``spark.ducklake.catalog`` set to a URL with a password, which must then
 appear nowhere in the Spark UI's REST API (jobs, stages, SQL executions, environment). With ``--duckdb`` it creates,
-writes and reads a DuckDB-file catalog (the ``[duckdb]`` extra). Prints ``smoke ok`` at the end.
+writes and reads a DuckDB-file catalog (the ``[duckdb]`` extra) and prints the venv's DuckDB version. Prints
+``smoke ok`` at the end.
 
     python install_smoke.py WORKDIR [--pg HOST PORT USER DBNAME] [--duckdb]
 """
@@ -53,6 +54,9 @@ def main(argv: list[str]) -> int:
             duck_lake.create_table("main.d", pa.schema([("id", pa.int64())]))
             duck_lake.append("main.d", pa.table({"id": [3]}))
             assert duck_lake.scan("main.d").to_pylist() == [{"id": 3}]
+        import duckdb
+
+        print(f"duckdb {duckdb.__version__}")  # the test opens the file with DuckDB 1.5.5 next
 
     from pyspark.sql import SparkSession
 

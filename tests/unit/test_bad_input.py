@@ -405,3 +405,30 @@ def test_json_extra_info_is_stored(lake: pdl.Lake) -> None:
     assert json.loads(lake.snapshots()[-1].commit_extra_info or "") == {"k": [1, "é"]}
     lake.append("main.t", pa.table({"id": [2], "name": ["x"]}), extra_info='{"raw": true}')  # type: ignore[arg-type]
     assert lake.snapshots()[-1].commit_extra_info == '{"raw": true}'
+
+
+def test_format_and_storage_versions(tmp_path: Path) -> None:
+    for value in ("2.0", "1.1-dev1", 1.1):
+        with expect_bad_input("format-version-unknown", watch=[tmp_path]):
+            pdl.connect(f"sqlite:///{tmp_path}/a.sqlite", str(tmp_path / "a"), format_version=value)  # type: ignore[arg-type]
+    assert not (tmp_path / "a.sqlite").exists()
+    pdl.connect(f"sqlite:///{tmp_path}/c.sqlite", str(tmp_path / "c"), format_version="1.1").close()
+    with expect_bad_input("format-version-mismatch", watch=[tmp_path]):
+        pdl.connect(f"sqlite:///{tmp_path}/c.sqlite", format_version="1.0")
+    pdl.connect(f"sqlite:///{tmp_path}/d.sqlite", str(tmp_path / "d")).close()
+    with expect_bad_input("format-version-mismatch", watch=[tmp_path]) as err:
+        pdl.connect(f"sqlite:///{tmp_path}/d.sqlite", format_version="1.1")
+    assert "Lake.migrate('1.1')" in str(err.value)
+    for value in ("v1.5", 1, "v9.9.9"):
+        with expect_bad_input("duckdb-storage-version", watch=[tmp_path]):
+            pdl.connect(f"ducklake:{tmp_path}/x.ducklake", str(tmp_path / "x"), duckdb_storage_version=value)  # type: ignore[arg-type]
+        assert not (tmp_path / "x.ducklake").exists()
+
+
+def test_migration_collision_changes_nothing(tmp_path: Path) -> None:
+    lake = pdl.connect(f"sqlite:///{tmp_path}/c.sqlite", str(tmp_path / "c"), data_inlining_row_limit=10)
+    lake.create_table("main.t", pa.schema([("id", pa.int64()), ("_ducklake_end_snapshot", pa.int64())]))
+    lake.append("main.t", pa.table({"id": [1], "_ducklake_end_snapshot": [2]}))
+    with expect_bad_input("migrate-collision", lake, watch=[tmp_path / "c.sqlite"]):
+        lake.migrate("1.1")
+    assert lake.format_version == "1.0"

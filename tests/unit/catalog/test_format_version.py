@@ -48,5 +48,5 @@ def test_reserved_names_per_version() -> None:
     # 1.1: every name starting with _ducklake_ (any case), inlining on or off; the old names are free
     check_column_names(["row_id", "begin_snapshot", "end_snapshot"], 10, V1_1)
     for name in ("_ducklake_row_id", "_DUCKLAKE_anything", "_ducklake_"):
-        with pytest.raises(InvalidIdentifierError, match="reserved by DuckLake 1.1"):
+        with pytest.raises(InvalidIdentifierError, match=r"reserved by DuckLake 1\.1"):
             check_column_names([name], 0, V1_1)
