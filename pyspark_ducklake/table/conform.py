@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pyspark_ducklake.catalog.stats_values import parse_stat
-from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_field, arrow_type
+from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_field, arrow_type, table_of
 from pyspark_ducklake.exceptions import UnsupportedTypeError
 from pyspark_ducklake.io.parquet import field_id
 from pyspark_ducklake.io.variant import repeated_string, unshred
@@ -67,7 +67,7 @@ def conform_table(data: pa.Table, schema: TableSchema, columns: list[str] | None
             arrays.append(m[1])  # already the table's type: kept as read, row groups and all (no copy)
         else:
             arrays.append(conform_array(m[1].combine_chunks(), column))
-    return pa.Table.from_arrays(arrays, schema=pa.schema([arrow_field(c) for c in wanted]))
+    return table_of(arrays, pa.schema([arrow_field(c) for c in wanted]), data.num_rows)
 
 
 # Conformed child by child (matched by field id, so equal Arrow types are not enough), and VARIANT (un-shredded).
