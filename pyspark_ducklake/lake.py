@@ -57,6 +57,7 @@ from pyspark_ducklake.options import (
     check_options,
     parse_format_version,
     parse_int,
+    parse_snapshot_id,
     parse_storage_version,
 )
 from pyspark_ducklake.table import evolution
@@ -226,7 +227,7 @@ class Lake:
         """
         schema_name, table_name = parse_identifier(identifier)
         with self.engine.connect() as conn:
-            snap = reader.latest_snapshot(conn).snapshot_id if snapshot is None else snapshot
+            snap = reader.latest_snapshot(conn).snapshot_id if snapshot is None else _snapshot_id(snapshot)
             entry = reader.table_by_name(conn, schema_name, table_name, snap)
             files = reader.data_files(conn, entry, snap, self.data_path)
         return M.files_table(files)
@@ -369,7 +370,7 @@ class Lake:
         """
         schema_name, table_name = parse_identifier(identifier)
         with self.engine.connect() as conn:
-            snap = reader.latest_snapshot(conn).snapshot_id if snapshot is None else snapshot
+            snap = reader.latest_snapshot(conn).snapshot_id if snapshot is None else _snapshot_id(snapshot)
             entry = reader.table_by_name(conn, schema_name, table_name, snap)
             schema = reader.table_schema(conn, entry.table_id, snap)
             return LakeTable(entry, schema, snap, partition_spec(conn, entry.table_id, snap, schema))
@@ -1162,7 +1163,7 @@ class Lake:
             if snapshot is not None and timestamp is not None:
                 raise InvalidOptionError("pass either snapshot or timestamp, not both")
             if snapshot is not None:
-                return reader.snapshot_by_id(conn, int(snapshot)).snapshot_id
+                return reader.snapshot_by_id(conn, _snapshot_id(snapshot)).snapshot_id
             if timestamp is not None:
                 when = dt.datetime.fromisoformat(timestamp) if isinstance(timestamp, str) else timestamp
                 return reader.snapshot_at_time(conn, when).snapshot_id
@@ -1207,6 +1208,15 @@ class Lake:
             filters=filter,
             storage_options=self.storage_options,
         )
+
+
+def _snapshot_id(snapshot: object) -> int:
+    """A ``snapshot`` argument: an int (never a float, a bool or text; the Spark options take text).
+
+    Raises:
+        InvalidOptionError: anything else, or a negative id.
+    """
+    return parse_snapshot_id(snapshot, "snapshot", text=False)
 
 
 def _filter_columns(filter: Any) -> list[str]:

@@ -63,6 +63,19 @@ def test_spark_writes(spark: SparkSession, lake: pdl.Lake) -> None:
     assert "main.new" not in lake.tables()
 
 
+def test_spark_snapshot_options_that_are_not_integers(spark: SparkSession, lake: pdl.Lake) -> None:
+    read = spark.read.format("ducklake").option("catalog", lake.location.url)
+    assert read.option("versionAsOf", "1").load("main.t").count() == 0  # text is how Spark passes every option
+    for key, value in (("versionAsOf", "2.7"), ("snapshot", "true"), ("endingSnapshot", "2.0")):
+        options = {key: value, "startingSnapshot": "0"} if key == "endingSnapshot" else {key: value}
+        with expect_bad_input("snapshot-not-integer", lake):
+            read.options(**options).load("main.t").collect()
+    with expect_bad_input("snapshot-not-integer", lake):
+        read.option("startingSnapshot", "1.5").load("main.t").collect()
+    with expect_bad_input("snapshot-not-integer", lake):
+        pdl.read_table(spark, "main.t", catalog=lake.location.url, snapshot=2.7)
+
+
 def run_until_done(df: Any, sink: Any, checkpoint: Path) -> None:
     query = start_available_now(df, sink, checkpoint)
     try:

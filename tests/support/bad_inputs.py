@@ -246,6 +246,16 @@ CASES: tuple[BadInput, ...] = (
         E.NoSuchSnapshotError,
         "list them with lake.snapshots()",
     ),
+    BadInput(
+        "snapshot-not-integer",
+        "a snapshot id that is not an integer: `scan(snapshot=2.7)` (it read snapshot 2), `True`, `'3'` where Python "
+        "takes ints (`scan`, `table`, `list_files`, `table_changes`, `expire_snapshots(versions=)`, `read_table`); "
+        "Spark's `versionAsOf`, `startingSnapshot`, `endingSnapshot` of `'2.7'` or `'true'` (`'3'` is fine there); "
+        "`changes t 2.7` on the command line",
+        E.InvalidOptionError,
+        "give a whole number such as 3 (list them with lake.snapshots())",
+        match="as a snapshot id",
+    ),
     # --- values (the inlined-data codec and what it uses)
     BadInput(
         "invalid-utf8",

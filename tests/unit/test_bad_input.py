@@ -16,6 +16,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -31,6 +32,7 @@ from pyspark_ducklake.exceptions import (
     SchemaMismatchError,
     UnsupportedTypeError,
 )
+from pyspark_ducklake.options import Entry, check_options
 from pyspark_ducklake.spark.lake_config import LakeConfig
 from tests.support.bad_inputs import (
     CASES,
@@ -252,6 +254,49 @@ def test_unknown_column_and_snapshot(lake: pdl.Lake) -> None:
     assert "99" in str(err.value)
     with expect_bad_input("unknown-snapshot", lake):
         lake.scan("main.t", timestamp="1990-01-01T00:00:00")
+
+
+def test_a_snapshot_id_that_is_not_an_integer_is_refused_on_every_entry_point(
+    lake: pdl.Lake, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # scan(snapshot=2.7) read snapshot 2; True read snapshot 1; '2' was taken where the API takes ints
+    from pyspark_ducklake.__main__ import main
+    from pyspark_ducklake.batch.reader import resolve_read_snapshot
+
+    lake.append("main.t", pa.table({"id": [100], "name": ["b"]}))
+    reads = (
+        lambda bad: lake.scan("main.t", snapshot=bad),
+        lambda bad: lake.table("main.t", snapshot=bad),
+        lambda bad: lake.list_files("main.t", snapshot=bad),
+        lambda bad: lake.resolve_snapshot(snapshot=bad),
+        lambda bad: lake.table_changes("main.t", bad),
+        lambda bad: lake.table_changes("main.t", 0, bad),
+        lambda bad: lake.expire_snapshots(versions=[bad], dry_run=True),
+    )
+    for bad in (2.7, 2.0, True, "2", b"2", np.float64(2), np.bool_(True)):
+        for read in reads:
+            with expect_bad_input("snapshot-not-integer", lake) as err:
+                read(bad)
+            assert repr(bad) in str(err.value)
+    assert lake.scan("main.t", snapshot=np.int64(2)).num_rows == 20  # NumPy's integers are integers
+    # Spark options are text: "2" is a snapshot id there, "2.7" and "true" are not (the parser of the registry, and
+    # of the read's pinned snapshot)
+    assert resolve_read_snapshot(lake, {"versionAsOf": "2"}) == 2
+    for key, bad_text in (("versionAsOf", "2.7"), ("snapshot", "true"), ("endingSnapshot", "2.0")):
+        with expect_bad_input("snapshot-not-integer", lake):
+            check_options({key: bad_text}, Entry.READ)
+    with expect_bad_input("snapshot-not-integer", lake):
+        resolve_read_snapshot(lake, {"versionAsOf": "3_000"})
+    with expect_bad_input("snapshot-not-integer", lake) as err:
+        check_options({"startingSnapshot": "2.7"}, Entry.READ)
+    assert "'earliest' or 'latest'" in str(err.value)
+    # the command line: a usage error naming the argument
+    url = lake.location.url
+    for args in (["changes", "main.t", "2.7"], ["changes", "main.t", "0", "true"], ["expire", "--versions", "1,2.5"]):
+        assert main(["--catalog", url, *args]) == 2
+        err_text = capsys.readouterr().err
+        assert "as a snapshot id" in err_text and "Traceback" not in err_text, args
+    assert len(lake.snapshots()) == 4
 
 
 def test_missing_data_file_is_a_data_file_error(lake: pdl.Lake) -> None:
