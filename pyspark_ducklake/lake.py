@@ -25,7 +25,7 @@ from pyspark_ducklake.catalog.partitioning import (
     partition_spec,
     set_partition_spec,
 )
-from pyspark_ducklake.catalog.reserved import check_column_names, inlining_reserved
+from pyspark_ducklake.catalog.reserved import check_column_names, name_obstacle
 from pyspark_ducklake.catalog.transaction import (
     CommitContext,
     Plan,
@@ -191,8 +191,9 @@ class Lake:
         return int(value) if value is not None else DATA_INLINING_ROW_LIMIT_DEFAULT
 
     def _inline_limit(self, table: LakeTable) -> int:
-        # a table with a reserved column name (created while inlining was off) is never inlined into
-        if inlining_reserved(table.table_schema.names(), self.info.format):
+        # a table with a reserved column name (created while inlining was off), or one longer than the catalog
+        # database's identifiers, is never inlined into
+        if name_obstacle(table.table_schema.names(), self.engine.dialect.name, self.info.format) is not None:
             return -1
         return self.data_inlining_row_limit(table.table_id)
 
@@ -441,7 +442,7 @@ class Lake:
         """Whether rows go into the catalog: few enough, and all of them readable back exactly from there."""
         if arrow.num_rows > self._inline_limit(table):
             return False
-        why = table_inline_obstacle(table.table_schema.columns, arrow, self.engine.dialect.name)
+        why = table_inline_obstacle(table.table_schema.columns, arrow, self.engine.dialect.name, self.info.format)
         if why is not None:
             log.info("table %s: %d rows written to Parquet, not inlined: %s", table.name, arrow.num_rows, why)
         return why is None

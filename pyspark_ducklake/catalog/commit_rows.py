@@ -30,10 +30,10 @@ from pyspark_ducklake.catalog.geometry import geo_stats_text, parse_geo_stats
 from pyspark_ducklake.catalog.inlined_codec import encode_values, inlined_sql_type
 from pyspark_ducklake.catalog.partitioning import record_partition_values
 from pyspark_ducklake.catalog.paths import path_component
-from pyspark_ducklake.catalog.reserved import check_column_names, inlining_reserved
+from pyspark_ducklake.catalog.reserved import check_column_names, check_identifiers, inlining_obstacle
 from pyspark_ducklake.catalog.stats_values import array_min_max, storable_stat, widen
 from pyspark_ducklake.catalog.transaction import CommitContext, now_utc
-from pyspark_ducklake.catalog.types import NEVER_INLINED_TYPES, Column, TableSchema, find_folded, validate_columns
+from pyspark_ducklake.catalog.types import Column, TableSchema, find_folded, validate_columns
 from pyspark_ducklake.exceptions import (
     InvalidIdentifierError,
     NotATableError,
@@ -133,18 +133,16 @@ def create_table(ctx: CommitContext, schema: SchemaEntry, name: str, columns: tu
         insert(T.ducklake_schema_versions).values(begin_snapshot=ctx.snapshot_id, schema_version=sv, table_id=table_id)
     )
     # such tables never take inlined rows (DuckDB creates no inlined table for VARIANT on SQLite and PostgreSQL,
-    # nor for GEOMETRY: ducklake-format-2.md §5)
-    if takes_inlined_rows(columns, ctx.format):
+    # nor for GEOMETRY: ducklake-format-2.md §5, nor for a column name PostgreSQL would cut)
+    if takes_inlined_rows(columns, ctx.backend, ctx.format):
         create_inlined_table(ctx, table_id, sv, TableSchema(columns))
     ctx.changes.created_tables.append((schema.schema_name, name))
     return entry
 
 
-def takes_inlined_rows(columns: tuple[Column, ...], fmt: FormatVersion) -> bool:
-    """Whether a table of ``columns`` gets an inlined-data table: none with a name inlining reserves, none holding a
-    type DuckDB never inlines (VARIANT, GEOMETRY, at any depth)."""
-    never = any(c.type in NEVER_INLINED_TYPES for top in columns for c in top.walk())
-    return not never and not inlining_reserved((c.name for c in columns), fmt)
+def takes_inlined_rows(columns: tuple[Column, ...], backend: str, fmt: FormatVersion) -> bool:
+    """Whether a table of ``columns`` gets an inlined-data table on ``backend`` (see ``reserved.inlining_obstacle``)."""
+    return inlining_obstacle(columns, backend, fmt) is None
 
 
 def check_table_name_free(conn: Connection, schema: SchemaEntry, name: str, snapshot_id: int) -> None:
@@ -195,6 +193,8 @@ def create_inlined_table(ctx: CommitContext, table_id: int, schema_version: int,
     sink's merge_schema adds every new column) has one schema version: the table this commit created for it at an
     earlier alteration (empty, not yet visible to anyone) is replaced, so it holds every column."""
     name = T.inlined_data_table_name(table_id, schema_version)
+    # each column is an identifier: one the database would cut short would be a column DuckDB cannot find
+    check_identifiers(schema.names(), ctx.backend, f"inlined-data table {name}")
     created: dict[str, Table] = ctx.scratch("inlined_tables_created", dict)
     table = inlined_table(name, schema, ctx.backend, ctx.format)
     earlier = created.get(name)

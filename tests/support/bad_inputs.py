@@ -799,6 +799,21 @@ CASES: tuple[BadInput, ...] = (
     ),
     # --- accepted
     BadInput(
+        "column-name-too-long-for-catalog",
+        "a column name longer than the catalog database keeps as an identifier (PostgreSQL: 63 bytes of UTF-8, e.g. "
+        "100 characters or 40 `é`), at create, `add_column` or `rename_column`",
+        None,
+        "as DuckDB: the table is never inlined (each column of an inlined-data table is an identifier PostgreSQL would "
+        "cut); its rows go to Parquet",
+    ),
+    BadInput(
+        "name-too-long-for-folder",
+        "a schema or table name whose folder name would exceed 255 bytes",
+        None,
+        "its folder is cut to 238 characters plus a hash of the name (DuckDB's own such table fails every write); the "
+        "catalog records it, DuckDB reads and writes it",
+    ),
+    BadInput(
         "hostile-identifiers",
         "hostile names: quotes, spaces, `; DROP TABLE x;--`, `../escape`",
         None,
