@@ -89,6 +89,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DATA_INLINING_ROW_LIMIT_DEFAULT = 10  # ducklake_default_data_inlining_row_limit
+_PERSISTED_LIMIT = "data_inlining_row_limit (set in the catalog's ducklake_metadata)"
 
 Filter = list[tuple[str, str, Any]]
 
@@ -186,9 +187,9 @@ class Lake:
             if table_id is not None:
                 value = reader.metadata_value(conn, "data_inlining_row_limit", "table", table_id)
                 if value is not None:
-                    return int(value)
+                    return parse_int(value, _PERSISTED_LIMIT, minimum=0)
             value = reader.metadata_value(conn, "data_inlining_row_limit")
-        return int(value) if value is not None else DATA_INLINING_ROW_LIMIT_DEFAULT
+        return parse_int(value, _PERSISTED_LIMIT, minimum=0) if value is not None else DATA_INLINING_ROW_LIMIT_DEFAULT
 
     def _inline_limit(self, table: LakeTable) -> int:
         # a table with a reserved column name (created while inlining was off), or one longer than the catalog

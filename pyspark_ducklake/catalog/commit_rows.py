@@ -24,6 +24,7 @@ from sqlalchemy.schema import CreateTable, DropTable
 from pyspark_ducklake.catalog import dialects, reader
 from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.catalog.catalog import uuid7
+from pyspark_ducklake.catalog.corrupt import corrupt, is_parse_error
 from pyspark_ducklake.catalog.entries import SchemaEntry, TableEntry
 from pyspark_ducklake.catalog.format_version import FormatVersion
 from pyspark_ducklake.catalog.geometry import geo_stats_text, parse_geo_stats
@@ -624,6 +625,28 @@ def check_not_updated(ctx: CommitContext, table_id: int, data_file_id: int) -> N
             )
 
 
+def _widen_table_stats(
+    ctx: CommitContext, table_id: int, entry: dict[str, Any], old: ColumnStats
+) -> tuple[str | None, str | None]:
+    """The table's min/max widened by the commit's.
+
+    Raises:
+        CorruptCatalogError: the table's min or max does not parse as a value of the column (DuckDB's commit fails
+            on it too; a read only ignores it, as statistics are hints).
+    """
+    column: Column = entry["column"]
+    try:
+        return widen(column, old.min_value, old.max_value, entry["lo"], entry["hi"])
+    except Exception as e:
+        if not is_parse_error(e):
+            raise
+        where = f"ducklake_table_column_stats.min_value/max_value of table_id {table_id}, column {column.name!r}"
+        value = (old.min_value, old.max_value)
+        raise corrupt(
+            where, value, f"a minimum and maximum of type {column.type}", snapshot=ctx.base.snapshot_id
+        ) from e
+
+
 def _has_inlined_deletes(ctx: CommitContext, table_id: int) -> bool:
     known: dict[int, bool] = ctx.scratch("inlined_delete_tables", dict)
     if table_id not in known:
@@ -823,7 +846,7 @@ def write_table_stats(ctx: CommitContext) -> None:
                 extra = geo_stats_text(geo) if geo is not None else None
                 inserts.append({"table_id": table_id, "column_id": column_id, **asdict(new), "extra_stats": extra})
             else:
-                lo, hi = widen(e["column"], old.min_value, old.max_value, e["lo"], e["hi"])
+                lo, hi = _widen_table_stats(ctx, table_id, e, old)
                 nan = old.contains_nan
                 if e["nan"] is not None:
                     nan = bool(nan) or e["nan"]

@@ -53,6 +53,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pyspark_ducklake.catalog import reader
+from pyspark_ducklake.catalog.corrupt import reading
 from pyspark_ducklake.catalog.db import Connection, Engine
 from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
 from pyspark_ducklake.catalog.inlined_tables import inlined_file_deletes
@@ -240,7 +241,18 @@ def plan_changes(
     conn: Connection, table: TableEntry, start: int, end: int, data_path: str, columns: Sequence[str] | None = None
 ) -> ChangePlan:
     """The files and inlined rows holding the changes of ``table`` over the resolved range ``[start, end]`` (of the
-    table columns named in ``columns`` only, when given)."""
+    table columns named in ``columns`` only, when given).
+
+    Raises:
+        CorruptCatalogError: a catalog value that does not parse, naming where it is and the snapshots read.
+    """
+    with reading(start, end):
+        return _plan_changes(conn, table, start, end, data_path, columns)
+
+
+def _plan_changes(
+    conn: Connection, table: TableEntry, start: int, end: int, data_path: str, columns: Sequence[str] | None
+) -> ChangePlan:
     # Nullable: a range may span ALTER ... SET NOT NULL, and older rows may hold NULL there (DuckDB reports them).
     schema = project(reader.table_schema(conn, table.table_id, end).nullable(), columns)
     plan = ChangePlan(table, schema, start, end)

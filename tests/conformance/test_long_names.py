@@ -131,7 +131,13 @@ def test_a_name_longer_than_a_folder_name_holds_gets_a_shortened_folder_duckdb_r
     # bytes a filesystem takes (DuckDB fails the same way with such a table of its own)
     accepted_input("name-too-long-for-folder")
     schema = "S" * 300
-    tables = [("main", "T" * 300 + "a"), ("main", "T" * 300 + "b"), ("main", "é" * 200), ("main", "x" * 255), (schema, "t")]
+    tables = [
+        ("main", "T" * 300 + "a"),
+        ("main", "T" * 300 + "b"),
+        ("main", "é" * 200),
+        ("main", "x" * 255),
+        (schema, "t"),
+    ]
     lake = pdl.connect(catalog.url, catalog.data_path, data_inlining_row_limit=10)
     con = connect_duckdb()
     try:

@@ -173,7 +173,9 @@ def test_reads_without_the_variant_column_keep_every_row_with_or_without_rowid_a
             assert sorted(tuple(r.values()) for r in mine.to_pylist()) == theirs, s
     last = lake.current_snapshot_id()
     feed = lake.table_changes("main.only", 0, last, columns=[])
-    assert sorted(zip(*(feed.column(c).to_pylist() for c in ("_change_type", "_rowid", "_snapshot_id")))) == sorted(
+    assert sorted(
+        zip(*(feed.column(c).to_pylist() for c in ("_change_type", "_rowid", "_snapshot_id")), strict=True)
+    ) == sorted(
         con.execute(
             f"SELECT change_type, rowid, snapshot_id FROM ducklake_table_changes('lake', 'main', 'only', 0, {last})"
         ).fetchall()
@@ -342,7 +344,9 @@ def test_spark_reads_and_writes_variant(sqlite_catalog: Any, duckdb_lake: Any, s
     )
     # without the VARIANT column, on every path: the data source's columns option, the fast path, the feed
     ids = sorted(i for i, _ in duck(con))
-    assert sorted(r["id"] for r in spark.read.format("ducklake").option("columns", "id").load("main.t").collect()) == ids
+    assert (
+        sorted(r["id"] for r in spark.read.format("ducklake").option("columns", "id").load("main.t").collect()) == ids
+    )
     assert sorted(r["id"] for r in pdl.read_table(spark, "main.t", columns=["id"]).collect()) == ids
     feed_ids = feed.select("_change_type", "_rowid", "id").collect()
     narrow = spark.read.format("ducklake").option("startingSnapshot", 0).option("columns", "id").load("main.t")

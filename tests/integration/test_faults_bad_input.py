@@ -7,6 +7,7 @@ says what to do, and the lake is untouched: same snapshot count, same files unde
 from __future__ import annotations
 
 import shutil
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,19 @@ def test_spark_snapshot_options_that_are_not_integers(spark: SparkSession, lake:
         read.option("startingSnapshot", "1.5").load("main.t").collect()
     with expect_bad_input("snapshot-not-integer", lake):
         pdl.read_table(spark, "main.t", catalog=lake.location.url, snapshot=2.7)
+
+
+def test_spark_reads_of_a_corrupt_catalog_value(spark: SparkSession, lake: pdl.Lake, tmp_path: Path) -> None:
+    url = lake.location.url
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+        db.execute("UPDATE ducklake_data_file SET record_count = 'x'")
+    with expect_bad_input("catalog-value-corrupt", lake) as err:
+        spark.read.format("ducklake").option("catalog", url).load("main.t").collect()
+    assert "ducklake_data_file.record_count" in str(err.value)
+    with expect_bad_input("catalog-value-corrupt", lake):
+        pdl.read_table(spark, "main.t", catalog=url).collect()
+    with expect_bad_input("catalog-value-corrupt", lake):
+        spark.read.format("ducklake").option("catalog", url).option("startingSnapshot", "0").load("main.t").collect()
 
 
 def run_until_done(df: Any, sink: Any, checkpoint: Path) -> None:

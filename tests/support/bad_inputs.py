@@ -256,6 +256,16 @@ CASES: tuple[BadInput, ...] = (
         "give a whole number such as 3 (list them with lake.snapshots())",
         match="as a snapshot id",
     ),
+    BadInput(
+        "catalog-value-corrupt",
+        "a catalog value that does not parse (a hand-edited or corrupt catalog): an inlined BIGINT holding `'abc'`, a "
+        "data file's `record_count` of `'x'`, a snapshot's `next_file_id` NULL, a column default that is no value of "
+        "its type, a table's min/max statistics that do not parse (on a write); on any path: scan, change feed, "
+        "flush, append, Spark",
+        E.CorruptCatalogError,
+        "names the catalog table, column, value and snapshot: restore the catalog from a backup, or correct that value",
+        match="restore it from a backup, or correct that value",
+    ),
     # --- values (the inlined-data codec and what it uses)
     BadInput(
         "invalid-utf8",
@@ -812,6 +822,12 @@ CASES: tuple[BadInput, ...] = (
         None,
         "its folder is cut to 238 characters plus a hash of the name (DuckDB's own such table fails every write); the "
         "catalog records it, DuckDB reads and writes it",
+    ),
+    BadInput(
+        "file-stats-corrupt",
+        "a data file's min/max statistics (`ducklake_file_column_stats`) that do not parse",
+        None,
+        "ignored, as DuckDB ignores them: statistics are hints, the file is read rather than pruned",
     ),
     BadInput(
         "hostile-identifiers",

@@ -24,6 +24,7 @@ import pyspark_ducklake as pdl
 from pyspark_ducklake import ducklake_sink
 from pyspark_ducklake.exceptions import (
     CatalogUnreachableError,
+    CorruptCatalogError,
     DataFileError,
     DuckLakeError,
     InvalidOptionError,
@@ -297,6 +298,75 @@ def test_a_snapshot_id_that_is_not_an_integer_is_refused_on_every_entry_point(
         err_text = capsys.readouterr().err
         assert "as a snapshot id" in err_text and "Traceback" not in err_text, args
     assert len(lake.snapshots()) == 4
+
+
+CORRUPTIONS = [
+    # (what the catalog row holds, the statement that makes it so, the place the message names)
+    (
+        "inlined-bigint",
+        "UPDATE ducklake_inlined_data_1_1 SET id = 'abc' WHERE row_id = 20",
+        "ducklake_inlined_data_1_1",
+    ),
+    ("record-count", "UPDATE ducklake_data_file SET record_count = 'x'", "ducklake_data_file.record_count"),
+    ("row-id-start", "UPDATE ducklake_data_file SET row_id_start = 2.5", "ducklake_data_file.row_id_start"),
+    ("next-file-id", "UPDATE ducklake_snapshot SET next_file_id = NULL", "ducklake_snapshot.next_file_id of snapshot"),
+    ("flag", "UPDATE ducklake_data_file SET path_is_relative = 'yes'", "ducklake_data_file.path_is_relative"),
+    ("default", "UPDATE ducklake_column SET initial_default = 'abc' WHERE column_name = 'n'", "initial_default"),
+]
+
+
+@pytest.mark.parametrize(("sql", "where"), [c[1:] for c in CORRUPTIONS], ids=[c[0] for c in CORRUPTIONS])
+def test_a_catalog_value_that_does_not_parse_is_a_corrupt_catalog_error_on_every_path(
+    tmp_path: Path, sql: str, where: str
+) -> None:
+    # scan raised a bare ValueError for an inlined BIGINT holding 'abc'; a NULL next_file_id a TypeError
+    lake = pdl.connect(f"sqlite:///{tmp_path}/c.sqlite", str(tmp_path / "data"))
+    lake.create_table("main.t", pa.schema([("id", pa.int64())]))
+    lake.append("main.t", pa.table({"id": list(range(20))}))  # a Parquet file
+    lake.append("main.t", pa.table({"id": [20, 21]}))  # inlined, row ids 20 and 21
+    lake.add_column("main.t", "n", pa.int64(), default=5)  # old rows read its initial default
+    with sqlite3.connect(tmp_path / "c.sqlite") as db:
+        db.execute(sql)
+    operations = {
+        "scan": lambda: lake.scan("main.t"),
+        "change feed": lambda: lake.table_changes("main.t", 0),
+        "flush": lambda: lake.flush_inlined_data("main.t"),
+        "append": lambda: lake.append("main.t", pa.table({"id": list(range(30))})),
+    }
+
+    def snapshots() -> int:  # counted in SQL: lake.snapshots() reads the corrupt row too
+        with sqlite3.connect(tmp_path / "c.sqlite") as db:
+            return int(db.execute("SELECT count(*) FROM ducklake_snapshot").fetchone()[0])
+
+    before, failed = snapshots(), []
+    for name, operation in operations.items():
+        try:
+            operation()
+        except DuckLakeError:
+            failed.append(name)
+            with expect_bad_input("catalog-value-corrupt", watch=[tmp_path / "data"]) as err:
+                operation()
+            assert where in str(err.value) and "snapshot" in str(err.value), (name, str(err.value))
+            assert isinstance(err.value, CorruptCatalogError) and snapshots() == before
+    assert failed, "no operation noticed the corruption"
+    if "inlined" in where:  # an append does not read the inlined rows
+        assert "row_id 20 (inserted by snapshot 3)" in str(err.value)
+        assert failed == ["scan", "change feed", "flush"]
+
+
+def test_a_table_min_max_that_does_not_parse_is_refused_on_a_write_and_ignored_by_reads(tmp_path: Path) -> None:
+    # as DuckDB: its commit fails on such table statistics; file statistics are hints it ignores (file-stats-corrupt)
+    accepted_input("file-stats-corrupt")
+    lake = pdl.connect(f"sqlite:///{tmp_path}/c.sqlite", str(tmp_path / "data"))
+    lake.create_table("main.t", pa.schema([("id", pa.int64())]))
+    lake.append("main.t", pa.table({"id": list(range(20))}))
+    with sqlite3.connect(tmp_path / "c.sqlite") as db:
+        db.execute("UPDATE ducklake_table_column_stats SET min_value = 'abc'")
+        db.execute("UPDATE ducklake_file_column_stats SET min_value = 'abc', max_value = '1e999x'")
+    assert lake.scan("main.t", filter=[("id", ">", 5)]).num_rows == 14  # read, not pruned
+    with expect_bad_input("catalog-value-corrupt", lake, watch=[tmp_path / "data"]) as err:
+        lake.append("main.t", pa.table({"id": list(range(30))}))
+    assert "ducklake_table_column_stats.min_value/max_value of table_id 1, column 'id'" in str(err.value)
 
 
 def test_missing_data_file_is_a_data_file_error(lake: pdl.Lake) -> None:
