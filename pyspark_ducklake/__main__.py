@@ -37,7 +37,7 @@ from typing import Any, NoReturn
 
 from pyspark_ducklake.exceptions import DuckLakeError, InvalidOptionError
 from pyspark_ducklake.lake import connect
-from pyspark_ducklake.options import parse_float, parse_int, parse_size
+from pyspark_ducklake.options import parse_float, parse_int, parse_size, parse_snapshot_id
 
 
 class _Parser(argparse.ArgumentParser):
@@ -157,8 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     migrate.add_argument("--to", required=True, choices=["1.1"], help="the format version to migrate to")
     changes = sub.add_parser("changes", parents=[as_json], help="the change feed of a table between two snapshots")
     changes.add_argument("table")
-    changes.add_argument("start", type=_arg(_snapshot, "START"))
-    changes.add_argument("end", type=_arg(_snapshot, "END"), nargs="?")
+    changes.add_argument("start", type=_arg(parse_snapshot_id, "START"))
+    changes.add_argument("end", type=_arg(parse_snapshot_id, "END"), nargs="?")
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:  # a usage error (already printed) or --help: the exit code, as for other errors
@@ -274,15 +274,11 @@ def _positive(text: str, name: str) -> int:
     return parse_int(text, name, minimum=1)
 
 
-def _snapshot(text: str, name: str) -> int:
-    return parse_int(text, name, minimum=0)
-
-
 def _id_list(text: str) -> list[int]:
     try:
-        return [int(v) for v in text.split(",") if v.strip()]
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"expected comma-separated snapshot ids such as 3,4: {text!r}") from e
+        return [parse_snapshot_id(v, "--versions") for v in text.split(",") if v.strip()]
+    except InvalidOptionError as e:
+        raise argparse.ArgumentTypeError(f"expected comma-separated snapshot ids such as 3,4: {e}") from e
 
 
 def _print_report(report: Any, as_json: bool, details: list[str] | None = None) -> None:

@@ -25,7 +25,7 @@ from pyspark_ducklake.catalog.partitioning import (
     partition_spec,
     set_partition_spec,
 )
-from pyspark_ducklake.catalog.reserved import check_column_names, inlining_reserved
+from pyspark_ducklake.catalog.reserved import check_column_names, name_obstacle
 from pyspark_ducklake.catalog.transaction import (
     CommitContext,
     Plan,
@@ -57,6 +57,7 @@ from pyspark_ducklake.options import (
     check_options,
     parse_format_version,
     parse_int,
+    parse_snapshot_id,
     parse_storage_version,
 )
 from pyspark_ducklake.table import evolution
@@ -88,6 +89,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DATA_INLINING_ROW_LIMIT_DEFAULT = 10  # ducklake_default_data_inlining_row_limit
+_PERSISTED_LIMIT = "data_inlining_row_limit (set in the catalog's ducklake_metadata)"
 
 Filter = list[tuple[str, str, Any]]
 
@@ -185,13 +187,14 @@ class Lake:
             if table_id is not None:
                 value = reader.metadata_value(conn, "data_inlining_row_limit", "table", table_id)
                 if value is not None:
-                    return int(value)
+                    return parse_int(value, _PERSISTED_LIMIT, minimum=0)
             value = reader.metadata_value(conn, "data_inlining_row_limit")
-        return int(value) if value is not None else DATA_INLINING_ROW_LIMIT_DEFAULT
+        return parse_int(value, _PERSISTED_LIMIT, minimum=0) if value is not None else DATA_INLINING_ROW_LIMIT_DEFAULT
 
     def _inline_limit(self, table: LakeTable) -> int:
-        # a table with a reserved column name (created while inlining was off) is never inlined into
-        if inlining_reserved(table.table_schema.names(), self.info.format):
+        # a table with a reserved column name (created while inlining was off), or one longer than the catalog
+        # database's identifiers, is never inlined into
+        if name_obstacle(table.table_schema.names(), self.engine.dialect.name, self.info.format) is not None:
             return -1
         return self.data_inlining_row_limit(table.table_id)
 
@@ -226,7 +229,7 @@ class Lake:
         """
         schema_name, table_name = parse_identifier(identifier)
         with self.engine.connect() as conn:
-            snap = reader.latest_snapshot(conn).snapshot_id if snapshot is None else snapshot
+            snap = reader.latest_snapshot(conn).snapshot_id if snapshot is None else _snapshot_id(snapshot)
             entry = reader.table_by_name(conn, schema_name, table_name, snap)
             files = reader.data_files(conn, entry, snap, self.data_path)
         return M.files_table(files)
@@ -369,7 +372,7 @@ class Lake:
         """
         schema_name, table_name = parse_identifier(identifier)
         with self.engine.connect() as conn:
-            snap = reader.latest_snapshot(conn).snapshot_id if snapshot is None else snapshot
+            snap = reader.latest_snapshot(conn).snapshot_id if snapshot is None else _snapshot_id(snapshot)
             entry = reader.table_by_name(conn, schema_name, table_name, snap)
             schema = reader.table_schema(conn, entry.table_id, snap)
             return LakeTable(entry, schema, snap, partition_spec(conn, entry.table_id, snap, schema))
@@ -440,7 +443,7 @@ class Lake:
         """Whether rows go into the catalog: few enough, and all of them readable back exactly from there."""
         if arrow.num_rows > self._inline_limit(table):
             return False
-        why = table_inline_obstacle(table.table_schema.columns, arrow, self.engine.dialect.name)
+        why = table_inline_obstacle(table.table_schema.columns, arrow, self.engine.dialect.name, self.info.format)
         if why is not None:
             log.info("table %s: %d rows written to Parquet, not inlined: %s", table.name, arrow.num_rows, why)
         return why is None
@@ -1162,7 +1165,7 @@ class Lake:
             if snapshot is not None and timestamp is not None:
                 raise InvalidOptionError("pass either snapshot or timestamp, not both")
             if snapshot is not None:
-                return reader.snapshot_by_id(conn, int(snapshot)).snapshot_id
+                return reader.snapshot_by_id(conn, _snapshot_id(snapshot)).snapshot_id
             if timestamp is not None:
                 when = dt.datetime.fromisoformat(timestamp) if isinstance(timestamp, str) else timestamp
                 return reader.snapshot_at_time(conn, when).snapshot_id
@@ -1207,6 +1210,15 @@ class Lake:
             filters=filter,
             storage_options=self.storage_options,
         )
+
+
+def _snapshot_id(snapshot: object) -> int:
+    """A ``snapshot`` argument: an int (never a float, a bool or text; the Spark options take text).
+
+    Raises:
+        InvalidOptionError: anything else, or a negative id.
+    """
+    return parse_snapshot_id(snapshot, "snapshot", text=False)
 
 
 def _filter_columns(filter: Any) -> list[str]:

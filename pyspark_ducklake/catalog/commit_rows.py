@@ -24,16 +24,17 @@ from sqlalchemy.schema import CreateTable, DropTable
 from pyspark_ducklake.catalog import dialects, reader
 from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.catalog.catalog import uuid7
+from pyspark_ducklake.catalog.corrupt import corrupt, is_parse_error
 from pyspark_ducklake.catalog.entries import SchemaEntry, TableEntry
 from pyspark_ducklake.catalog.format_version import FormatVersion
 from pyspark_ducklake.catalog.geometry import geo_stats_text, parse_geo_stats
 from pyspark_ducklake.catalog.inlined_codec import encode_values, inlined_sql_type
 from pyspark_ducklake.catalog.partitioning import record_partition_values
 from pyspark_ducklake.catalog.paths import path_component
-from pyspark_ducklake.catalog.reserved import check_column_names, inlining_reserved
+from pyspark_ducklake.catalog.reserved import check_column_names, check_identifiers, inlining_obstacle
 from pyspark_ducklake.catalog.stats_values import array_min_max, storable_stat, widen
 from pyspark_ducklake.catalog.transaction import CommitContext, now_utc
-from pyspark_ducklake.catalog.types import NEVER_INLINED_TYPES, Column, TableSchema, find_folded, validate_columns
+from pyspark_ducklake.catalog.types import Column, TableSchema, find_folded, validate_columns
 from pyspark_ducklake.exceptions import (
     InvalidIdentifierError,
     NotATableError,
@@ -133,18 +134,16 @@ def create_table(ctx: CommitContext, schema: SchemaEntry, name: str, columns: tu
         insert(T.ducklake_schema_versions).values(begin_snapshot=ctx.snapshot_id, schema_version=sv, table_id=table_id)
     )
     # such tables never take inlined rows (DuckDB creates no inlined table for VARIANT on SQLite and PostgreSQL,
-    # nor for GEOMETRY: ducklake-format-2.md §5)
-    if takes_inlined_rows(columns, ctx.format):
+    # nor for GEOMETRY: ducklake-format-2.md §5, nor for a column name PostgreSQL would cut)
+    if takes_inlined_rows(columns, ctx.backend, ctx.format):
         create_inlined_table(ctx, table_id, sv, TableSchema(columns))
     ctx.changes.created_tables.append((schema.schema_name, name))
     return entry
 
 
-def takes_inlined_rows(columns: tuple[Column, ...], fmt: FormatVersion) -> bool:
-    """Whether a table of ``columns`` gets an inlined-data table: none with a name inlining reserves, none holding a
-    type DuckDB never inlines (VARIANT, GEOMETRY, at any depth)."""
-    never = any(c.type in NEVER_INLINED_TYPES for top in columns for c in top.walk())
-    return not never and not inlining_reserved((c.name for c in columns), fmt)
+def takes_inlined_rows(columns: tuple[Column, ...], backend: str, fmt: FormatVersion) -> bool:
+    """Whether a table of ``columns`` gets an inlined-data table on ``backend`` (see ``reserved.inlining_obstacle``)."""
+    return inlining_obstacle(columns, backend, fmt) is None
 
 
 def check_table_name_free(conn: Connection, schema: SchemaEntry, name: str, snapshot_id: int) -> None:
@@ -195,6 +194,8 @@ def create_inlined_table(ctx: CommitContext, table_id: int, schema_version: int,
     sink's merge_schema adds every new column) has one schema version: the table this commit created for it at an
     earlier alteration (empty, not yet visible to anyone) is replaced, so it holds every column."""
     name = T.inlined_data_table_name(table_id, schema_version)
+    # each column is an identifier: one the database would cut short would be a column DuckDB cannot find
+    check_identifiers(schema.names(), ctx.backend, f"inlined-data table {name}")
     created: dict[str, Table] = ctx.scratch("inlined_tables_created", dict)
     table = inlined_table(name, schema, ctx.backend, ctx.format)
     earlier = created.get(name)
@@ -624,6 +625,28 @@ def check_not_updated(ctx: CommitContext, table_id: int, data_file_id: int) -> N
             )
 
 
+def _widen_table_stats(
+    ctx: CommitContext, table_id: int, entry: dict[str, Any], old: ColumnStats
+) -> tuple[str | None, str | None]:
+    """The table's min/max widened by the commit's.
+
+    Raises:
+        CorruptCatalogError: the table's min or max does not parse as a value of the column (DuckDB's commit fails
+            on it too; a read only ignores it, as statistics are hints).
+    """
+    column: Column = entry["column"]
+    try:
+        return widen(column, old.min_value, old.max_value, entry["lo"], entry["hi"])
+    except Exception as e:
+        if not is_parse_error(e):
+            raise
+        where = f"ducklake_table_column_stats.min_value/max_value of table_id {table_id}, column {column.name!r}"
+        value = (old.min_value, old.max_value)
+        raise corrupt(
+            where, value, f"a minimum and maximum of type {column.type}", snapshot=ctx.base.snapshot_id
+        ) from e
+
+
 def _has_inlined_deletes(ctx: CommitContext, table_id: int) -> bool:
     known: dict[int, bool] = ctx.scratch("inlined_delete_tables", dict)
     if table_id not in known:
@@ -823,7 +846,7 @@ def write_table_stats(ctx: CommitContext) -> None:
                 extra = geo_stats_text(geo) if geo is not None else None
                 inserts.append({"table_id": table_id, "column_id": column_id, **asdict(new), "extra_stats": extra})
             else:
-                lo, hi = widen(e["column"], old.min_value, old.max_value, e["lo"], e["hi"])
+                lo, hi = _widen_table_stats(ctx, table_id, e, old)
                 nan = old.contains_nan
                 if e["nan"] is not None:
                     nan = bool(nan) or e["nan"]

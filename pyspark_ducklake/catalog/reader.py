@@ -11,6 +11,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from pyspark_ducklake.catalog import dialects
 from pyspark_ducklake.catalog import tables as T
+from pyspark_ducklake.catalog.corrupt import corrupt
 from pyspark_ducklake.catalog.entries import (
     DataFileEntry,
     DeleteFileEntry,
@@ -42,6 +43,14 @@ def visible(table: Table, snapshot_id: int) -> ColumnElement[bool]:
 
 
 def _snapshot(row: Any) -> Snapshot:
+    """Raises: CorruptCatalogError: a NULL where DuckDB writes an id (schema version, next catalog or file id)."""
+    for name in ("schema_version", "next_catalog_id", "next_file_id"):
+        if getattr(row, name) is None:
+            error = corrupt(
+                f"ducklake_snapshot.{name} of snapshot {row.snapshot_id}", None, "an id (DuckDB writes one for each)"
+            )
+            error.snapshot_id = row.snapshot_id  # named already
+            raise error
     return Snapshot(row.snapshot_id, row.snapshot_time, row.schema_version, row.next_catalog_id, row.next_file_id)
 
 

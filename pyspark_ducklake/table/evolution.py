@@ -104,7 +104,8 @@ def finish_alter(ctx: CommitContext, table: TableEntry) -> None:
         recorded.add(table.table_id)
         column_rows_sql.record_schema_version(ctx.conn, table.table_id, ctx.snapshot_id, sv)
     schema = reader.table_schema(ctx.conn, table.table_id, ctx.snapshot_id)
-    if takes_inlined_rows(schema.columns, ctx.format):  # else the table never takes inlined rows (as in DuckDB)
+    # else the table never takes inlined rows (as in DuckDB)
+    if takes_inlined_rows(schema.columns, ctx.backend, ctx.format):
         create_inlined_table(ctx, table.table_id, sv, schema)
     ctx.changes.altered_tables.add(table.table_id)
 

@@ -91,7 +91,7 @@ def flush_inlined(ctx: CommitContext, table: TableEntry, *, strict: bool = False
         is_latest = position == len(registered) - 1
         if rows:
             name_ = f"{table.schema.schema_name}.{table.table_name}"
-            _write_flush_files(ctx, table, schema, checked_table_dir(table_dir, ctx.data_path, name_), rows)
+            _write_flush_files(ctx, table, schema, checked_table_dir(table_dir, ctx.data_path, name_), name, rows)
             files += 1
             rows_flushed += len(rows)
             moved = empty_inlined_table(ctx.conn, layout)
@@ -105,10 +105,10 @@ def flush_inlined(ctx: CommitContext, table: TableEntry, *, strict: bool = False
 
 
 def _write_flush_files(
-    ctx: CommitContext, table: TableEntry, schema: TableSchema, table_dir: str, rows: Sequence[Any]
+    ctx: CommitContext, table: TableEntry, schema: TableSchema, table_dir: str, inlined: str, rows: Sequence[Any]
 ) -> None:
     # TIMETZ goes to Parquet as its UTC time, as DuckDB's flush writes it (inlined text keeps the offset)
-    arrays = [decoded_values(rows, c, ctx.backend, timetz_utc=True) for c in schema.columns]
+    arrays = [decoded_values(rows, c, ctx.backend, table=inlined, timetz_utc=True) for c in schema.columns]
     row_ids = pa.array([r.row_id for r in rows], pa.int64())
     begins = pa.array([r.begin_snapshot for r in rows], pa.int64())
     fields = [arrow_field(c) for c in schema.columns]

@@ -29,7 +29,7 @@ from pyspark_ducklake.catalog.partitioning import (
     partition_spec,
 )
 from pyspark_ducklake.catalog.paths import checked_table_dir
-from pyspark_ducklake.catalog.reserved import check_column_names, inlining_reserved
+from pyspark_ducklake.catalog.reserved import check_column_names, name_obstacle
 from pyspark_ducklake.catalog.transaction import CommitContext, RetryConfig, SkipCommit
 from pyspark_ducklake.catalog.types import Column, TableSchema, empty_table, find_folded, validate_columns
 from pyspark_ducklake.exceptions import (
@@ -361,8 +361,11 @@ class MicroBatchCommitter:
             table_dir,
             schema,
             keys,
-            # a table with a reserved column name (row_id, end_snapshot...) cannot take inlined rows
-            -1 if inlining_reserved(schema.names(), self.lake.info.format) else self.settings.data_inlining_row_limit,
+            # a table with a reserved column name (row_id, end_snapshot...) or one too long for the catalog
+            # database's identifiers cannot take inlined rows
+            -1
+            if name_obstacle(schema.names(), self.lake.engine.dialect.name, self.lake.info.format) is not None
+            else self.settings.data_inlining_row_limit,
             self.settings.target_file_rows,
             self.lake.storage_options,
             encrypted=self.lake.info.encrypted,
@@ -487,7 +490,7 @@ class MicroBatchCommitter:
 
     def inlinable(self, plan: BatchPlan, rows: pa.Table) -> bool:
         """Whether DuckDB reads every one of ``rows`` back exactly from the catalog (else they go to Parquet)."""
-        why = table_inline_obstacle(plan.schema.columns, rows, self.lake.engine.dialect.name)
+        why = table_inline_obstacle(plan.schema.columns, rows, self.lake.engine.dialect.name, self.lake.info.format)
         if why is not None:
             log.info(
                 "ducklake sink %s: %d rows written to Parquet, not inlined: %s", plan.table_name, rows.num_rows, why
