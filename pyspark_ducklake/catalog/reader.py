@@ -67,6 +67,22 @@ def latest_snapshot(conn: Connection) -> Snapshot:
     return _snapshot(row)
 
 
+def head_and_format(conn: Connection) -> tuple[Snapshot, FormatVersion]:
+    """The newest snapshot and the catalog's format version, in one statement (a commit reads both first).
+
+    Raises:
+        NoSuchSnapshotError: the catalog has no snapshot at all.
+        UnsupportedSpecVersionError: the version row is missing or names a version this library does not know.
+    """
+    s, m = T.ducklake_snapshot, T.ducklake_metadata
+    version = select(m.c.value).where(m.c.key == "version", m.c.scope.is_(None)).limit(1).scalar_subquery()
+    row = conn.execute(select(s, version.label("ducklake_version")).order_by(s.c.snapshot_id.desc()).limit(1)).first()
+    if row is None:
+        raise NoSuchSnapshotError("the catalog has no snapshots; it was not initialised")
+    tag = row.ducklake_version
+    return _snapshot(row), catalog_format("" if tag is None else tag, "(its ducklake_metadata 'version' row)")
+
+
 def snapshot_by_id(conn: Connection, snapshot_id: int) -> Snapshot:
     """The snapshot with this id.
 

@@ -243,7 +243,7 @@ def run_commit(
             try:
                 with conn.begin():
                     _take_commit_lock(conn, backend)
-                    head = reader.latest_snapshot(conn)
+                    head, fmt = reader.head_and_format(conn)
                     ctx = CommitContext(
                         conn=conn,
                         base=head,
@@ -255,7 +255,7 @@ def run_commit(
                         backend=backend,
                         storage_options=storage_options,
                         planned_snapshot_id=base_snapshot_id,
-                        format=reader.format_version(conn),
+                        format=fmt,
                     )
                     # The snapshot row goes first: its primary key serialises concurrent committers.
                     conn.execute(
