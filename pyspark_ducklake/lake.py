@@ -26,6 +26,7 @@ from pyspark_ducklake.catalog.partitioning import (
     set_partition_spec,
 )
 from pyspark_ducklake.catalog.reserved import check_column_names, name_obstacle
+from pyspark_ducklake.catalog.sort_order import sort_order
 from pyspark_ducklake.catalog.transaction import (
     CommitContext,
     Plan,
@@ -79,6 +80,7 @@ from pyspark_ducklake.table.data_files import (
 from pyspark_ducklake.table.identifiers import format_identifier, parse_identifier
 from pyspark_ducklake.table.lake_table import LakeTable
 from pyspark_ducklake.table.scan import execute_plan, plan_scan, virtual_names
+from pyspark_ducklake.table.sort_rows import InsertOrder, SortKey, insert_order
 from pyspark_ducklake.table.target import create_target
 
 if TYPE_CHECKING:
@@ -315,6 +317,43 @@ class Lake:
 
         commit(self, apply, base=table.snapshot_id)
 
+    def set_sort_order(self, identifier: str | Sequence[str], sort_by: Sequence[str] | str) -> int:
+        """Sort the table's new data by these columns, as DuckDB's ``ALTER TABLE ... SET SORTED BY``; an empty list
+        resets it (``RESET SORTED BY``). Existing files keep their order.
+
+        Rows are then written in this order where DuckDB writes them sorted: appends (each file, and rows inlined
+        into the catalog), flushes of inlined rows, ``merge_adjacent_files`` and ``rewrite_data_files``.
+
+        Args:
+            identifier: the table.
+            sort_by: keys such as ``"ts DESC NULLS FIRST"`` or ``'"my col"'`` (a list, or one comma-separated
+                string): a top-level column (matched in any case), ``ASC`` (default) or ``DESC``, ``NULLS LAST``
+                (default) or ``NULLS FIRST``.
+
+        Returns:
+            The new snapshot id (DuckDB writes one even when the order is unchanged).
+
+        Raises:
+            InvalidOptionError: a key is not a column with an optional direction and NULLS order.
+            NoSuchColumnError: a key names no column.
+            UnsupportedSortOrderError: a column holds values this library cannot order as DuckDB does (VARIANT,
+                GEOMETRY, TIMETZ).
+        """
+        from pyspark_ducklake.catalog.sort_order import set_sort_order
+        from pyspark_ducklake.table.sort_rows import parse_sort_order
+
+        table = self.table(identifier)
+        fields, stated = parse_sort_order(sort_by, table.table_schema, table.name)
+
+        def apply(ctx: CommitContext) -> None:
+            set_sort_order(ctx, table.table_id, fields, nulls_stated=stated)
+            ctx.bump_schema_version()  # no ducklake_schema_versions row and no inlined table: DuckDB writes none
+            ctx.changes.altered_tables.add(table.table_id)
+
+        result = commit(self, apply, base=table.snapshot_id)
+        assert result.snapshot_id is not None
+        return result.snapshot_id
+
     def drop_table(self, identifier: str | Sequence[str]) -> int:
         """Drop a table in one snapshot, writing the catalog rows DuckDB's ``DROP TABLE`` writes; its files stay
         until ``expire_snapshots`` and ``cleanup_old_files`` (time travel before the drop still reads it).
@@ -375,7 +414,13 @@ class Lake:
             snap = reader.latest_snapshot(conn).snapshot_id if snapshot is None else _snapshot_id(snapshot)
             entry = reader.table_by_name(conn, schema_name, table_name, snap)
             schema = reader.table_schema(conn, entry.table_id, snap)
-            return LakeTable(entry, schema, snap, partition_spec(conn, entry.table_id, snap, schema))
+            return LakeTable(
+                entry,
+                schema,
+                snap,
+                partition_spec(conn, entry.table_id, snap, schema),
+                sort_order(conn, entry.table_id, snap),
+            )
 
     # --- writes ----------------------------------------------------------------------------------------------
     def append(
@@ -417,15 +462,17 @@ class Lake:
         done = self._txn_done(table, txn)
         if done is not None:
             return done
+        order = self._insert_order(table)  # a sort order this library cannot follow fails before anything is written
         arrow = conform_to_table(to_arrow_table(data), table.table_schema, table.name)
         if arrow.num_rows == 0:
             return table.snapshot_id
         skipped: list[int] = []
         if self._inlines(table, arrow):
-            apply = self._txn_apply(table, txn, self._inline_apply(table, arrow), skipped)
+            inlined = order.inlined_rows(arrow, table.table_schema)
+            apply = self._txn_apply(table, txn, self._inline_apply(table, inlined), skipped)
             result = commit(self, apply, base=table.snapshot_id, extra_info=extra)
         else:
-            files = self._write_files(table, arrow)
+            files = self._write_files(table, arrow, order.keys)
             result = commit(
                 self,
                 self._txn_apply(table, txn, self._file_apply(table, files), skipped),
@@ -448,7 +495,7 @@ class Lake:
             log.info("table %s: %d rows written to Parquet, not inlined: %s", table.name, arrow.num_rows, why)
         return why is None
 
-    def _write_files(self, table: LakeTable, arrow: pa.Table) -> list[PendingFile]:
+    def _write_files(self, table: LakeTable, arrow: pa.Table, sort_by: tuple[SortKey, ...]) -> list[PendingFile]:
         return write_data_files(
             arrow,
             table_folder(table, self.data_path),
@@ -457,7 +504,19 @@ class Lake:
             storage_options=self.storage_options,
             encrypt=self.info.encrypted,
             table_name=table.name,
+            sort_by=sort_by,
         )
+
+    def _insert_order(self, table: LakeTable) -> InsertOrder:
+        """How an append to ``table`` orders its rows (its sort order, as DuckDB's INSERT sorts).
+
+        Raises:
+            UnsupportedSortOrderError: the table's sort order has a key this library cannot evaluate.
+        """
+        if table.sort is None:
+            return InsertOrder()
+        with self.engine.connect() as conn:
+            return insert_order(conn, table.entry, table.sort, table.table_schema)
 
     @staticmethod
     def _inline_apply(table: LakeTable, arrow: pa.Table) -> Any:
@@ -499,11 +558,14 @@ class Lake:
             # a bad filter (its form or its types) fails before any file is written
             predicate = filter_expression(filter, table.table_schema)
             check_filter(predicate, table.table_schema, filter)
+        order = self._insert_order(table)
         arrow = conform_to_table(to_arrow_table(data), table.table_schema, table.name)
         files: list[PendingFile] = []
         inline = self._inlines(table, arrow)
         if arrow.num_rows and not inline:
-            files = self._write_files(table, arrow)
+            files = self._write_files(table, arrow, order.keys)
+        elif inline:
+            arrow = order.inlined_rows(arrow, table.table_schema)
 
         def insert(ctx: CommitContext, _current: LakeTable) -> None:
             if arrow.num_rows:

@@ -7,8 +7,11 @@ alone too. They are grouped by the table's schema version at the file's ``begin_
 target become one file. The merged file keeps every row's snapshot in ``_ducklake_internal_snapshot_id`` and its
 row id (in ``_ducklake_internal_row_id`` unless the ids are one contiguous range from ``row_id_start``); it begins at
 the first source's ``begin_snapshot`` with ``partial_max`` the newest source snapshot, so time travel and the change
-feed read the same as before. The sources' rows are removed from the catalog and their files scheduled for
-deletion (``ducklake_files_scheduled_for_deletion``), all in one ``merge_adjacent:<table_id>`` snapshot.
+feed read the same as before. A sorted table's merged file holds its rows in the table's current sort order, as
+DuckDB's merge sorts them (their row ids then go to ``_ducklake_internal_row_id``, which DuckDB leaves out when the
+sources were adjacent, renumbering the rows). The sources' rows are removed from the catalog and their files
+scheduled for deletion (``ducklake_files_scheduled_for_deletion``), all in one ``merge_adjacent:<table_id>``
+snapshot.
 
 Planning reads the catalog; :func:`rewrite_group` needs only its group (frozen, picklable), so Spark executors can
 rewrite groups in parallel (:mod:`pyspark_ducklake.batch.compaction_job`); :func:`apply_merge` commits them.
@@ -32,6 +35,7 @@ from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
 from pyspark_ducklake.catalog.file_stats import stats_function
 from pyspark_ducklake.catalog.inlined_tables import files_with_inlined_deletes
 from pyspark_ducklake.catalog.paths import is_inside
+from pyspark_ducklake.catalog.sort_order import sort_order
 from pyspark_ducklake.catalog.time_types import check_parquet_writable, utc_time_field_ids
 from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.catalog.types import TableSchema
@@ -49,6 +53,7 @@ from pyspark_ducklake.table.scan import (
     execute_file_task,
     internal_column,
 )
+from pyspark_ducklake.table.sort_rows import SortKey, sort_keys, sort_table
 
 log = logging.getLogger("pyspark_ducklake.maintenance")
 
@@ -77,6 +82,7 @@ class MergeGroup:
     sources: tuple[DataFileEntry, ...]
     partition_id: int | None = None
     partition_values: tuple[str | None, ...] = ()
+    sort: tuple[SortKey, ...] = ()  # the table's current sort order: the rewritten file's row order
 
     @property
     def source_bytes(self) -> int:
@@ -188,11 +194,7 @@ def group_report(group: MergeGroup, merged: MergedFile | None = None) -> MergedG
 
 def scoped_option(conn: Connection, key: str, table: TableEntry) -> str | None:
     """A ``ducklake_metadata`` option for the table: table scope, then schema scope, then global."""
-    for scope, scope_id in (("table", table.table_id), ("schema", table.schema.schema_id)):
-        value = reader.metadata_value(conn, key, scope, scope_id)
-        if value is not None:
-            return value
-    return reader.metadata_value(conn, key)
+    return reader.scoped_metadata_value(conn, key, table)
 
 
 def plan_table(
@@ -245,7 +247,7 @@ def plan_table(
                 size += file_size
                 end += 1
             if end - start >= 2:
-                out.append(_group(conn, table, base, tuple(candidates[start:end]), partitions))
+                out.append(_group(conn, table, base, tuple(candidates[start:end]), partitions, snapshot_id))
                 start = end - 1
             processed += 1
             start += 1
@@ -260,7 +262,13 @@ def _group(
     base: str,
     sources: tuple[DataFileEntry, ...],
     partitions: dict[int, tuple[str | None, ...]],
+    snapshot_id: int,
 ) -> MergeGroup:
+    """One group of ``sources`` to rewrite into one file.
+
+    Raises:
+        UnsupportedSortOrderError: the table's sort order has a key this library cannot evaluate.
+    """
     first = sources[0]
     # The merged file goes where the first source lives (its partition folder), as the reference does.
     relative_folder = ""
@@ -269,16 +277,21 @@ def _group(
         if not is_inside(base + relative_folder + "x", base):
             relative_folder = ""  # a catalog path with ../ segments: the merged file stays in the table folder
     schema = reader.table_schema(conn, table.table_id, first.begin_snapshot)
-    check_parquet_writable(schema.columns, f"{table.schema.schema_name}.{table.table_name}")
+    name = f"{table.schema.schema_name}.{table.table_name}"
+    check_parquet_writable(schema.columns, name)
+    # the sort order now, not when the files were written (as DuckDB's compaction)
+    order = sort_order(conn, table.table_id, snapshot_id)
+    keys = () if order is None else sort_keys(order, reader.table_schema(conn, table.table_id, snapshot_id), name)
     return MergeGroup(
         table.table_id,
-        f"{table.schema.schema_name}.{table.table_name}",
+        name,
         schema,
         base + relative_folder,
         relative_folder,
         sources,
         first.partition_id,
         partitions.get(first.data_file_id, ()),
+        keys,
     )
 
 
@@ -310,7 +323,7 @@ def rewrite_group(group: MergeGroup, storage_options: dict[str, Any] | None = No
         execute_file_task(FileTask(source, _ALL_ROWS), group.schema, storage_options=storage_options)
         for source in group.sources
     ]
-    data = pa.concat_tables(parts)
+    data = sort_table(pa.concat_tables(parts), group.sort, group.schema)
     row_ids = internal_column(data, group.schema, ROWID).combine_chunks().cast(pa.int64())
     first = group.sources[0].row_id_start
     contiguous = first is not None and np.array_equal(
