@@ -87,6 +87,7 @@ if TYPE_CHECKING:
     from pyspark_ducklake.table.maintenance.compaction import CompactionReport, MergedFile, MergeGroup
     from pyspark_ducklake.table.maintenance.expire import CleanupReport, ExpireReport
     from pyspark_ducklake.table.maintenance.orphans import OrphanReport
+    from pyspark_ducklake.table.maintenance.rewrite import RewriteGroup, RewriteReport
 
 log = logging.getLogger(__name__)
 
@@ -1068,6 +1069,89 @@ class Lake:
         done = [pair for i, pair in enumerate(pairs) if i not in skipped]
         report = C.CompactionReport(
             dry_run=False, groups=tuple(C.group_report(g, m) for g, m in done), snapshot_id=result.snapshot_id
+        )
+        report.log()
+        return report
+
+    def rewrite_data_files(
+        self,
+        identifier: str | Sequence[str] | None = None,
+        *,
+        delete_threshold: float | str | None = None,
+        dry_run: bool = False,
+        rewrite: Callable[[list[RewriteGroup]], list[MergedFile | None]] | None = None,
+    ) -> RewriteReport:
+        """Rewrite data files that have deletes into files without the deleted rows, in one snapshot, exactly as
+        DuckDB's ``ducklake_rewrite_data_files``: every row keeps its row id, time travel before the rewrite still
+        reads the old files, and the change feed sees no change. The old files and their delete files end at the
+        new snapshot (``rewrite_delete:<table_id>``); :meth:`expire_snapshots` and :meth:`cleanup_old_files` remove
+        them later. A sorted table's new files are in its sort order.
+
+        Args:
+            identifier: the table; None rewrites every table whose ``auto_compact`` option is not false.
+            delete_threshold: rewrite a file when at least this share of its rows (0 to 1) is deleted; default: the
+                ``rewrite_delete_threshold`` option of the table (its schema, the lake), else 0.95, as DuckDB.
+            dry_run: only report what would be rewritten.
+            rewrite: runs :func:`~pyspark_ducklake.table.maintenance.rewrite.rewrite_deletes` over the groups
+                (e.g. as a Spark job, :func:`pyspark_ducklake.batch.compaction_job.rewrite_data_files`); default: in
+                this process.
+
+        Returns:
+            A :class:`~pyspark_ducklake.table.maintenance.rewrite.RewriteReport` (``files_processed``,
+            ``files_created``, ``rows_removed``, bytes before and after, the new ``snapshot_id``).
+
+        Raises:
+            InvalidOptionError: ``delete_threshold`` (or the catalog's option) is not between 0 and 1.
+            UnsupportedSortOrderError: a table to rewrite is sorted by a key this library cannot evaluate.
+            StalePlanError: another writer deleted from, rewrote or removed the files of every group meanwhile
+                (groups whose files changed are left out, the others commit); nothing was committed and the new
+                files were removed. Run it again.
+            CommitConflictError: the table was dropped meanwhile.
+        """
+        from pyspark_ducklake.table.maintenance import rewrite as RW
+
+        threshold = None if delete_threshold is None else RW.parse_threshold(delete_threshold)
+        with self.engine.connect() as conn:
+            base = reader.latest_snapshot(conn).snapshot_id
+            if identifier is None:
+                entries = reader.tables(conn, base)
+            else:
+                schema_name, table_name = parse_identifier(identifier)
+                entries = [reader.table_by_name(conn, schema_name, table_name, base)]
+            groups = [g for e in entries for g in RW.plan_table(conn, e, base, self.data_path, threshold)]
+        if dry_run or not groups:
+            report = RW.RewriteReport(
+                dry_run=dry_run, groups=tuple(RW.group_report(g) for g in groups), delete_threshold=threshold
+            )
+            report.log()
+            return report
+        written: list[MergedFile | None] = []
+        if rewrite is not None:
+            written = list(rewrite(groups))
+        else:
+            try:
+                for g in groups:
+                    written.append(RW.rewrite_deletes(g, self.storage_options))
+            except BaseException:
+                delete_files([w.written.path for w in written if w is not None], self.storage_options)
+                raise
+        tables = {e.table_id: e for e in entries}
+        pairs = list(zip(groups, written, strict=True))
+        skipped: list[int] = []  # groups whose files another writer changed meanwhile: left for the next run
+        result = commit(
+            self,
+            lambda ctx: RW.apply_rewrite(ctx, tables, pairs, skipped),
+            base=base,
+            files=[w.written.path for w in written if w is not None],
+        )
+        stale = [pairs[i][1] for i in skipped]
+        delete_files([w.written.path for w in stale if w is not None], self.storage_options)
+        done = [pair for i, pair in enumerate(pairs) if i not in skipped]
+        report = RW.RewriteReport(
+            dry_run=False,
+            groups=tuple(RW.group_report(g, w) for g, w in done),
+            snapshot_id=result.snapshot_id,
+            delete_threshold=threshold,
         )
         report.log()
         return report

@@ -26,6 +26,7 @@ from pyspark_ducklake.exceptions import (
     SchemaMismatchError,
     UnsupportedSortOrderError,
 )
+from pyspark_ducklake.table.microbatch import MicroBatchCommitter, SinkSettings
 from tests.support.duck import connect_duckdb
 
 DDL_ROWS = {
@@ -285,3 +286,56 @@ def test_sorted_writes_equal_duckdbs(duck: Any, tmp_path: Path) -> None:
         duck.execute("DETACH lake")
         duck.execute("DETACH mine")
         lake.close()
+
+
+def test_sink_sorts_like_duckdbs_insert(duck: Any, tmp_path: Path) -> None:
+    """The sink's batches into a table DuckDB sorted: inlined rows numbered in the sort order (none with DuckDB's
+    ``sort_on_insert`` false, as its INSERT), each task's Parquet file sorted; DuckDB's INSERT of the same rows into a
+    twin table gives the same row ids."""
+    from tests.conformance.test_sink_commit_path import commit_batch
+
+    path = tmp_path / "c.sqlite"
+    duck.execute(f"ATTACH 'ducklake:sqlite:{path}' AS lake (DATA_PATH '{tmp_path}/d/', DATA_INLINING_ROW_LIMIT 10)")
+    try:
+        for t in ("t", "twin"):
+            duck.execute(f"CREATE TABLE lake.{t}(id BIGINT, kind VARCHAR, amount DOUBLE)")
+            duck.execute(f"ALTER TABLE lake.{t} SET SORTED BY (kind DESC, amount NULLS FIRST)")
+    finally:
+        duck.execute("DETACH lake")
+    lake = pdl.Lake(f"sqlite:///{path}")
+    committer = MicroBatchCommitter(lake, "main.t", SinkSettings(data_inlining_row_limit=10))
+    batches = [SINK.slice(0, 8), SINK.slice(8, 22)]  # inlined, then two tasks' Parquet files
+    for i, data in enumerate(batches):
+        commit_batch(committer, i, data)
+    duck.execute(f"ATTACH 'ducklake:sqlite:{path}' AS lake")
+    try:
+        for data in batches:
+            duck.register("batch", data)
+            duck.execute("INSERT INTO lake.twin SELECT * FROM batch")
+        ours = duck.execute("SELECT rowid, id FROM lake.t WHERE id < 8 ORDER BY rowid").fetchall()
+        assert ours == duck.execute("SELECT rowid, id FROM lake.twin WHERE id < 8 ORDER BY rowid").fetchall()
+        for (p,) in duck.execute("SELECT data_file FROM ducklake_list_files('lake', 't')").fetchall():
+            t = pq.read_table(p)
+            key = [(r["kind"], r["amount"]) for r in t.to_pylist()]
+            assert key == sorted(key, key=lambda k: (_neg(k[0]), k[1] is not None, k[1] or 0))
+        duck.execute("CALL ducklake_set_option('lake', 'sort_on_insert', false)")
+    finally:
+        duck.execute("DETACH lake")
+    commit_batch(committer, 2, SINK.slice(30, 5))  # inlined in arrival order now
+    assert sorted(lake.scan("t", columns=["rowid", "id"]).to_pylist(), key=lambda r: r["rowid"])[-5:] == [
+        {"rowid": 30 + i, "id": 30 + i} for i in range(5)
+    ]
+    lake.close()
+
+
+def _neg(text: str) -> tuple[int, ...]:
+    return tuple(-b for b in text.encode())
+
+
+SINK = pa.table(
+    {
+        "id": pa.array(range(40), pa.int64()),
+        "kind": [f"k{i % 3}" for i in range(40)],
+        "amount": [None if i % 4 == 0 else (i * 7) % 11 / 2 for i in range(40)],
+    }
+)

@@ -197,11 +197,82 @@ def scoped_option(conn: Connection, key: str, table: TableEntry) -> str | None:
     return reader.scoped_metadata_value(conn, key, table)
 
 
+def auto_compact(conn: Connection, table: TableEntry) -> bool:
+    """Whether maintenance may rewrite the table's files (its ``auto_compact`` option is not false)."""
+    return (scoped_option(conn, "auto_compact", table) or "true").lower() == "true"
+
+
+def file_order(f: DataFileEntry) -> tuple[int, bool, int, int]:
+    """The order the reference lists a table's files for compaction: begin snapshot, row_id_start, id."""
+    return (f.begin_snapshot, f.row_id_start is None, f.row_id_start or 0, f.data_file_id)
+
+
+@dataclass(frozen=True)
+class FileGrouping:
+    """How compaction groups a table's files: by the schema version at a file's ``begin_snapshot`` and by its
+    partition (id and values); a group's output goes to its first file's folder under the table's."""
+
+    table: TableEntry
+    base: str  # the table's folder
+    versions: list[tuple[int, int]]
+    partitions: dict[int, tuple[str | None, ...]]
+
+    @classmethod
+    def read(cls, conn: Connection, table: TableEntry, data_path: str, operation: str) -> FileGrouping | None:
+        """None when the table's folder lies outside the data path (its files are left alone, with a warning)."""
+        base = reader.table_path(table, data_path)
+        if not is_inside(base, data_path):
+            log.warning(
+                "%s: skipping %s, whose folder %s lies outside the data path", operation, table.table_name, base
+            )
+            return None
+        return cls(
+            table,
+            base,
+            reader.schema_version_starts(conn, table.table_id),
+            reader.file_partition_values(conn, table.table_id),
+        )
+
+    def key(self, f: DataFileEntry) -> tuple[Any, ...]:
+        return (_version_at(self.versions, f.begin_snapshot), f.partition_id, self.partitions.get(f.data_file_id, ()))
+
+    def group(self, conn: Connection, sources: tuple[DataFileEntry, ...], snapshot_id: int) -> MergeGroup:
+        """One group of ``sources`` to rewrite into one file, sorted by the table's sort order at ``snapshot_id``
+        (the order now, not when the files were written, as DuckDB's compaction sorts).
+
+        Raises:
+            UnsupportedSortOrderError: the table's sort order has a key this library cannot evaluate.
+        """
+        table, base, first = self.table, self.base, sources[0]
+        # The merged file goes where the first source lives (its partition folder), as the reference does.
+        relative_folder = ""
+        if first.path.startswith(base) and "/" in first.path[len(base) :]:
+            relative_folder = first.path[len(base) :].rsplit("/", 1)[0] + "/"
+            if not is_inside(base + relative_folder + "x", base):
+                relative_folder = ""  # a catalog path with ../ segments: the merged file stays in the table folder
+        schema = reader.table_schema(conn, table.table_id, first.begin_snapshot)
+        name = f"{table.schema.schema_name}.{table.table_name}"
+        check_parquet_writable(schema.columns, name)
+        order = sort_order(conn, table.table_id, snapshot_id)
+        keys = () if order is None else sort_keys(order, reader.table_schema(conn, table.table_id, snapshot_id), name)
+        return MergeGroup(
+            table.table_id,
+            name,
+            schema,
+            base + relative_folder,
+            relative_folder,
+            sources,
+            first.partition_id,
+            self.partitions.get(first.data_file_id, ()),
+            keys,
+        )
+
+
 def plan_table(
     conn: Connection, table: TableEntry, snapshot_id: int, data_path: str, options: MergeOptions
 ) -> list[MergeGroup]:
     """The groups ``ducklake_merge_adjacent_files`` would merge for one table at the snapshot."""
-    if (scoped_option(conn, "auto_compact", table) or "true").lower() != "true":
+    if not auto_compact(conn, table):
         return []
     if options.target_file_size is not None:
         target = options.target_file_size
@@ -215,22 +286,16 @@ def plan_table(
     ]
     if len(files) < 2:
         return []
-    files.sort(key=lambda f: (f.begin_snapshot, f.row_id_start is None, f.row_id_start or 0, f.data_file_id))
+    files.sort(key=file_order)
     with_deletes = _files_with_deletes(conn, table.table_id, snapshot_id)
-    versions = _schema_version_ranges(conn, table.table_id)
-    partitions = _partition_values(conn, table.table_id)
-    base = reader.table_path(table, data_path)
-    if not is_inside(base, data_path):
-        log.warning(
-            "merge_adjacent_files: skipping %s, whose folder %s lies outside the data path", table.table_name, base
-        )
+    grouping = FileGrouping.read(conn, table, data_path, "merge_adjacent_files")
+    if grouping is None:
         return []
     groups: dict[tuple[Any, ...], list[DataFileEntry]] = {}
     for f in files:
         if (f.file_size_bytes or 0) >= target or f.data_file_id in with_deletes or f.mapping_id is not None:
             continue
-        key = (_version_at(versions, f.begin_snapshot), f.partition_id, partitions.get(f.data_file_id, ()))
-        groups.setdefault(key, []).append(f)
+        groups.setdefault(grouping.key(f), []).append(f)
     out: list[MergeGroup] = []
     processed = 0
     max_files = options.max_compacted_files
@@ -247,7 +312,7 @@ def plan_table(
                 size += file_size
                 end += 1
             if end - start >= 2:
-                out.append(_group(conn, table, base, tuple(candidates[start:end]), partitions, snapshot_id))
+                out.append(grouping.group(conn, tuple(candidates[start:end]), snapshot_id))
                 start = end - 1
             processed += 1
             start += 1
@@ -256,52 +321,9 @@ def plan_table(
     return out
 
 
-def _group(
-    conn: Connection,
-    table: TableEntry,
-    base: str,
-    sources: tuple[DataFileEntry, ...],
-    partitions: dict[int, tuple[str | None, ...]],
-    snapshot_id: int,
-) -> MergeGroup:
-    """One group of ``sources`` to rewrite into one file.
-
-    Raises:
-        UnsupportedSortOrderError: the table's sort order has a key this library cannot evaluate.
-    """
-    first = sources[0]
-    # The merged file goes where the first source lives (its partition folder), as the reference does.
-    relative_folder = ""
-    if first.path.startswith(base) and "/" in first.path[len(base) :]:
-        relative_folder = first.path[len(base) :].rsplit("/", 1)[0] + "/"
-        if not is_inside(base + relative_folder + "x", base):
-            relative_folder = ""  # a catalog path with ../ segments: the merged file stays in the table folder
-    schema = reader.table_schema(conn, table.table_id, first.begin_snapshot)
-    name = f"{table.schema.schema_name}.{table.table_name}"
-    check_parquet_writable(schema.columns, name)
-    # the sort order now, not when the files were written (as DuckDB's compaction)
-    order = sort_order(conn, table.table_id, snapshot_id)
-    keys = () if order is None else sort_keys(order, reader.table_schema(conn, table.table_id, snapshot_id), name)
-    return MergeGroup(
-        table.table_id,
-        name,
-        schema,
-        base + relative_folder,
-        relative_folder,
-        sources,
-        first.partition_id,
-        partitions.get(first.data_file_id, ()),
-        keys,
-    )
-
-
 def _files_with_deletes(conn: Connection, table_id: int, snapshot_id: int) -> set[int]:
     """Data files that ever had a delete file, or have inlined file deletes (merging skips them)."""
     return reader.files_with_delete_files(conn, table_id) | files_with_inlined_deletes(conn, table_id, snapshot_id)
-
-
-def _schema_version_ranges(conn: Connection, table_id: int) -> list[tuple[int, int]]:
-    return reader.schema_version_starts(conn, table_id)
 
 
 def _version_at(ranges: list[tuple[int, int]], snapshot_id: int) -> int | None:
@@ -311,10 +333,6 @@ def _version_at(ranges: list[tuple[int, int]], snapshot_id: int) -> int | None:
             break
         found = version
     return found
-
-
-def _partition_values(conn: Connection, table_id: int) -> dict[int, tuple[str | None, ...]]:
-    return reader.file_partition_values(conn, table_id)
 
 
 def rewrite_group(group: MergeGroup, storage_options: dict[str, Any] | None = None) -> MergedFile:
@@ -404,10 +422,13 @@ def _check_unchanged(ctx: CommitContext, group: MergeGroup) -> None:
 __all__ = [
     "DEFAULT_TARGET_FILE_SIZE",
     "CompactionReport",
+    "FileGrouping",
     "MergeGroup",
     "MergeOptions",
     "MergedFile",
     "apply_merge",
+    "auto_compact",
+    "file_order",
     "group_report",
     "parse_size",
     "plan_table",
