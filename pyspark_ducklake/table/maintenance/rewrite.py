@@ -21,6 +21,7 @@ after checking that no source was deleted from, rewritten or removed meanwhile.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -63,7 +64,10 @@ def parse_threshold(value: object, name: str = "delete_threshold") -> float:
     Raises:
         InvalidOptionError: not a number, or outside [0, 1] (DuckDB's "must be between 0 and 1").
     """
-    threshold = options.parse_float(value, name)
+    try:
+        threshold = options.parse_float(value, name)
+    except InvalidOptionError:
+        threshold = math.nan
     if not 0 <= threshold <= 1:
         raise InvalidOptionError(f"option {name} must be between 0 and 1 (a share of a file's rows), got {value!r}")
     return threshold
