@@ -6,7 +6,7 @@ import dataclasses
 import datetime as dt
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
 import pyarrow as pa
@@ -15,7 +15,8 @@ import pyarrow.compute as pc
 from pyspark_ducklake.catalog import commit_rows as W
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog.catalog import CatalogInfo, open_catalog
-from pyspark_ducklake.catalog.entries import SnapshotInfo
+from pyspark_ducklake.catalog.db import Connection
+from pyspark_ducklake.catalog.entries import SnapshotInfo, TableEntry
 from pyspark_ducklake.catalog.format_version import FormatVersion
 from pyspark_ducklake.catalog.inlined_codec import table_inline_obstacle
 from pyspark_ducklake.catalog.location import CatalogLocation, parse_location, with_storage_version
@@ -90,6 +91,8 @@ if TYPE_CHECKING:
     from pyspark_ducklake.table.maintenance.rewrite import RewriteGroup, RewriteReport
 
 log = logging.getLogger(__name__)
+_G = TypeVar("_G")  # a group of files maintenance rewrites into one
+_W = TypeVar("_W", bound="MergedFile | None")  # what a group was rewritten into
 
 DATA_INLINING_ROW_LIMIT_DEFAULT = 10  # ducklake_default_data_inlining_row_limit
 _PERSISTED_LIMIT = "data_inlining_row_limit (set in the catalog's ducklake_metadata)"
@@ -1033,6 +1036,30 @@ class Lake:
             if max_compacted_files is None
             else parse_int(max_compacted_files, "max_compacted_files", minimum=1),
         )
+        base, tables, groups = self._plan_maintenance(
+            identifier, lambda conn, e, at: C.plan_table(conn, e, at, self.data_path, options)
+        )
+        if dry_run or not groups:
+            report = C.CompactionReport(dry_run=dry_run, groups=tuple(C.group_report(g) for g in groups))
+            report.log()
+            return report
+        snapshot, done = self._rewrite_and_commit(
+            base,
+            groups,
+            rewrite,
+            lambda g: C.rewrite_group(g, self.storage_options),
+            lambda ctx, pairs, skipped: C.apply_merge(ctx, tables, pairs, skipped),
+        )
+        report = C.CompactionReport(
+            dry_run=False, groups=tuple(C.group_report(g, m) for g, m in done), snapshot_id=snapshot
+        )
+        report.log()
+        return report
+
+    def _plan_maintenance(
+        self, identifier: str | Sequence[str] | None, plan: Callable[[Connection, TableEntry, int], list[_G]]
+    ) -> tuple[int, dict[int, TableEntry], list[_G]]:
+        """The newest snapshot, the table (or every table) by id, and ``plan``'s groups of files for each."""
         with self.engine.connect() as conn:
             base = reader.latest_snapshot(conn).snapshot_id
             if identifier is None:
@@ -1040,38 +1067,36 @@ class Lake:
             else:
                 schema_name, table_name = parse_identifier(identifier)
                 entries = [reader.table_by_name(conn, schema_name, table_name, base)]
-            groups = [g for e in entries for g in C.plan_table(conn, e, base, self.data_path, options)]
-        if dry_run or not groups:
-            report = C.CompactionReport(dry_run=dry_run, groups=tuple(C.group_report(g) for g in groups))
-            report.log()
-            return report
-        merged: list[MergedFile] = []
-        if rewrite is not None:
-            merged = list(rewrite(groups))
-        else:
-            try:
+            groups = [g for e in entries for g in plan(conn, e, base)]
+        return base, {e.table_id: e for e in entries}, groups
+
+    def _rewrite_and_commit(
+        self,
+        base: int,
+        groups: list[_G],
+        rewrite: Callable[[list[_G]], list[_W]] | None,
+        one: Callable[[_G], _W],
+        apply: Callable[[CommitContext, list[tuple[_G, _W]], list[int]], None],
+    ) -> tuple[int | None, list[tuple[_G, _W]]]:
+        """Write each group's new file (all with ``rewrite``, e.g. a Spark job; else ``one`` at a time here, files
+        written before a failure removed) and commit them in one snapshot with ``apply``, which leaves out (in its
+        list) the groups another writer changed meanwhile: their files are removed. Returns the snapshot and the
+        groups committed with their files."""
+        written: list[_W] = []
+        try:
+            if rewrite is not None:
+                written = list(rewrite(groups))
+            else:
                 for g in groups:
-                    merged.append(C.rewrite_group(g, self.storage_options))
-            except BaseException:
-                delete_files([m.written.path for m in merged], self.storage_options)
-                raise
-        tables = {e.table_id: e for e in entries}
-        pairs = list(zip(groups, merged, strict=True))
+                    written.append(one(g))
+        except BaseException:
+            delete_files(_written_paths(written), self.storage_options)
+            raise
+        pairs = list(zip(groups, written, strict=True))
         skipped: list[int] = []  # groups whose files another writer changed meanwhile: left for the next run
-        result = commit(
-            self,
-            lambda ctx: C.apply_merge(ctx, tables, pairs, skipped),
-            base=base,
-            files=[m.written.path for m in merged],
-        )
-        if skipped:
-            delete_files([pairs[i][1].written.path for i in skipped], self.storage_options)
-        done = [pair for i, pair in enumerate(pairs) if i not in skipped]
-        report = C.CompactionReport(
-            dry_run=False, groups=tuple(C.group_report(g, m) for g, m in done), snapshot_id=result.snapshot_id
-        )
-        report.log()
-        return report
+        result = commit(self, lambda ctx: apply(ctx, pairs, skipped), base=base, files=_written_paths(written))
+        delete_files(_written_paths([pairs[i][1] for i in skipped]), self.storage_options)
+        return result.snapshot_id, [pair for i, pair in enumerate(pairs) if i not in skipped]
 
     def rewrite_data_files(
         self,
@@ -1111,47 +1136,24 @@ class Lake:
         from pyspark_ducklake.table.maintenance import rewrite as RW
 
         threshold = None if delete_threshold is None else RW.parse_threshold(delete_threshold)
-        with self.engine.connect() as conn:
-            base = reader.latest_snapshot(conn).snapshot_id
-            if identifier is None:
-                entries = reader.tables(conn, base)
-            else:
-                schema_name, table_name = parse_identifier(identifier)
-                entries = [reader.table_by_name(conn, schema_name, table_name, base)]
-            groups = [g for e in entries for g in RW.plan_table(conn, e, base, self.data_path, threshold)]
+        base, tables, groups = self._plan_maintenance(
+            identifier, lambda conn, e, at: RW.plan_table(conn, e, at, self.data_path, threshold)
+        )
         if dry_run or not groups:
             report = RW.RewriteReport(
                 dry_run=dry_run, groups=tuple(RW.group_report(g) for g in groups), delete_threshold=threshold
             )
             report.log()
             return report
-        written: list[MergedFile | None] = []
-        if rewrite is not None:
-            written = list(rewrite(groups))
-        else:
-            try:
-                for g in groups:
-                    written.append(RW.rewrite_deletes(g, self.storage_options))
-            except BaseException:
-                delete_files([w.written.path for w in written if w is not None], self.storage_options)
-                raise
-        tables = {e.table_id: e for e in entries}
-        pairs = list(zip(groups, written, strict=True))
-        skipped: list[int] = []  # groups whose files another writer changed meanwhile: left for the next run
-        result = commit(
-            self,
-            lambda ctx: RW.apply_rewrite(ctx, tables, pairs, skipped),
-            base=base,
-            files=[w.written.path for w in written if w is not None],
+        snapshot, done = self._rewrite_and_commit(
+            base,
+            groups,
+            rewrite,
+            lambda g: RW.rewrite_deletes(g, self.storage_options),
+            lambda ctx, pairs, skipped: RW.apply_rewrite(ctx, tables, pairs, skipped),
         )
-        stale = [pairs[i][1] for i in skipped]
-        delete_files([w.written.path for w in stale if w is not None], self.storage_options)
-        done = [pair for i, pair in enumerate(pairs) if i not in skipped]
         report = RW.RewriteReport(
-            dry_run=False,
-            groups=tuple(RW.group_report(g, w) for g, w in done),
-            snapshot_id=result.snapshot_id,
-            delete_threshold=threshold,
+            groups=tuple(RW.group_report(g, w) for g, w in done), snapshot_id=snapshot, delete_threshold=threshold
         )
         report.log()
         return report
@@ -1365,6 +1367,10 @@ def _snapshot_id(snapshot: object) -> int:
         InvalidOptionError: anything else, or a negative id.
     """
     return parse_snapshot_id(snapshot, "snapshot", text=False)
+
+
+def _written_paths(written: Sequence[MergedFile | None]) -> list[str]:
+    return [w.written.path for w in written if w is not None]
 
 
 def _filter_columns(filter: Any) -> list[str]:

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import shutil
 from collections import Counter
@@ -25,15 +24,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import text
 
 import pyspark_ducklake as pdl
 from pyspark_ducklake.exceptions import StalePlanError
 from pyspark_ducklake.table.change_feed import CHANGE_COLUMNS
 from pyspark_ducklake.table.maintenance.rewrite import rewrite_deletes
 from tests.support.bad_inputs import expect_bad_input
+from tests.support.catalogs import compaction_catalog_rows
 from tests.support.compare import canonical, canonical_rows
-from tests.support.duck import attach_sql, connect_duckdb
+from tests.support.duck import attached, connect_duckdb
 
 TABLES = ("r", "p", "s", "q")
 
@@ -43,15 +43,6 @@ def duck() -> Iterator[Any]:
     con = connect_duckdb()
     yield con
     con.close()
-
-
-@contextlib.contextmanager
-def attached(con: Any, catalog: Any, limit: int | None = None) -> Iterator[Any]:
-    con.execute(attach_sql(catalog, "lake", limit))
-    try:
-        yield con
-    finally:
-        con.execute("DETACH lake")
 
 
 def rows(start: int, n: int) -> pa.Table:
@@ -80,7 +71,7 @@ def build(lake: pdl.Lake, duck: Any, catalog: Any) -> None:
     lake.delete("r", [("id", "<", 30)])  # a delete file: 30 of 40
     lake.delete("p", [("id", "in", [1, 2, 4, 5, 7, 100])])
     lake.delete("s", [("id", ">=", 110)])
-    with attached(duck, catalog, 5) as con:
+    with attached(duck, catalog, inlining_row_limit=5) as con:
         for t in ("r", "p", "s"):
             con.execute(f"INSERT INTO lake.{t} SELECT 200 + i, i % 3, 'd' || i, i / 4 FROM range(30) t(i)")
         con.execute("DELETE FROM lake.r WHERE id IN (201, 202, 203)")  # DuckDB's small deletes: inlined
@@ -141,25 +132,6 @@ def our_feed(lake: pdl.Lake, table: str, start: int, end: int) -> Counter[tuple[
     cols = [c for c in t.column_names if c not in CHANGE_COLUMNS]
     t = t.select(["_snapshot_id", "_rowid", "_change_type", *cols])
     return Counter(tuple(canonical(v) for v in r.values()) for r in t.to_pylist())
-
-
-def catalog_rows(path: Path) -> dict[str, list[tuple[Any, ...]]]:
-    """Every ducklake_* table, without what two writers of the same change differ in (file names, sizes, times)."""
-    skip = {"path", "file_size_bytes", "footer_size", "column_size_bytes", "schedule_start", "snapshot_time"}
-    # New files take ids in the order groups are committed, which in DuckDB is a hash map's order.
-    renumbered = {"ducklake_data_file", "ducklake_file_column_stats", "ducklake_file_partition_value"}
-    engine = create_engine(f"sqlite:///{path}")
-    out = {}
-    with engine.connect() as conn:
-        names = [r[0] for r in conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'table'"))]
-        for name in sorted(n for n in names if n.startswith("ducklake_") and n != "ducklake_metadata"):
-            drop = skip | ({"data_file_id"} if name in renumbered else set())
-            cols = [r[1] for r in conn.execute(text(f'PRAGMA table_info("{name}")')) if r[1] not in drop]
-            out[name] = sorted(
-                (tuple(r) for r in conn.execute(text(f'SELECT {", ".join(cols)} FROM "{name}"'))), key=repr
-            )
-    engine.dispose()
-    return out
 
 
 def twin(catalog: Any, tmp_path: Path, name: str) -> Any:
@@ -223,7 +195,10 @@ def test_same_catalog_rows_as_duckdb(duck: Any, sqlite_catalog: Any, tmp_path: P
                 assert our_history(lake, t, want) == want
         assert lake.rewrite_data_files(delete_threshold=threshold).groups == ()  # DuckDB rewrote what we would
         lake.close()
-    mine, theirs_rows = catalog_rows(tmp_path / "ours.sqlite"), catalog_rows(tmp_path / "theirs.sqlite")
+    mine, theirs_rows = (
+        compaction_catalog_rows(tmp_path / "ours.sqlite"),
+        compaction_catalog_rows(tmp_path / "theirs.sqlite"),
+    )
     recomputed = [r for r in mine["ducklake_table_stats"] if r[1] < r[2]]  # record_count below next_row_id
     assert len(recomputed) == (2 if threshold else 4)
     assert mine.keys() == theirs_rows.keys()
@@ -260,7 +235,7 @@ def test_duckdb_reads_our_rewrite_as_before(duck: Any, catalog: Any) -> None:
     assert report.rows_removed > 0 and report.snapshot_id == snaps[-1] + 1
     new = report.snapshot_id
     assert lake.rewrite_data_files(delete_threshold=0).groups == ()  # nothing left with deletes
-    with attached(duck, catalog, 5) as con:
+    with attached(duck, catalog, inlining_row_limit=5) as con:
         for t in TABLES:
             after = history(con, t, [*before[t], new])
             assert after == {**before[t], new: before[t][max(before[t])]}, f"DuckDB reads {t} differently now"

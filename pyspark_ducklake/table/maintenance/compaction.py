@@ -136,11 +136,10 @@ class MergedGroupReport:
 
 
 @dataclass(frozen=True)
-class CompactionReport(MaintenanceReport):
-    """What ``merge_adjacent_files`` merged (or, in a dry run, would merge)."""
+class FileGroupsReport(MaintenanceReport):
+    """What a compaction rewrote: groups of source files, each into (at most) one new file, in one snapshot."""
 
-    operation: ClassVar[str] = "merge_adjacent_files"
-    groups: tuple[MergedGroupReport, ...] = ()
+    groups: tuple[Any, ...] = ()  # each with .sources, .bytes_before and .bytes_after
     snapshot_id: int | None = None
 
     @property
@@ -148,16 +147,32 @@ class CompactionReport(MaintenanceReport):
         return sum(len(g.sources) for g in self.groups)
 
     @property
-    def files_created(self) -> int:
-        return len(self.groups)
-
-    @property
     def bytes_before(self) -> int:
-        return sum(g.bytes_before for g in self.groups)
+        return sum(int(g.bytes_before) for g in self.groups)
 
     @property
     def bytes_after(self) -> int:
-        return sum(g.bytes_after or 0 for g in self.groups)
+        return sum(int(g.bytes_after or 0) for g in self.groups)
+
+    @property
+    def files_created(self) -> int:
+        return len(self.groups)
+
+    def extra_dict(self) -> dict[str, Any]:
+        return {
+            "files_processed": self.files_processed,
+            "files_created": self.files_created,
+            "bytes_before": self.bytes_before,
+            "bytes_after": self.bytes_after,
+        }
+
+
+@dataclass(frozen=True)
+class CompactionReport(FileGroupsReport):
+    """What ``merge_adjacent_files`` merged (or, in a dry run, would merge)."""
+
+    operation: ClassVar[str] = "merge_adjacent_files"
+    groups: tuple[MergedGroupReport, ...] = ()
 
     def summary(self) -> str:
         if not self.groups:
@@ -171,14 +186,6 @@ class CompactionReport(MaintenanceReport):
             f"merge_adjacent_files: merged {self.files_processed} files ({self.bytes_before} bytes) into "
             f"{self.files_created} ({self.bytes_after} bytes) in snapshot {self.snapshot_id}"
         )
-
-    def extra_dict(self) -> dict[str, Any]:
-        return {
-            "files_processed": self.files_processed,
-            "files_created": self.files_created,
-            "bytes_before": self.bytes_before,
-            "bytes_after": self.bytes_after,
-        }
 
 
 def group_report(group: MergeGroup, merged: MergedFile | None = None) -> MergedGroupReport:
@@ -423,6 +430,7 @@ __all__ = [
     "DEFAULT_TARGET_FILE_SIZE",
     "CompactionReport",
     "FileGrouping",
+    "FileGroupsReport",
     "MergeGroup",
     "MergeOptions",
     "MergedFile",

@@ -44,13 +44,13 @@ from pyspark_ducklake.table.data_files import new_data_file_name
 from pyspark_ducklake.table.flush import INTERNAL_ROW_ID, internal_field
 from pyspark_ducklake.table.maintenance.compaction import (
     FileGrouping,
+    FileGroupsReport,
     MergedFile,
     MergeGroup,
     auto_compact,
     file_order,
     scoped_option,
 )
-from pyspark_ducklake.table.maintenance.orphans import MaintenanceReport
 from pyspark_ducklake.table.scan import ROW_ID_FIELD_ID, ROWID, FileTask, execute_file_task, internal_column
 from pyspark_ducklake.table.sort_rows import sort_table
 
@@ -107,17 +107,12 @@ class RewrittenGroupReport:
 
 
 @dataclass(frozen=True)
-class RewriteReport(MaintenanceReport):
+class RewriteReport(FileGroupsReport):
     """What ``rewrite_data_files`` rewrote (or, in a dry run, would rewrite)."""
 
     operation: ClassVar[str] = "rewrite_data_files"
     groups: tuple[RewrittenGroupReport, ...] = ()
-    snapshot_id: int | None = None
     delete_threshold: float | None = None  # the value given, None when each table's option (or 0.95) applied
-
-    @property
-    def files_processed(self) -> int:
-        return sum(len(g.sources) for g in self.groups)
 
     @property
     def files_created(self) -> int:
@@ -126,14 +121,6 @@ class RewriteReport(MaintenanceReport):
     @property
     def rows_removed(self) -> int:
         return sum(g.rows_deleted for g in self.groups)
-
-    @property
-    def bytes_before(self) -> int:
-        return sum(g.bytes_before for g in self.groups)
-
-    @property
-    def bytes_after(self) -> int:
-        return sum(g.bytes_after or 0 for g in self.groups)
 
     def summary(self) -> str:
         if not self.groups:
@@ -147,13 +134,7 @@ class RewriteReport(MaintenanceReport):
         )
 
     def extra_dict(self) -> dict[str, Any]:
-        return {
-            "files_processed": self.files_processed,
-            "files_created": self.files_created,
-            "rows_removed": self.rows_removed,
-            "bytes_before": self.bytes_before,
-            "bytes_after": self.bytes_after,
-        }
+        return {**super().extra_dict(), "rows_removed": self.rows_removed}
 
 
 def group_report(rg: RewriteGroup, written: MergedFile | None = None) -> RewrittenGroupReport:
