@@ -354,23 +354,48 @@ def rewrite_group(group: MergeGroup, storage_options: dict[str, Any] | None = No
     contiguous = first is not None and np.array_equal(
         row_ids.to_numpy(zero_copy_only=False), np.arange(first, first + data.num_rows, dtype=np.int64)
     )
-    columns = [data.column(i) for i in range(len(group.schema.columns))]
-    fields = [data.schema.field(i) for i in range(len(group.schema.columns))]
-    if not contiguous:
-        columns.append(row_ids)
-        fields.append(internal_field(INTERNAL_ROW_ID, ROW_ID_FIELD_ID))
-    columns.append(internal_column(data, group.schema, SNAPSHOT_ID).combine_chunks().cast(pa.int64()))
-    fields.append(internal_field(INTERNAL_SNAPSHOT_ID, SNAPSHOT_ID_FIELD_ID))
-    name = new_data_file_name()
+    snapshots = internal_column(data, group.schema, SNAPSHOT_ID).combine_chunks().cast(pa.int64())
+    return write_group_file(
+        group,
+        data,
+        storage_options,
+        row_ids=None if contiguous else row_ids,
+        snapshot_ids=snapshots,
+        row_id_start=first if contiguous else None,
+    )
+
+
+def write_group_file(
+    group: MergeGroup,
+    data: pa.Table,
+    storage_options: dict[str, Any] | None,
+    *,
+    row_ids: pa.Array | None,
+    snapshot_ids: pa.Array | None,
+    row_id_start: int | None,
+) -> MergedFile:
+    """Write ``data``'s columns of the group's schema, with ``_ducklake_internal_row_id`` / ``_snapshot_id`` where
+    given, as one file in the group's folder (encrypted in an encrypted lake)."""
+    n = len(group.schema.columns)
+    columns = [data.column(i) for i in range(n)]
+    fields = [data.schema.field(i) for i in range(n)]
+    for values, name, field_id in (
+        (row_ids, INTERNAL_ROW_ID, ROW_ID_FIELD_ID),
+        (snapshot_ids, INTERNAL_SNAPSHOT_ID, SNAPSHOT_ID_FIELD_ID),
+    ):
+        if values is not None:
+            columns.append(values)
+            fields.append(internal_field(name, field_id))
+    file_name = new_data_file_name()
     written = write_table(
         pa.Table.from_arrays(columns, schema=pa.schema(fields)),
-        group.folder + name,
+        group.folder + file_name,
         stats=stats_function(group.schema),
         storage_options=storage_options,
         encrypt=any(s.encryption_key for s in group.sources),  # sources have keys in encrypted lakes only
         utc_time_ids=utc_time_field_ids(group.schema.columns),
     )
-    return MergedFile(group.relative_folder + name, written, first if contiguous else None)
+    return MergedFile(group.relative_folder + file_name, written, row_id_start)
 
 
 def apply_merge(
@@ -441,4 +466,5 @@ __all__ = [
     "parse_size",
     "plan_table",
     "rewrite_group",
+    "write_group_file",
 ]

@@ -33,15 +33,10 @@ from pyspark_ducklake.catalog import commit_rows as W
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog.db import Connection
 from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
-from pyspark_ducklake.catalog.file_stats import stats_function
 from pyspark_ducklake.catalog.inlined_tables import inlined_file_deletes
 from pyspark_ducklake.catalog.rewrite_stats import recompute_after_rewrite
-from pyspark_ducklake.catalog.time_types import utc_time_field_ids
 from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.exceptions import InvalidOptionError, StalePlanError
-from pyspark_ducklake.io.parquet import write_table
-from pyspark_ducklake.table.data_files import new_data_file_name
-from pyspark_ducklake.table.flush import INTERNAL_ROW_ID, internal_field
 from pyspark_ducklake.table.maintenance.compaction import (
     FileGrouping,
     FileGroupsReport,
@@ -50,8 +45,9 @@ from pyspark_ducklake.table.maintenance.compaction import (
     auto_compact,
     file_order,
     scoped_option,
+    write_group_file,
 )
-from pyspark_ducklake.table.scan import ROW_ID_FIELD_ID, ROWID, FileTask, execute_file_task, internal_column
+from pyspark_ducklake.table.scan import ROWID, FileTask, execute_file_task, internal_column
 from pyspark_ducklake.table.sort_rows import sort_table
 
 DEFAULT_DELETE_THRESHOLD = 0.95  # ducklake_compaction_functions.cpp GetDeleteThreshold
@@ -200,22 +196,9 @@ def rewrite_deletes(rg: RewriteGroup, storage_options: dict[str, Any] | None = N
     data = sort_table(pa.concat_tables(parts), group.sort, group.schema)
     if data.num_rows == 0:
         return None
-    n = len(group.schema.columns)
-    columns = [data.column(i) for i in range(n)]
-    fields = [data.schema.field(i) for i in range(n)]
-    # every row keeps its id: the deleted rows leave gaps, so the ids are always written
-    columns.append(internal_column(data, group.schema, ROWID).combine_chunks().cast(pa.int64()))
-    fields.append(internal_field(INTERNAL_ROW_ID, ROW_ID_FIELD_ID))
-    name = new_data_file_name()
-    written = write_table(
-        pa.Table.from_arrays(columns, schema=pa.schema(fields)),
-        group.folder + name,
-        stats=stats_function(group.schema),
-        storage_options=storage_options,
-        encrypt=any(s.encryption_key for s in group.sources),  # sources have keys in encrypted lakes only
-        utc_time_ids=utc_time_field_ids(group.schema.columns),
-    )
-    return MergedFile(group.relative_folder + name, written, None)
+    # every row keeps its id: the deleted rows leave gaps, so the ids are always written (and no snapshot ids)
+    row_ids = internal_column(data, group.schema, ROWID).combine_chunks().cast(pa.int64())
+    return write_group_file(group, data, storage_options, row_ids=row_ids, snapshot_ids=None, row_id_start=None)
 
 
 def apply_rewrite(
