@@ -6,6 +6,7 @@
     pyspark-ducklake --catalog ... orphans [--older-than-hours 1] [--delete] (a dry run without --delete)
     pyspark-ducklake --catalog ... changes TABLE START [END]
     pyspark-ducklake --catalog ... merge [TABLE] [--target-file-size 512MB] [--dry-run] [--json]
+    pyspark-ducklake --catalog ... rewrite [TABLE] [--delete-threshold 0.95] [--dry-run] [--json]
     pyspark-ducklake --catalog ... expire (--older-than TIME | --older-than-hours H | --versions 3,4)
     pyspark-ducklake --catalog ... cleanup (--older-than TIME | --older-than-hours H | --all)
 
@@ -135,6 +136,15 @@ def main(argv: list[str] | None = None) -> int:
     merge.add_argument("--min-file-size", type=_arg(parse_size, "--min-file-size"))
     merge.add_argument("--max-file-size", type=_arg(parse_size, "--max-file-size"))
     merge.add_argument("--max-compacted-files", type=_arg(_positive, "--max-compacted-files"))
+    rewrite = sub.add_parser(
+        "rewrite", parents=[report], help="rewrite data files with deletes without the deleted rows (one snapshot)"
+    )
+    rewrite.add_argument("table", nargs="?", help="one table (default: every table)")
+    rewrite.add_argument(
+        "--delete-threshold",
+        type=_arg(_ratio, "--delete-threshold"),
+        help="rewrite files with at least this share of rows deleted, 0 to 1 (default: catalog option, else 0.95)",
+    )
     expire = sub.add_parser("expire", parents=[report], help="expire snapshots (never the newest)")
     which = expire.add_mutually_exclusive_group(required=True)
     which.add_argument("--older-than", help="ISO time: expire snapshots committed before it")
@@ -208,6 +218,19 @@ def main(argv: list[str] | None = None) -> int:
             _print_report(
                 merged, args.json, [f"  {g.table}: {len(g.sources)} files -> {g.target or '?'}" for g in merged.groups]
             )
+        elif args.command == "rewrite":
+            rewritten = lake.rewrite_data_files(
+                args.table, delete_threshold=args.delete_threshold, dry_run=args.dry_run
+            )
+            _print_report(
+                rewritten,
+                args.json,
+                [
+                    f"  {g.table}: {len(g.sources)} files, {g.rows_deleted} of {g.rows_before} rows deleted -> "
+                    f"{g.target or ('?' if rewritten.dry_run else 'no file (every row deleted)')}"
+                    for g in rewritten.groups
+                ],
+            )
         elif args.command == "expire":
             older = args.older_than_hours if args.older_than_hours is not None else args.older_than
             expired = lake.expire_snapshots(older_than=older, versions=args.versions, dry_run=args.dry_run)
@@ -272,6 +295,10 @@ def _print_json(value: Any) -> None:
 
 def _positive(text: str, name: str) -> int:
     return parse_int(text, name, minimum=1)
+
+
+def _ratio(text: str, name: str) -> float:
+    return parse_float(text, name, minimum=0, maximum=1)
 
 
 def _id_list(text: str) -> list[int]:

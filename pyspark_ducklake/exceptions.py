@@ -86,6 +86,11 @@ class UnsupportedTypeError(DuckLakeError, TypeError):
     """A type that DuckLake (or this library) cannot store or read."""
 
 
+class UnsupportedSortOrderError(DuckLakeError, ValueError):
+    """A table's sort order (``SET SORTED BY``) has a key this library cannot sort by as DuckDB does: an expression
+    that is not a column, or a column of a type it cannot order (VARIANT, GEOMETRY, TIMETZ)."""
+
+
 class SchemaMismatchError(DuckLakeError):
     """Data does not match the table's schema."""
 

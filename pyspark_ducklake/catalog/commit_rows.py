@@ -11,7 +11,7 @@ that silently missed its rows.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -330,16 +330,17 @@ def add_data_file(
     partition_values: tuple[str | None, ...] = (),
     path_is_relative: bool = True,
     mapping_id: int | None = None,
+    table_stats: bool = True,
 ) -> int:
     """Register a written Parquet file (or, with ``mapping_id``, an added one at an absolute path); returns its
-    data_file_id."""
+    data_file_id. ``table_stats=False`` leaves the table's statistics alone (a rewrite recomputes them)."""
     file_id = ctx.allocate_file_id()
     if row_id_start == -1:
         row_id_start = allocate_row_ids(ctx, table.table_id, written.record_count) if count_rows else None
     elif count_rows:
         _stats_delta(ctx, table.table_id).record_count += written.record_count
-    delta = _stats_delta(ctx, table.table_id)
-    delta.file_size_bytes += written.file_size_bytes
+    if table_stats:
+        _stats_delta(ctx, table.table_id).file_size_bytes += written.file_size_bytes
     ctx.conn.execute(
         insert(T.data_file_table(ctx.format)).values(
             **_row_group_count(ctx, written),
@@ -383,9 +384,10 @@ def add_data_file(
                 "extra_stats": geo_stats_text(s.geo) if s.geo is not None else None,
             }
         )
-        note_column_values(
-            ctx, table.table_id, column, s.min_value, s.max_value, s.null_count > 0, s.contains_nan, s.geo
-        )
+        if table_stats:
+            note_column_values(
+                ctx, table.table_id, column, s.min_value, s.max_value, s.null_count > 0, s.contains_nan, s.geo
+            )
     if rows:
         ctx.conn.execute(insert(T.ducklake_file_column_stats), rows)
     if count_rows:
@@ -873,6 +875,14 @@ def write_table_stats(ctx: CommitContext) -> None:
                 .values(extra_stats=None)
             )
         written_table_stats(ctx)[table_id] = replace(after, columns=columns)
+    for recompute in ctx.scratch("recompute_table_stats", list):
+        recompute(ctx)
+
+
+def recompute_table_stats(ctx: CommitContext, recompute: Callable[[CommitContext], None]) -> None:
+    """Run ``recompute`` after this commit's table statistics are written (a rewrite recomputes them from the live
+    files, as DuckDB does, rather than adding to them)."""
+    ctx.scratch("recompute_table_stats", list).append(recompute)
 
 
 def _widen_geo_stats(
@@ -929,6 +939,23 @@ def remove_data_files(ctx: CommitContext, files: list[tuple[int, str]]) -> None:
             ctx.conn.execute(delete(table).where(table.c.data_file_id.in_(ids[i : i + 500])))
     for file_id, path in files:
         schedule_file_deletion(ctx, file_id, path)
+
+
+def end_rewritten_files(ctx: CommitContext, files: Sequence[tuple[int, int | None]]) -> None:
+    """End ``(data_file_id, live delete_file_id or None)`` at this snapshot: files a rewrite replaced by one without
+    their deleted rows. Nothing is removed or scheduled for deletion (time travel before the rewrite still reads
+    them; expiry schedules them later), as DuckDB's ``WriteDeleteRewrites``."""
+    d, x = T.ducklake_data_file, T.ducklake_delete_file
+    data_ids = [f for f, _ in files]
+    delete_ids = [x_id for _, x_id in files if x_id is not None]
+    for i in range(0, len(data_ids), 500):
+        ctx.conn.execute(
+            update(d).where(d.c.data_file_id.in_(data_ids[i : i + 500])).values(end_snapshot=ctx.snapshot_id)
+        )
+    for i in range(0, len(delete_ids), 500):
+        ctx.conn.execute(
+            update(x).where(x.c.delete_file_id.in_(delete_ids[i : i + 500])).values(end_snapshot=ctx.snapshot_id)
+        )
 
 
 def add_compacted_file(

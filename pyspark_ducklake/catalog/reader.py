@@ -187,15 +187,19 @@ def format_version(conn: Connection) -> FormatVersion:
     return catalog_format("" if tag is None else tag, "(its ducklake_metadata 'version' row)")
 
 
-def write_deletion_vectors(conn: Connection, table: TableEntry) -> str | None:
-    """The persisted ``write_deletion_vectors`` option of the table, else of its schema, else of the lake (None when
-    none is set): DuckDB's order (``TryGetScopedConfigOption``)."""
-    key = "write_deletion_vectors"
+def scoped_metadata_value(conn: Connection, key: str, table: TableEntry) -> str | None:
+    """A persisted option of the table, else of its schema, else of the lake (None when none is set): DuckDB's
+    order (``TryGetScopedConfigOption``)."""
     for scope, scope_id in (("table", table.table_id), ("schema", table.schema.schema_id)):
         value = metadata_value(conn, key, scope, scope_id)
         if value is not None:
             return value
     return metadata_value(conn, key)
+
+
+def write_deletion_vectors(conn: Connection, table: TableEntry) -> str | None:
+    """The persisted ``write_deletion_vectors`` option (see :func:`scoped_metadata_value`)."""
+    return scoped_metadata_value(conn, "write_deletion_vectors", table)
 
 
 def lake_encrypted(conn: Connection) -> bool:

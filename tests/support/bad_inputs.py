@@ -807,6 +807,40 @@ CASES: tuple[BadInput, ...] = (
         E.InvalidIdentifierError,
         "pass cascade=True",
     ),
+    # --- sorted tables and rewrite_data_files (#33 item 4)
+    BadInput(
+        "sort-key-expression",
+        "`lake.set_sort_order` with a key that is not a column (`'lower(b)'`, `'s.x'`, `'a DESCENDING'`)",
+        E.InvalidOptionError,
+        "use 'col [ASC|DESC] [NULLS FIRST|NULLS LAST]' with a column name",
+    ),
+    BadInput(
+        "sort-key-unknown-column",
+        "`lake.set_sort_order` naming a column the table lacks",
+        E.NoSuchColumnError,
+        "the message lists the table's columns",
+        match="(columns: [",
+    ),
+    BadInput(
+        "sort-order-unsupported",
+        "a write, flush or compaction of a table DuckDB sorted by an expression (`SET SORTED BY (lower(b))`), or a "
+        "sort key of a VARIANT, GEOMETRY or TIMETZ column",
+        E.UnsupportedSortOrderError,
+        "sort it by columns (Lake.set_sort_order) or reset its sort order, else write to it with DuckDB",
+    ),
+    BadInput(
+        "drop-sorted-column",
+        "`lake.drop_column` of a column the table is sorted by",
+        E.SchemaMismatchError,
+        "reset or change the sort order (Lake.set_sort_order) to drop it",
+    ),
+    BadInput(
+        "rewrite-delete-threshold",
+        "`rewrite_data_files(delete_threshold=...)` (or the catalog's `rewrite_delete_threshold`) outside 0..1 or "
+        "not a number",
+        E.InvalidOptionError,
+        "must be between 0 and 1",
+    ),
     # --- accepted
     BadInput(
         "column-name-too-long-for-catalog",
