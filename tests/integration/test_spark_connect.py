@@ -30,6 +30,23 @@ def test_a_connect_session_has_no_spark_context(connect_spark: SparkSession) -> 
         _ = connect_spark.sparkContext
 
 
+def test_a_server_started_outside_the_checkout_finds_the_data_source(
+    connect_spark: SparkSession, sqlite_catalog: Any
+) -> None:
+    """The server runs this venv's python in a temporary folder, without ``PYTHONPATH``: PySpark's lookup there
+    lists the editable install (tests/unit/test_discovery.py). A new session, which nothing registered, reads
+    ``format("ducklake")``."""
+    lake = pdl.connect(sqlite_catalog.url, sqlite_catalog.data_path)
+    lake.create_table("main.found", pa.schema([("id", pa.int64())]))
+    lake.append("main.found", pa.table({"id": [1, 2]}))
+    fresh = connect_spark.newSession()
+    try:
+        rows = fresh.read.format("ducklake").option("catalog", sqlite_catalog.url).load("main.found").collect()
+    finally:
+        fresh.stop()
+    assert sorted(r.id for r in rows) == [1, 2]
+
+
 # One backend (SQLite) for the batch paths: the catalog is not under test here (the classic batch tests run both
 # backends, and the standalone cluster's classic driver runs this scenario on PostgreSQL).
 def test_batch_write_and_read(connect_spark: SparkSession, sqlite_catalog: Any) -> None:
