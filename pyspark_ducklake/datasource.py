@@ -214,7 +214,13 @@ class DuckLakeDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from pyspark_ducklake.batch.write_job import DuckLakeBatchWriter
 
-        schema = self._use_table_options(schema, Entry.WRITE)
+        if self.options.get("path") or self.options.get("table"):
+            from pyspark_ducklake.spark.sql_table import without_table_options
+
+            # a DataFrame write names its table: options in the schema came with columns read from a SQL table
+            schema = without_table_options(schema)
+        else:
+            schema = self._use_table_options(schema, Entry.WRITE)
         self._check(Entry.WRITE)
         _ = self.identifier
         return DuckLakeBatchWriter.create(self.config, self.identifier, dict(self.options), schema, overwrite)

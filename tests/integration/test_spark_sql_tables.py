@@ -207,6 +207,27 @@ def test_what_spark_refuses(spark: SparkSession, sqlite_catalog: Any, duck: Any,
     assert sorted(lake.tables()) == ["main.copy", "main.events"]
 
 
+def test_a_dataframe_read_from_a_sql_table_writes_where_save_says(
+    spark: SparkSession, sqlite_catalog: Any, duck: Any, sql_name: str
+) -> None:
+    """The columns of a SQL table carry its options (spark/sql_table.py); a DataFrame selected from it and written
+    with ``save('main.copy')`` (the route CTAS's error names) writes main.copy, not the SQL table's own table."""
+    catalog = sqlite_catalog
+    duck_run(
+        duck,
+        catalog,
+        "CREATE TABLE lake.main.events (id BIGINT, s VARCHAR)",
+        "INSERT INTO lake.main.events VALUES (1, 'a'), (2, 'b')",
+    )
+    spark.sql(f"CREATE TABLE {sql_name} USING ducklake OPTIONS ({table_options(catalog)})")
+    low = spark.sql(f"SELECT id, s FROM {sql_name} WHERE id = 1")
+    low.write.format("ducklake").mode("append").options(catalog=catalog.url, dataPath=catalog.data_path).save(
+        "main.copy"
+    )
+    assert duck_rows(duck, catalog, "SELECT * FROM lake.main.copy") == [(1, "a")]
+    assert duck_rows(duck, catalog, "SELECT * FROM lake.main.events") == [(1, "a"), (2, "b")]
+
+
 def test_bad_options_are_rejected_at_create(spark: SparkSession, sqlite_catalog: Any, duck: Any, sql_name: str) -> None:
     duck_run(duck, sqlite_catalog, "CREATE TABLE lake.main.events (id BIGINT)")
     with pytest.raises(Exception, match="did you mean 'snapshot'"):
