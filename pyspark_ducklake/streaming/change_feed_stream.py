@@ -48,7 +48,7 @@ from pyspark_ducklake.spark.change_feed import (
 from pyspark_ducklake.spark.column_option import selected_columns
 from pyspark_ducklake.spark.lake_config import LakeConfig
 from pyspark_ducklake.streaming.offsets import SnapshotOffset
-from pyspark_ducklake.table.change_feed import changed_snapshots, count_changes
+from pyspark_ducklake.table.change_feed import change_counts, changed_snapshots
 from pyspark_ducklake.table.change_feed_initial import DEFAULT_MAX_FILES, DEFAULT_MAX_ROWS, InitialLoad, next_window
 from pyspark_ducklake.table.identifiers import parse_identifier
 from pyspark_ducklake.table.projection import project
@@ -221,7 +221,7 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
         """The last snapshot to read so that about ``max_rows`` rows come out (whole snapshots, at least one)."""
         total = 0
         for snapshot in self._changed(lake, begin, latest):
-            total += count_changes(
+            counts = change_counts(
                 lake.engine,
                 lake.data_path,
                 self.schema_name,
@@ -230,6 +230,7 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
                 snapshot,
                 storage_options=lake.storage_options,
             )
+            total += sum(counts.values())
             if total >= max_rows:
                 return snapshot  # soft: the snapshot that reaches the limit is read whole
         return latest

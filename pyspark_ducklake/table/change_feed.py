@@ -766,24 +766,6 @@ def in_threads(calls: list[functools.partial[_T]]) -> list[_T]:
         return list(pool.map(lambda call: call(), calls))
 
 
-def count_changes(
-    engine: Engine,
-    data_path: str,
-    schema_name: str,
-    table_name: str,
-    start_snapshot: SnapshotRef,
-    end_snapshot: SnapshotRef,
-    *,
-    storage_options: dict[str, Any] | None = None,
-) -> int:
-    """How many rows :func:`table_changes` returns, reading only delete files and internal row columns.
-
-    Raises: as :func:`table_changes`.
-    """
-    keys = _change_keys(engine, data_path, schema_name, table_name, start_snapshot, end_snapshot, storage_options)
-    return keys.num_rows
-
-
 def change_counts(
     engine: Engine,
     data_path: str,
@@ -794,30 +776,17 @@ def change_counts(
     *,
     storage_options: dict[str, Any] | None = None,
 ) -> dict[str, int]:
-    """How many rows of each ``_change_type`` :func:`table_changes` returns (kinds with none left out), reading as
-    little as :func:`count_changes`.
+    """How many rows of each ``_change_type`` :func:`table_changes` returns (kinds with none left out), reading only
+    delete files and internal row columns.
 
     Raises: as :func:`table_changes`.
     """
-    rows = _change_keys(engine, data_path, schema_name, table_name, start_snapshot, end_snapshot, storage_options)
-    counts = pc.value_counts(rows.column(CHANGE_TYPE)).to_pylist()  # no table columns: the names are plain
-    return {str(c["values"]): int(c["counts"]) for c in counts}
-
-
-def _change_keys(
-    engine: Engine,
-    data_path: str,
-    schema_name: str,
-    table_name: str,
-    start: SnapshotRef,
-    end: SnapshotRef,
-    storage_options: dict[str, Any] | None,
-) -> pa.Table:
-    """:func:`table_changes` without the table's columns (only delete files and internal row columns are read)."""
-    plan, _ = _plan(engine, data_path, schema_name, table_name, start, end)
+    plan, _ = _plan(engine, data_path, schema_name, table_name, start_snapshot, end_snapshot)
     parts = [count_task_changes(t, storage_options=storage_options) for t in plan.files]
     parts.append(inlined_changes(plan, columns=False))
-    return finish_changes(parts, plan, columns=False, ordered=False)
+    rows = finish_changes(parts, plan, columns=False, ordered=False)
+    counts = pc.value_counts(rows.column(CHANGE_TYPE)).to_pylist()  # no table columns: the names are plain
+    return {str(c["values"]): int(c["counts"]) for c in counts}
 
 
 def changed_snapshots(engine: Engine, table: TableEntry | int, start: int, end: int) -> list[int]:
@@ -864,7 +833,6 @@ __all__ = [
     "change_counts",
     "changed_snapshots",
     "classify",
-    "count_changes",
     "deleted_positions",
     "execute_change_task",
     "feed_schema",

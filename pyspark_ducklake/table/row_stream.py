@@ -5,7 +5,7 @@ that deletes or updates rows cannot be told as appended rows: like Delta's, the 
 skip such snapshots (``skipChangeCommits``: any that deletes or updates, its appended rows too; ``ignoreDeletes``:
 those that only delete). Maintenance (flush, merge, compaction), schema changes and other tables' commits change no
 rows and pass. What a snapshot did comes from ``changes_made``; one that says it deleted is counted (delete files and
-internal row columns only, as ``count_changes`` reads), since DuckDB records some flushes as plain deletes.
+internal row columns only, as ``change_counts`` reads), since DuckDB records some flushes as plain deletes.
 """
 
 from __future__ import annotations

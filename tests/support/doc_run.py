@@ -26,25 +26,14 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))
 
+from tests.support.app_session import local_session  # noqa: E402
 from tests.support.doc_blocks import CodeBlock, code_blocks  # noqa: E402
 
 
 def session(state: Path) -> Any:
     """The one SparkSession: the pages' ``SparkSession.builder...getOrCreate()`` get it."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.warehouse.dir", str(state / "warehouse"))
-        .config("spark.local.dir", str(state / "local"))
-        .getOrCreate()
-    )
+    conf = {"spark.sql.warehouse.dir": str(state / "warehouse"), "spark.local.dir": str(state / "local")}
+    spark = local_session("ducklake-docs", conf=conf, register=False)
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
