@@ -188,7 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def source_options(args: argparse.Namespace) -> dict[str, str]:
-    """The change-feed source's options from the flags (a stream always reads the feed: a start is required)."""
+    """The change-feed source's options from the flags (a start option selects the change feed; without one a
+    stream would read the table's rows)."""
     options = {"catalog": args.catalog}
     if args.starting_timestamp:
         options["startingTimestamp"] = args.starting_timestamp

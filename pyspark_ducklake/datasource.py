@@ -214,7 +214,13 @@ class DuckLakeDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from pyspark_ducklake.batch.write_job import DuckLakeBatchWriter
 
-        schema = self._use_table_options(schema, Entry.WRITE)
+        if self.options.get("path") or self.options.get("table"):
+            from pyspark_ducklake.spark.sql_table import without_table_options
+
+            # a DataFrame write names its table: options in the schema came with columns read from a SQL table
+            schema = without_table_options(schema)
+        else:
+            schema = self._use_table_options(schema, Entry.WRITE)
         self._check(Entry.WRITE)
         _ = self.identifier
         return DuckLakeBatchWriter.create(self.config, self.identifier, dict(self.options), schema, overwrite)
@@ -229,16 +235,14 @@ class DuckLakeDataSource(DataSource):
         return DuckLakeStreamWriter(self.config, self.identifier, dict(self.options), schema)
 
     def streamReader(self, schema: StructType) -> Any:
-        from pyspark_ducklake.exceptions import InvalidOptionError
         from pyspark_ducklake.streaming.change_feed_stream import DuckLakeChangeFeedReader
+        from pyspark_ducklake.streaming.table_stream import DuckLakeTableStreamReader, check_skip_options
 
         self._check(Entry.STREAM_READ)
-        if not self._change_feed():
-            raise InvalidOptionError(
-                "readStream.format('ducklake') reads the table's change feed: set option readChangeFeed=true "
-                "(the table's current rows as inserts, then its changes) or startingSnapshot ('latest', 'earliest' "
-                "or a snapshot id: only the changes from there)"
-            )
+        feed = self._change_feed()
+        check_skip_options(dict(self.options), feed)
+        if not feed:  # the table's rows, then the rows later snapshots append (as Delta's table stream)
+            return DuckLakeTableStreamReader(self.config, self.identifier, dict(self.options), schema)
         return DuckLakeChangeFeedReader(self.config, self.identifier, dict(self.options), schema)
 
 

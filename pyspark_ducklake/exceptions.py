@@ -173,6 +173,10 @@ class DataLossError(DuckLakeError):
     """Snapshots the stream still needs were expired or cleaned up."""
 
 
+class RowsChangedError(DuckLakeError):
+    """A stream of a table's rows met a snapshot that deleted or updated rows (``skipChangeCommits`` skips them)."""
+
+
 class ThriftDecodeError(ValueError):
     """The bytes are not a well-formed compact-protocol value (a ValueError, as before it moved here)."""
 

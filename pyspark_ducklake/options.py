@@ -764,7 +764,8 @@ OPTIONS: tuple[Option, ...] = (
         frozenset({Entry.READ, Entry.STREAM_READ}),
         parse_bool,
         "false",
-        "read the change feed instead of the table (implied by a `starting…` option; a stream always reads it)",
+        "read the change feed instead of the table (implied by a `starting…` option); a `readStream` without it nor "
+        "a start option streams the table's rows, then the rows later snapshots append, in the table's columns",
         FEED,
     ),
     Option(
@@ -772,10 +773,10 @@ OPTIONS: tuple[Option, ...] = (
         frozenset({Entry.READ, Entry.STREAM_READ}),
         parse_snapshot_start,
         "`read`: none (required); `readStream`: the table's rows first",
-        "first snapshot to emit: an id (at most the newest + 1), `earliest` (the oldest snapshot not expired) or "
-        "`latest` (only what comes after the query starts). A `readStream` without it (nor `startingTimestamp`) "
-        "first emits the table's rows at the newest snapshot as inserts, then the changes after it (as Delta's "
-        "change-data-feed stream does); `latest` is what such a stream did before",
+        "first snapshot of the change feed to emit: an id (at most the newest + 1), `earliest` (the oldest snapshot "
+        "not expired) or `latest` (only what comes after the query starts). A `readStream` with `readChangeFeed` "
+        "and without it (nor `startingTimestamp`) first emits the table's rows at the newest snapshot as inserts, "
+        "then the changes after it (as Delta's change-data-feed stream does)",
         FEED,
         aliases=("startingVersion",),
     ),
@@ -829,6 +830,24 @@ OPTIONS: tuple[Option, ...] = (
         "1000",
         "in a stream's initial load of the table's rows (no start option), at most this many data files per "
         "micro-batch (as Delta's initial snapshot)",
+        FEED,
+    ),
+    Option(
+        "skipChangeCommits",
+        frozenset({Entry.STREAM_READ}),
+        parse_bool,
+        "false",
+        "a stream of the table's rows (no `readChangeFeed`) skips each snapshot that deletes or updates rows, its "
+        "appended rows too (as Delta's); without it such a snapshot stops the query with `RowsChangedError`",
+        FEED,
+    ),
+    Option(
+        "ignoreDeletes",
+        frozenset({Entry.STREAM_READ}),
+        parse_bool,
+        "false",
+        "a stream of the table's rows (no `readChangeFeed`) skips each snapshot that only deletes rows (as Delta's); "
+        "a snapshot that updates rows, or deletes and appends, still stops it",
         FEED,
     ),
     Option(

@@ -27,6 +27,7 @@ from sqlalchemy.exc import NoSuchModuleError
 from sqlalchemy.pool import NullPool
 
 from pyspark_ducklake.exceptions import CatalogLockedError, InvalidOptionError, NotInstalledError
+from pyspark_ducklake.io.extras import require_extra
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -51,8 +52,9 @@ def duckdb_file_engine(location: CatalogLocation) -> Engine:
     """An engine on the DuckDB file of ``location``, opening the file per connection.
 
     Raises:
-        NotInstalledError: duckdb or duckdb-engine is not installed.
+        NotInstalledError: duckdb or duckdb-engine is not installed, or older than the ``[duckdb]`` extra's floors.
     """
+    require_extra("duckdb")
     try:
         import duckdb
         import duckdb_engine

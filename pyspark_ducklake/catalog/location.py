@@ -16,6 +16,7 @@ from sqlalchemy.pool import NullPool
 
 from pyspark_ducklake.catalog.duckdb_file import STORAGE_VERSION_ARG, duckdb_file_engine
 from pyspark_ducklake.exceptions import InvalidOptionError, NotInstalledError
+from pyspark_ducklake.io.extras import require_extra
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
@@ -323,11 +324,13 @@ def create_catalog_engine(location: CatalogLocation) -> Engine:
     reads see one snapshot (``REPEATABLE READ``), a DuckDB file is opened per transaction (its lock is per process).
 
     Raises:
-        NotInstalledError: the database driver is not installed.
+        NotInstalledError: the database driver is not installed, or older than the ``[postgres]`` extra's floor.
     """
     backend = location.backend
     if backend == "duckdb":
         return duckdb_file_engine(location)
+    if make_url(location.url).get_driver_name() == "psycopg2":
+        require_extra("postgres")
     # hide_parameters: a failed statement's error would quote its values (files' encryption keys, inlined rows)
     kwargs: dict[str, Any] = {"connect_args": location.driver_args(), "hide_parameters": True}
     if backend == "sqlite":

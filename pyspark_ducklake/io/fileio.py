@@ -13,6 +13,7 @@ from fsspec.core import url_to_fs
 from fsspec.registry import known_implementations
 
 from pyspark_ducklake.exceptions import DataFileError, NotInstalledError
+from pyspark_ducklake.io.extras import require_extra
 from pyspark_ducklake.io.object_stores import open_filesystem, store_of
 from pyspark_ducklake.io.storage import S3_PROTOCOLS, describe_error, with_env_defaults
 
@@ -26,7 +27,8 @@ def filesystem(path: str, storage_options: dict[str, Any] | None = None) -> tupl
     """The filesystem for ``path`` and the path as that filesystem spells it.
 
     Raises:
-        NotInstalledError: the protocol's fsspec implementation is missing (e.g. s3fs).
+        NotInstalledError: the protocol's fsspec implementation is missing (e.g. s3fs), or older than its extra's
+            floor.
     """
     protocol = path.split("://", 1)[0] if "://" in path else "file"
     opts = storage_options or {}
@@ -39,6 +41,10 @@ def filesystem(path: str, storage_options: dict[str, Any] | None = None) -> tupl
     key = (protocol, tuple(sorted((k, repr(v)) for k, v in opts.items())))
     with _lock:
         fs = _cache.get(key)
+    if fs is None:
+        extra = _extra(protocol)
+        if extra is not None:
+            require_extra(extra)
     try:
         if fs is None:
             fs = open_filesystem(protocol, opts)
@@ -47,12 +53,19 @@ def filesystem(path: str, storage_options: dict[str, Any] | None = None) -> tupl
             with _lock:
                 _cache[key] = fs
     except ImportError as e:
-        store = store_of(path)
-        extra = "s3" if protocol in ("s3", "s3a") else store.extra if store else protocol
+        extra = _extra(protocol) or protocol
         raise NotInstalledError(
             f"no filesystem for {protocol}:// paths: pip install 'pyspark-ducklake[{extra}]' ({e})"
         ) from e
     return fs, fs._strip_protocol(path) if protocol != "file" else path
+
+
+def _extra(protocol: str) -> str | None:
+    """The pip extra of a URL scheme's filesystem (None: fsspec's own, or one we do not ship)."""
+    if protocol in S3_PROTOCOLS:
+        return "s3"
+    store = store_of(f"{protocol}://")
+    return store.extra if store else None
 
 
 def known_protocol(path: str) -> bool:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
@@ -24,7 +25,7 @@ from pyspark_ducklake.options import (
     parse_timestamp,
 )
 from pyspark_ducklake.spark.type_mapping import arrow_schema_for_spark, spark_schema, to_spark_batch
-from pyspark_ducklake.table.change_feed import change_column_names, plan_changes
+from pyspark_ducklake.table.change_feed import INSERT, change_column_names, plan_changes
 from pyspark_ducklake.table.change_feed_initial import (
     InitialLoad,
     InitialPiece,
@@ -181,9 +182,11 @@ def read_partition(
     spark: StructType,
     *,
     storage_options: dict[str, Any] | None,
+    rows_only: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """A task's changes in the stream's columns (None: the range's end snapshot's), as Arrow batches of exactly
-    Spark's types, file by file."""
+    Spark's types, file by file; ``rows_only``: the inserted rows without the change columns (a stream of the
+    table's rows)."""
     if not isinstance(partition, (ChangeFeedPartition, InitialLoadPartition)):
         return  # Spark's stand-in partition when there are none: an empty range
     target = arrow_schema_for_spark(spark)
@@ -202,6 +205,8 @@ def read_partition(
     for changes in parts:
         if stream is not None:
             changes = stream_columns(changes, at_end, stream)
+        if rows_only:
+            changes = inserted_rows(changes)
         for batch in changes.to_batches(max_chunksize=BATCH_ROWS):
             yield to_spark_batch(batch, target)
 
@@ -220,3 +225,11 @@ def stream_columns(raw: pa.Table, at_end: TableSchema, stream: TableSchema) -> p
             arrays.append(raw.column(then))
     arrays.extend(raw.column(i) for i in range(len(at_end.columns), raw.num_columns))
     return pa.Table.from_arrays(arrays, names=[*stream.names(), *change_column_names(stream)])
+
+
+def inserted_rows(changes: pa.Table) -> pa.Table:
+    """The inserted rows of ``changes`` (table columns, then the change columns) without the change columns."""
+    kinds = changes.column(changes.num_columns - len(CHANGE_COLUMNS))
+    rows = changes.select(range(changes.num_columns - len(CHANGE_COLUMNS)))
+    inserted = pc.equal(kinds, INSERT)
+    return rows if pc.all(inserted).as_py() is not False else rows.filter(inserted)

@@ -9,6 +9,8 @@ at ``CREATE TABLE``, and :func:`stored_table_options` reads them back at every r
 
 ``CREATE TABLE ... AS SELECT`` and ``CREATE TABLE t (<columns>) USING ducklake`` never ask for the schema, so Spark
 stores none of this and the data source later sees no table at all: :data:`NO_TABLE_HINT` says what to do instead.
+Nor does an ``INSERT INTO`` whose first selected column already has the table's first column's name and type: Spark
+then writes the query's column as it is, without the stored field's metadata (a renamed or cast column gets it).
 """
 
 from __future__ import annotations
@@ -30,12 +32,15 @@ OPTION_PREFIX = "option."
 
 NO_TABLE_HINT = (
     "no DuckLake table given. In the DataFrame API name it in load('main.events') / save('main.events') or "
-    "option('table', 'main.events'). A Spark SQL table must be created without a column list, over an existing "
-    "DuckLake table: CREATE TABLE events USING ducklake OPTIONS (table 'main.events', catalog '...'). PySpark 4.3 "
-    "passes a Python data source no OPTIONS for CREATE TABLE ... AS SELECT or for a table created with a column "
-    "list, so those cannot work: create the DuckLake table first (df.write.format('ducklake').option('catalog', "
-    "'...').save('main.events'), or pyspark_ducklake.write_table), then CREATE TABLE without columns; or use "
-    "CREATE TEMPORARY VIEW events USING ducklake OPTIONS (...), which keeps its options"
+    "option('table', 'main.events'). In SQL, PySpark 4.3 passes a Python data source no OPTIONS for CREATE TABLE "
+    "... AS SELECT or for a table created with a column list, so those cannot work. Instead of CREATE TABLE ... AS "
+    "SELECT: create the DuckLake table from the query with the DataFrame API, spark.sql('SELECT ...').write"
+    ".format('ducklake').mode('append').option('catalog', '...').save('main.events') (or "
+    "pyspark_ducklake.write_table), then CREATE TABLE events USING ducklake OPTIONS (table 'main.events', catalog "
+    "'...') without columns, and INSERT INTO events SELECT ... for more rows. An INSERT INTO whose SELECT gives the "
+    "table's first column under its own name and type arrives without the table's options too (Spark drops the "
+    "column metadata that carries them): rename that column in the SELECT (SELECT id AS id_, ...), or use CREATE "
+    "TEMPORARY VIEW events USING ducklake OPTIONS (...), which keeps its options"
 )
 
 

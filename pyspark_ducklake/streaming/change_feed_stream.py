@@ -48,7 +48,7 @@ from pyspark_ducklake.spark.change_feed import (
 from pyspark_ducklake.spark.column_option import selected_columns
 from pyspark_ducklake.spark.lake_config import LakeConfig
 from pyspark_ducklake.streaming.offsets import SnapshotOffset
-from pyspark_ducklake.table.change_feed import changed_snapshots, count_changes
+from pyspark_ducklake.table.change_feed import change_counts, changed_snapshots
 from pyspark_ducklake.table.change_feed_initial import DEFAULT_MAX_FILES, DEFAULT_MAX_ROWS, InitialLoad, next_window
 from pyspark_ducklake.table.identifiers import parse_identifier
 from pyspark_ducklake.table.projection import project
@@ -165,13 +165,17 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
             return self._offset(begin)
         self._check_table(lake, latest)
         begin = self._check_data_loss(lake, begin)
+        return self._offset(self._end(lake, begin, latest, limit))
+
+    def _end(self, lake: Lake, begin: int, latest: int, limit: ReadLimit) -> int:
+        """The last snapshot of the next micro-batch after ``begin``, at most ``latest``, within ``limit``."""
         if isinstance(limit, ReadMaxFiles):
             changed = self._changed(lake, begin, latest)
             if len(changed) > limit.max_files:
-                return self._offset(changed[max(1, limit.max_files) - 1])
+                return changed[max(1, limit.max_files) - 1]
         elif isinstance(limit, ReadMaxRows):
-            return self._offset(self._limit_rows(lake, begin, latest, limit.max_rows))
-        return self._offset(latest)
+            return self._limit_rows(lake, begin, latest, limit.max_rows)
+        return latest
 
     # --- the initial load ---------------------------------------------------------------------------------------
     def _initial_end(self, lake: Lake, offset: SnapshotOffset, limit: ReadLimit) -> dict[str, Any]:
@@ -217,7 +221,7 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
         """The last snapshot to read so that about ``max_rows`` rows come out (whole snapshots, at least one)."""
         total = 0
         for snapshot in self._changed(lake, begin, latest):
-            total += count_changes(
+            counts = change_counts(
                 lake.engine,
                 lake.data_path,
                 self.schema_name,
@@ -226,6 +230,7 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
                 snapshot,
                 storage_options=lake.storage_options,
             )
+            total += sum(counts.values())
             if total >= max_rows:
                 return snapshot  # soft: the snapshot that reaches the limit is read whole
         return latest
@@ -274,9 +279,11 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
         begin = self._check_data_loss(lake, begin)
         if last <= begin:
             return out
-        return out + change_partitions(
-            lake, self.schema_name, self.table_name, begin + 1, last, self._names(lake, last)
-        )
+        return out + self._change_partitions(lake, begin + 1, last)
+
+    def _change_partitions(self, lake: Lake, first: int, last: int) -> list[InputPartition]:
+        """The tasks reading the changes of snapshots ``first..last``."""
+        return change_partitions(lake, self.schema_name, self.table_name, first, last, self._names(lake, last))
 
     def _names(self, lake: Lake, snapshot_id: int) -> list[str] | None:
         """The names at ``snapshot_id`` of the stream's columns when the ``columns`` option picked some."""
@@ -300,12 +307,16 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
         self._begin(end)  # validates the checkpoint's offset; nothing to release
 
 
-def check_stream_columns(lake: Lake, schema_name: str, table_name: str, stream: TableSchema) -> None:
-    """Fail when a column of a running stream was dropped or retyped in the table since the stream started.
+def check_stream_columns(
+    lake: Lake, schema_name: str, table_name: str, stream: TableSchema, spark: StructType | None = None
+) -> None:
+    """Fail when a column of a running stream was dropped or retyped in the table since the stream started, or,
+    given the stream's ``spark`` schema, lost the NOT NULL that schema declares.
 
     Raises:
         SchemaChangedError: naming the column; a restart continues from the checkpoint with the new columns.
     """
+    not_null = {f.name for f in spark.fields if not f.nullable} if spark is not None else set()
     with lake.engine.connect() as conn:
         latest = R.latest_snapshot(conn).snapshot_id
         entry = R.table_by_name(conn, schema_name, table_name, latest)
@@ -317,4 +328,9 @@ def check_stream_columns(lake: Lake, schema_name: str, table_name: str, stream: 
             raise SchemaChangedError(
                 f"column {column.name!r} of {schema_name}.{table_name} was dropped or changed type while the change "
                 "feed was running; restart the query to continue from its checkpoint with the new columns"
+            )
+        if column.name in not_null and now.nulls_allowed:
+            raise SchemaChangedError(
+                f"column {column.name!r} of {schema_name}.{table_name} dropped NOT NULL while a stream of its rows "
+                "was running; restart the query to continue from its checkpoint with the new columns"
             )

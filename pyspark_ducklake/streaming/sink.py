@@ -127,7 +127,7 @@ class DuckLakeSink:
         started = time.monotonic()
         spark = batch_df.sparkSession
         committer = self._get_committer(spark)
-        app_id = self.app_id or query_id(spark)
+        app_id = self.app_id or query_id(spark, self.table)
         if not app_id:
             raise InvalidOptionError(
                 "ducklake_sink could not find the streaming query id (not running inside foreachBatch?); "
@@ -300,19 +300,19 @@ class DuckLakeSink:
             )
 
 
-def query_id(spark: Any) -> str | None:
+def query_id(spark: Any, table: str) -> str | None:
     """The id of the streaming query running this ``foreachBatch`` call (stable across restarts from its
     checkpoint), from the SparkContext's local property.
 
     Raises:
         InvalidOptionError: on Spark Connect, where the function runs in a Python process of the server that is not
-            told the query's id: the sink needs ``app_id``.
+            told the query's id: the sink needs ``app_id`` (the message shows the call with it, for ``table``).
     """
     if is_connect(spark):
         raise InvalidOptionError(
             "ducklake_sink on Spark Connect cannot find the streaming query id (Spark Connect does not pass it to "
-            "foreachBatch functions): pass app_id='...', one value per query, kept across restarts from the same "
-            "checkpoint (as Delta's txnAppId)"
+            f"foreachBatch functions): pass app_id, ducklake_sink({table!r}, app_id='<a name for this query>', ...), "
+            "one value per query, kept across restarts from the same checkpoint (as Delta's txnAppId)"
         )
     value = spark.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
     return str(value) if value else None

@@ -112,6 +112,7 @@ class SnapshotChanges:
     data: bool  # rows inserted or deleted (inlined or not)
     inserted: bool  # rows inserted (a maintenance snapshot that also inserts still creates insert files)
     maintenance: bool  # flush, merge, rewrite or compaction of this table
+    deleted: bool = True  # rows deleted (inlined or not), or it may have: unknown snapshots are assumed to
 
     @property
     def logical(self) -> bool:
@@ -128,7 +129,8 @@ def classify(changes_made: str | None, table_id: int, *, known: bool = True) -> 
     data = inserted or table_id in cs.deleted_from or table_id in cs.inlined_delete
     compacted = any(int(m) == table_id for m in _COMPACTED.findall(changes_made or ""))
     maintenance = compacted or table_id in (cs.inline_flush | cs.merge_adjacent | cs.rewrite_delete)
-    return SnapshotChanges(True, data, inserted, maintenance)
+    deleted = table_id in cs.deleted_from or table_id in cs.inlined_delete
+    return SnapshotChanges(True, data, inserted, maintenance, deleted)
 
 
 def _snapshot_changes(conn: Connection, table_id: int, start: int, end: int) -> dict[int, SnapshotChanges]:
@@ -764,7 +766,7 @@ def in_threads(calls: list[functools.partial[_T]]) -> list[_T]:
         return list(pool.map(lambda call: call(), calls))
 
 
-def count_changes(
+def change_counts(
     engine: Engine,
     data_path: str,
     schema_name: str,
@@ -773,15 +775,18 @@ def count_changes(
     end_snapshot: SnapshotRef,
     *,
     storage_options: dict[str, Any] | None = None,
-) -> int:
-    """How many rows :func:`table_changes` returns, reading only delete files and internal row columns.
+) -> dict[str, int]:
+    """How many rows of each ``_change_type`` :func:`table_changes` returns (kinds with none left out), reading only
+    delete files and internal row columns.
 
     Raises: as :func:`table_changes`.
     """
     plan, _ = _plan(engine, data_path, schema_name, table_name, start_snapshot, end_snapshot)
     parts = [count_task_changes(t, storage_options=storage_options) for t in plan.files]
     parts.append(inlined_changes(plan, columns=False))
-    return finish_changes(parts, plan, columns=False, ordered=False).num_rows
+    rows = finish_changes(parts, plan, columns=False, ordered=False)
+    counts = pc.value_counts(rows.column(CHANGE_TYPE)).to_pylist()  # no table columns: the names are plain
+    return {str(c["values"]): int(c["counts"]) for c in counts}
 
 
 def changed_snapshots(engine: Engine, table: TableEntry | int, start: int, end: int) -> list[int]:
@@ -825,9 +830,9 @@ __all__ = [
     "SnapshotChanges",
     "change_column_at",
     "change_column_names",
+    "change_counts",
     "changed_snapshots",
     "classify",
-    "count_changes",
     "deleted_positions",
     "execute_change_task",
     "feed_schema",

@@ -191,7 +191,3 @@ def test_bad_options(spark: SparkSession, sqlite_catalog: Any) -> None:
     history(catalog)
     with pytest.raises(Exception, match="startingSnapshot"):
         source(spark, catalog, startingSnapshot="soon").writeStream.format("console").start().awaitTermination(30)
-    with pytest.raises(Exception, match="change feed"):
-        spark.readStream.format("ducklake").option("catalog", catalog.url).load("main.a").writeStream.format(
-            "console"
-        ).start().awaitTermination(30)

@@ -12,6 +12,7 @@ cache; add its download otherwise), 93 s for a later run (the smoke's Spark sess
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -111,3 +113,93 @@ def test_the_wheel_installs_into_an_empty_venv_and_runs(tmp_path: Path, pg_serve
         con.close()
     with zipfile.ZipFile(wheel) as z:  # the license travels with the wheel
         assert any(n.endswith(".dist-info/licenses/LICENSE") for n in z.namelist()), z.namelist()
+
+
+FLOORS_SMOKE = REPO_ROOT / "tests" / "support" / "floors_smoke.py"
+# A release just below each floor, each one pip can pick (s3fs 0.4.2 is what it picked beside boto3 1.44.8).
+# psycopg2-binary has none on Python 3.11 (2.9.5 is its first wheel there), so PostgreSQL is run at its floor only.
+BELOW = {"s3": "s3fs==0.4.2", "gcs": "gcsfs==2022.11.0", "azure": "adlfs==2022.4.0", "duckdb": "duckdb==1.4.4"}
+
+
+def overlay(python: Path, folder: Path, packages: list[str], env: dict[str, str]) -> Path:
+    """``packages`` alone (no dependencies) in ``folder``, to put first on ``PYTHONPATH``; kept with the venv."""
+    stamp = folder / ".installed"
+    if not stamp.exists() or stamp.read_text() != "\n".join(packages):
+        shutil.rmtree(folder, ignore_errors=True)
+        run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(folder), *packages], env=env)
+        stamp.write_text("\n".join(packages))
+    return folder
+
+
+def test_the_extras_run_at_their_floors_and_older_ones_are_refused(
+    tmp_path: Path, pg_server: PgServer, pg_admin: object
+) -> None:
+    """One fresh venv holds the package and every extra at the floor pyproject.toml declares (pyspark left out: the
+    extras are used below Spark). Each extra's use runs there against a real service (moto, gcp-storage-emulator,
+    Azurite, the test PostgreSQL, a DuckDB file): Parquet written, a delete file, a read, an orphan listing. gcsfs
+    and s3fs pin fsspec to their own version, so gcsfs runs at its floor with its fsspec from a folder put first on
+    the path; a folder of releases just below the floors, put there the same way, makes the first use of each extra
+    fail with NotInstalledError naming the version to install (the check reads only the package's metadata)."""
+    from pyspark_ducklake.io.extras import EXTRAS
+    from tests.support.emulators import start_azurite, start_gcs, stop
+    from tests.support.s3 import start_s3_server, stop_s3_server
+
+    floors = {extra: {f.name: f.floor for f in found} for extra, found in EXTRAS.items()}
+    wheel = build_wheel(tmp_path)
+    core = [r.split(":", 1)[1].strip() for r in requirements(wheel) if r.startswith("Requires-Dist:")]
+    core = [r for r in core if "extra ==" not in r and not r.startswith("pyspark")]
+    in_venv = ["s3", "azure", "postgres", "duckdb"]  # gcsfs: below
+    at_floors = {name: floor for extra in in_venv for name, floor in floors[extra].items()}
+    pins = [f"{name}=={floor}" for name, floor in at_floors.items()]
+    pins.append(f"gcsfs=={floors['s3']['s3fs']}")  # gcsfs's dependencies, beside s3fs's fsspec
+    key = hashlib.sha256("\n".join([sys.version, *core, *pins]).encode()).hexdigest()[:16]
+    venv = CACHE / f"floors-{key}"
+    python = venv / "bin" / "python"
+    env = clean_env()
+    if not (venv / ".installed").exists():
+        shutil.rmtree(venv, ignore_errors=True)
+        run([sys.executable, "-m", "venv", str(venv)], env=env)
+        run([str(python), "-m", "pip", "install", "--quiet", *core, *pins], env=env)
+        (venv / ".installed").write_text("\n".join(pins))
+    run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall", str(wheel)], env=env)
+    gcs_floor = f"gcsfs=={floors['gcs']['gcsfs']}"
+    at_floor = overlay(python, venv / "gcs-floor", [gcs_floor, gcs_floor.replace("gcsfs", "fsspec")], env)
+    below = overlay(python, venv / "below", sorted(BELOW.values()), env)
+
+    with contextlib.ExitStack() as stack:
+        db = create_database(pg_admin)  # type: ignore[arg-type]
+        stack.callback(drop_database, pg_admin, db)
+        s3 = start_s3_server(tmp_path)
+        stack.callback(stop_s3_server, s3)
+        gcs = start_gcs(tmp_path)
+        stack.callback(stop, gcs)
+        (tmp_path / "azurite").mkdir()
+        azure = start_azurite(tmp_path / "azurite")
+        stack.callback(stop, azure)
+        stores = {"s3": (s3, "s3"), "gcs": (gcs, "gs"), "azure": (azure, "az")}
+        spec: dict[str, Any] = {
+            extra: {"data_path": f"{scheme}://{server.create_bucket(f'{extra}-lake')}/lake/",
+                    "storage_options": server.storage_options()}
+            for extra, (server, scheme) in stores.items()
+        }  # fmt: skip
+        spec["postgres"], spec["duckdb"] = pg_server.url(db), True
+
+        def smoke(mode: str, work: str, extras: list[str], path: Path | None = None) -> dict[str, Any]:
+            given = {k: v for k, v in spec.items() if k in extras}
+            run_env = {**env, "PYTHONPATH": str(path)} if path else env
+            proc = run([str(python), str(FLOORS_SMOKE), mode, str(tmp_path / work), json.dumps(given)], env=run_env)
+            return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+        lake = {"ids": [1, 3, 4, 5], "files": 2, "orphans": 0}  # two appends, a delete file, nothing stray
+        got = smoke("check", "floors", in_venv)
+        assert got.pop("versions") == {"fsspec": floors["s3"]["s3fs"], **at_floors}  # s3fs pins its fsspec
+        assert got == dict.fromkeys(in_venv, lake)
+        got = smoke("check", "gcs-floor", ["gcs"], at_floor)
+        assert got["gcs"] == lake and got["versions"] == {"fsspec": floors["gcs"]["gcsfs"], **floors["gcs"]}
+
+        refused = smoke("refuse", "below", list(BELOW), below)
+        for extra, release in BELOW.items():
+            name, version = release.split("==")
+            floor = floors[extra][name]
+            assert refused[extra].startswith(f"{name} {version} is installed"), refused[extra]
+            assert f"pip install '{name}>={floor}'" in refused[extra], refused[extra]

@@ -30,6 +30,23 @@ def test_a_connect_session_has_no_spark_context(connect_spark: SparkSession) -> 
         _ = connect_spark.sparkContext
 
 
+def test_a_server_started_outside_the_checkout_finds_the_data_source(
+    connect_spark: SparkSession, sqlite_catalog: Any
+) -> None:
+    """The server runs this venv's python in a temporary folder, without ``PYTHONPATH``: PySpark's lookup there
+    lists the editable install (tests/unit/test_discovery.py). A new session, which nothing registered, reads
+    ``format("ducklake")``."""
+    lake = pdl.connect(sqlite_catalog.url, sqlite_catalog.data_path)
+    lake.create_table("main.found", pa.schema([("id", pa.int64())]))
+    lake.append("main.found", pa.table({"id": [1, 2]}))
+    fresh = connect_spark.newSession()
+    try:
+        rows = fresh.read.format("ducklake").option("catalog", sqlite_catalog.url).load("main.found").collect()
+    finally:
+        fresh.stop()
+    assert sorted(r.id for r in rows) == [1, 2]
+
+
 # One backend (SQLite) for the batch paths: the catalog is not under test here (the classic batch tests run both
 # backends, and the standalone cluster's classic driver runs this scenario on PostgreSQL).
 def test_batch_write_and_read(connect_spark: SparkSession, sqlite_catalog: Any) -> None:
@@ -67,7 +84,7 @@ def test_sink_without_app_id_fails_naming_it(connect_spark: SparkSession, sqlite
         .trigger(availableNow=True)
         .start()
     )
-    with pytest.raises(Exception, match=r"on Spark Connect cannot find the streaming query id.*pass app_id="):
+    with pytest.raises(Exception, match=r"on Spark Connect cannot find .*ducklake_sink\('main\.t', app_id="):
         query.awaitTermination(300)
     with pytest.raises(NoSuchTableError):
         pdl.connect(sqlite_catalog.url).scan("main.t")
@@ -136,3 +153,23 @@ def test_add_files_and_debezium_on_connect(connect_spark: SparkSession, sqlite_c
     events = connect_spark.createDataFrame([(json.dumps(change),)], "value STRING")
     rows = [tuple(r) for r in pdl.debezium(events, "id BIGINT, s STRING").collect()]  # type: ignore[attr-defined]
     assert rows == [(5, "x", "c", 42)]
+
+
+def test_ctas_is_refused_naming_create_table_then_insert(connect_spark: SparkSession, sqlite_catalog: Any) -> None:
+    """PySpark passes a Python data source no OPTIONS for CREATE TABLE ... AS SELECT, on Connect as on a classic
+    session: the error shows the route, which then works (docs/spark.md#sql-tables) and DuckDB reads its rows."""
+    pdl.register(connect_spark)
+    url, data_path = sqlite_catalog.url, sqlite_catalog.data_path
+    options = f"table 'main.low', catalog '{url}', dataPath '{data_path}'"
+    with pytest.raises(Exception, match=r"CREATE TABLE \.\.\. AS SELECT.*then CREATE TABLE.*INSERT INTO") as ctas:
+        connect_spark.sql(f"CREATE TABLE connect_ctas USING ducklake OPTIONS ({options}) AS SELECT 1L AS id")
+    assert "no DuckLake table given" in str(ctas.value)
+    assert not connect_spark.catalog.tableExists("connect_ctas")
+    low = connect_spark.sql("SELECT 1L AS id")
+    low.write.format("ducklake").mode("append").option("catalog", url).option("dataPath", data_path).save("main.low")
+    connect_spark.sql(f"CREATE TABLE connect_ctas USING ducklake OPTIONS ({options})")
+    try:
+        connect_spark.sql("INSERT INTO connect_ctas VALUES (2)")
+        assert scenarios.duck_rows(sqlite_catalog, "SELECT * FROM lake.main.low") == [(1,), (2,)]
+    finally:
+        connect_spark.sql("DROP TABLE connect_ctas")

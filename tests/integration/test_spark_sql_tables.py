@@ -163,7 +163,8 @@ def test_temporary_view_keeps_its_options(spark: SparkSession, sqlite_catalog: A
 
 def test_what_spark_refuses(spark: SparkSession, sqlite_catalog: Any, duck: Any, sql_name: str) -> None:
     """PySpark 4.3 gives the data source no OPTIONS for CTAS or a table with a column list: both fail naming the
-    route, and nothing reaches the lake. If a later PySpark passes them, these fail and CTAS can be supported."""
+    route, which works, and the refused statements write nothing. If a later PySpark passes them, these fail and CTAS
+    can be supported."""
     catalog = sqlite_catalog
     duck_run(duck, catalog, "CREATE TABLE lake.main.events (id BIGINT)", "INSERT INTO lake.main.events VALUES (1)")
     before = pdl.connect(catalog.url).current_snapshot_id()
@@ -173,7 +174,22 @@ def test_what_spark_refuses(spark: SparkSession, sqlite_catalog: Any, duck: Any,
             f"CREATE TABLE {sql_name}_copy USING ducklake OPTIONS ({table_options(catalog, 'main.copy')}) AS SELECT 1L AS id"
         )
     assert "no DuckLake table given" in str(ctas.value)
+    assert "then CREATE TABLE events USING ducklake OPTIONS" in str(ctas.value)  # the route: CREATE TABLE, INSERT
+    assert "INSERT INTO events SELECT" in str(ctas.value)
     assert not spark.catalog.tableExists(f"{sql_name}_copy")  # Spark dropped the table it had created
+
+    # the route the error names: the DuckLake table from the DataFrame API, CREATE TABLE, INSERT INTO; a first column
+    # of the table's name and type reaches the writer without the table's options (a renamed one has them)
+    spark.sql("SELECT 1L AS id").write.format("ducklake").mode("append").options(
+        catalog=catalog.url, dataPath=catalog.data_path
+    ).save("main.copy")
+    spark.sql(f"CREATE TABLE {sql_name}_copy USING ducklake OPTIONS ({table_options(catalog, 'main.copy')})")
+    with pytest.raises(Exception, match=r"rename that column in the SELECT \(SELECT id AS id_"):
+        spark.sql(f"INSERT INTO {sql_name}_copy SELECT 2L AS id")
+    spark.sql(f"INSERT INTO {sql_name}_copy SELECT 2L AS id_")
+    assert duck_rows(duck, catalog, "SELECT * FROM lake.main.copy") == [(1,), (2,)]
+    spark.sql(f"DROP TABLE {sql_name}_copy")
+    before = pdl.connect(catalog.url).current_snapshot_id()
 
     spark.sql(f"CREATE TABLE {sql_name} (id BIGINT) USING ducklake OPTIONS ({table_options(catalog)})")
     with pytest.raises(Exception, match="no DuckLake table given"):
@@ -188,7 +204,28 @@ def test_what_spark_refuses(spark: SparkSession, sqlite_catalog: Any, duck: Any,
 
     lake = pdl.connect(catalog.url)
     assert lake.current_snapshot_id() == before
-    assert lake.tables() == ["main.events"]
+    assert sorted(lake.tables()) == ["main.copy", "main.events"]
+
+
+def test_a_dataframe_read_from_a_sql_table_writes_where_save_says(
+    spark: SparkSession, sqlite_catalog: Any, duck: Any, sql_name: str
+) -> None:
+    """The columns of a SQL table carry its options (spark/sql_table.py); a DataFrame selected from it and written
+    with ``save('main.copy')`` (the route CTAS's error names) writes main.copy, not the SQL table's own table."""
+    catalog = sqlite_catalog
+    duck_run(
+        duck,
+        catalog,
+        "CREATE TABLE lake.main.events (id BIGINT, s VARCHAR)",
+        "INSERT INTO lake.main.events VALUES (1, 'a'), (2, 'b')",
+    )
+    spark.sql(f"CREATE TABLE {sql_name} USING ducklake OPTIONS ({table_options(catalog)})")
+    low = spark.sql(f"SELECT id, s FROM {sql_name} WHERE id = 1")
+    low.write.format("ducklake").mode("append").options(catalog=catalog.url, dataPath=catalog.data_path).save(
+        "main.copy"
+    )
+    assert duck_rows(duck, catalog, "SELECT * FROM lake.main.copy") == [(1, "a")]
+    assert duck_rows(duck, catalog, "SELECT * FROM lake.main.events") == [(1, "a"), (2, "b")]
 
 
 def test_bad_options_are_rejected_at_create(spark: SparkSession, sqlite_catalog: Any, duck: Any, sql_name: str) -> None:

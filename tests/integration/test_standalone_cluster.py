@@ -14,9 +14,8 @@ Connect server on this cluster) cost as much as the classic one and checked noth
 Discovery: PySpark finds a data source by itself in an installed package named ``pyspark_*`` exporting
 ``DefaultSource`` (pyspark/sql/worker/lookup_data_sources.py, which lists the modules on the Python workers' path).
 The app runs with the package on ``PYTHONPATH`` and its working folder outside the repository, as an installed
-package would be found: the repository's editable install puts an import hook on the path, which
-``pkgutil.iter_modules`` does not list. It shares this app (a fresh driver process, which it needs) rather than
-starting a Spark of its own. The wheel installed into an empty venv is checked the same way in
+package would be found (the repository's editable install is a path entry too: tests/unit/test_discovery.py). It
+shares this app (a fresh driver process, which it needs) rather than starting a Spark of its own. The wheel installed into an empty venv is checked the same way in
 ``tests/support/install_smoke.py``.
 """
 

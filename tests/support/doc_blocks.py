@@ -1,4 +1,5 @@
-"""Generated blocks in the documentation: found by their markers in whichever page holds them.
+"""Generated blocks in the documentation, found by their markers in whichever page holds them; and the pages' code
+blocks, which ``tests/integration/test_docs_run.py`` runs as written (:func:`code_blocks`, the rule below).
 
 A generated table sits between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->`` in README.md or a page under docs/.
 The generators (``tests.support.option_tables``, ``bad_inputs``, ``reliability``) do not know the page: they look
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from tests.support.catalogs import REPO_ROOT
@@ -115,3 +117,75 @@ def stale(blocks: dict[str, str], root: Path = REPO_ROOT) -> list[str]:
         if read(name, root) != resolve_anchors(content, page, root):
             stale.append(name)
     return stale
+
+
+# --- code blocks ----------------------------------------------------------------------------------------------------
+#
+# The rule for every fenced block of README.md and docs/*.md (tests/unit/test_doc_blocks.py enforces it):
+# - ``python`` blocks run, in page order, each page in an empty folder of its own with a fresh namespace holding only
+#   ``spark`` (a SparkSession, as the pyspark shell gives one), all pages in one Spark session;
+# - ``sh`` / ``bash`` blocks whose every command is this package's command line (``pyspark-ducklake ...`` or
+#   ``python -m pyspark_ducklake ...``) run too, in the page's folder, where they stand among its Python blocks;
+# - a block needing a service says so on the line before it, ``<!-- doc-test: with s3 -->`` (or ``azure``): it runs
+#   with that service started (S3: moto, bucket ``my-bucket``, the ``AWS_*`` variables set; Azure: Azurite,
+#   container ``lake``, ``AZURE_STORAGE_CONNECTION_STRING`` set);
+# - any other block says why it does not run, ``<!-- doc-test: not run: <reason> -->`` (installs, make targets,
+#   docker, a Kafka broker, the test suite itself);
+# - a fence without a language, or ``text``, is output or a diagram, not code.
+
+SERVICES = ("s3", "azure")
+_FENCE = re.compile(r"^```([\w-]*)[^\n]*\n(.*?)^```[ \t]*$", re.M | re.S)
+_MARKER = re.compile(r"<!--\s*doc-test:\s*(.*?)\s*-->\s*\n\s*$")
+_CLI = re.compile(r"^(?:pyspark-ducklake|python -m pyspark_ducklake)(?:\s|$)")
+
+
+@dataclass(frozen=True)
+class CodeBlock:
+    """One fenced block: where it is, its language, its text, and how the docs test treats it."""
+
+    page: str  # relative to the repository, e.g. "docs/spark.md"
+    line: int  # of the opening fence
+    language: str
+    text: str
+    marker: str | None  # what ``<!-- doc-test: ... -->`` on the line before says
+
+    @property
+    def kind(self) -> str:
+        """``python`` / ``cli`` (run), ``output`` (not code), ``skip`` (marked not run), or ``unmarked``."""
+        if self.marker is not None and self.marker.startswith("not run:") and self.marker[8:].strip():
+            return "skip"
+        if self.language in ("", "text"):
+            return "output"
+        if self.language == "python":
+            return "python"
+        if self.language in ("sh", "bash") and _cli_only(self.text):
+            return "cli"
+        return "unmarked"
+
+    @property
+    def service(self) -> str | None:
+        """The service the block runs with (``with s3``), None for none."""
+        m = re.fullmatch(r"with (\w+)", self.marker or "")
+        return m.group(1) if m else None
+
+    @property
+    def where(self) -> str:
+        return f"{self.page}:{self.line}"
+
+
+def _cli_only(text: str) -> bool:
+    commands = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+    return bool(commands) and all(_CLI.match(c) for c in commands)
+
+
+def code_blocks(root: Path = REPO_ROOT) -> list[CodeBlock]:
+    """Every fenced block of README.md and the docs pages, in page order."""
+    out = []
+    for path in doc_files(root):
+        text = path.read_text()
+        for m in _FENCE.finditer(text):
+            marker = _MARKER.search(text, 0, m.start())
+            found = marker.group(1) if marker and marker.end() == m.start() else None
+            page = path.relative_to(root).as_posix()
+            out.append(CodeBlock(page, text.count("\n", 0, m.start()) + 1, m.group(1), m.group(2), found))
+    return out

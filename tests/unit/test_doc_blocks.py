@@ -3,6 +3,7 @@ generators keep working when a table moves between pages or a merge brings a sta
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -80,3 +81,65 @@ def test_anchor_links_point_at_the_page_with_the_heading(tmp_path: Path) -> None
         "[r](#retries), [x](#nope) |"
     )
     assert doc_blocks.stale({"t": table}, root) == []
+
+
+def test_code_blocks_are_sorted_by_the_rule(tmp_path: Path) -> None:
+    """python runs; a shell block of the command line only runs; a marked block runs with its service or is left out
+    with its reason; output and diagrams are not code; anything else is unmarked (which the next test refuses)."""
+    page = "\n".join(
+        [
+            "# A",
+            "```python",
+            "x = 1",
+            "```",
+            "```sh",
+            "pyspark-ducklake --catalog sqlite:///lake.sqlite tables   # a comment",
+            "python -m pyspark_ducklake --catalog sqlite:///lake.sqlite snapshots",
+            "```",
+            "```sh",
+            "pip install pyspark-ducklake",
+            "```",
+            "<!-- doc-test: not run: installs a package -->",
+            "```sh",
+            "pip install pyspark-ducklake",
+            "```",
+            "<!-- doc-test: not run: -->",
+            "```bash",
+            "make demo",
+            "```",
+            "<!-- doc-test: with s3 -->",
+            "```python",
+            "y = 2",
+            "```",
+            "```",
+            "batch 1: 3 rows",
+            "```",
+            "```text",
+            "DuckLakeError",
+            "```",
+            "",
+        ]
+    )
+    root = tree(tmp_path, {"docs/a.md": page})
+    found = [(b.line, b.kind, b.service) for b in doc_blocks.code_blocks(root)]
+    assert found == [
+        (2, "python", None),
+        (5, "cli", None),
+        (9, "unmarked", None),
+        (13, "skip", None),
+        (17, "unmarked", None),  # a marker without a reason
+        (21, "python", "s3"),
+        (24, "output", None),
+        (27, "output", None),
+    ]
+
+
+def test_every_code_block_of_the_docs_runs_or_says_why_not() -> None:
+    """The pages follow the rule: tests/integration/test_docs_run.py runs their python and command-line blocks."""
+    blocks = doc_blocks.code_blocks()
+    unmarked = [f"{b.where} ({b.language})" for b in blocks if b.kind == "unmarked"]
+    assert unmarked == [], f"say why these do not run (<!-- doc-test: not run: why -->), or make them run: {unmarked}"
+    assert {b.service for b in blocks if b.service} <= set(doc_blocks.SERVICES)
+    markers = sum(len(re.findall(r"^<!--\s*doc-test:", p.read_text(), re.M)) for p in doc_blocks.doc_files())
+    assert markers == sum(b.marker is not None for b in blocks), "a doc-test marker stands before no code block"
+    assert sum(b.kind == "python" for b in blocks) >= 30

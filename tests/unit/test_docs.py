@@ -132,6 +132,9 @@ def test_compatibility_matrix_states_what_pyproject_declares() -> None:
         "numpy": [_req(pyproject, "numpy")],
         "fsspec": [_req(pyproject, "fsspec")],
         "psycopg2 (`[postgres]`)": [_req(pyproject, "psycopg2-binary>=")],
+        "s3fs (`[s3]`)": [_req(pyproject, "s3fs>=")],
+        "gcsfs (`[gcs]`)": [_req(pyproject, "gcsfs>=")],
+        "adlfs (`[azure]`)": [_req(pyproject, "adlfs>=")],
         "cryptography": [_req(pyproject, "cryptography")],
     }
     for component, requirements in wanted.items():
