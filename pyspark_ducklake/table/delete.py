@@ -180,6 +180,7 @@ def write_deletes(ctx: CommitContext, entry: TableEntry, data_file: Any, fresh: 
         written,
         relative_path=name,
         begin_snapshot=min(merged.values()),
+        partial_max=max(merged.values()),
         deletes_seen=seen,
     )
 
