@@ -7,8 +7,9 @@ committed):
 from in five snapshots (an UPDATE among them), so its deletes are puffin histories. Written to ``--out``
 (``tests/fixtures/ducklake_1_1/dv_history``), relocatable and small:
 
-* ``catalog/<table>.parquet``: every ``ducklake_*`` table of the catalog, as DuckDB wrote the rows (a test loads them
-  into a SQLite or PostgreSQL catalog of the same version: the shell has no sqlite or postgres scanner);
+* ``catalog.duckdb``: the catalog's tables, copied as DuckDB wrote them into a DuckDB file of storage version
+  v1.5.0 (so DuckDB 1.5.5 and this library open it as a DuckDB-file catalog; a test copies the rows on into SQLite
+  or PostgreSQL catalogs with DuckDB's scanners, which the 1.1 shell lacks);
 * ``data/``: the lake's files, paths relative to the data path (``main/t/...``);
 * ``answers/rows_<snapshot>.parquet`` (``id, s`` at each snapshot), ``answers/feed_<start>_<end>.parquet``
   (``ducklake_table_changes`` of each range) and ``answers/snapshots.json``: DuckDB's own reads.
@@ -99,17 +100,13 @@ def fixture(duckdb: Path, out: Path) -> None:
         catalog, data = Path(tmp) / "lake.ducklake", Path(tmp) / "data"
         run(duckdb, attach(catalog, data, write_dvs=True) + ";\n".join(HISTORY) + ";\n", REPO)
         read_answers(duckdb, catalog, data, out / "answers")
-        tables = run(
+        copy = out / "catalog.duckdb"
+        run(
             duckdb,
-            attach(catalog, data, write_dvs=False)
-            + "SELECT table_name FROM duckdb_tables() WHERE database_name = '__ducklake_metadata_lake' ORDER BY 1;",
+            f"ATTACH '{catalog}' AS src (READ_ONLY);\nATTACH '{copy}' AS dst (STORAGE_VERSION 'v1.5.0');\n"
+            "COPY FROM DATABASE src TO dst;\n",
             REPO,
-        ).split()
-        (out / "catalog").mkdir(parents=True)
-        sql = attach(catalog, data, write_dvs=False)
-        for name in tables:
-            sql += f"COPY (FROM __ducklake_metadata_lake.{name}) TO '{out / 'catalog' / name}.parquet';\n"
-        run(duckdb, sql, REPO)
+        )
         shutil.copytree(data, out / "data")
     version = run(duckdb, "SELECT library_version, source_id FROM pragma_version();", REPO).strip()
     (out / "README.md").write_text(

@@ -16,6 +16,7 @@ whose per-row snapshots a history's blobs encode. Both ways:
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from functools import reduce
 from pathlib import Path
 from typing import Any
@@ -316,6 +317,25 @@ def test_a_delete_committed_between_our_plan_and_commit_keeps_its_own_snapshot_i
     assert ids(3) == list(range(100, 1000))
     assert ids(4) == list(range(100, 900)) + ([] if other == "delete" else list(range(900, 1000)))
     assert ids(5) == [i for i in ids(4) if i not in (500, 501)]
+
+
+def test_a_history_takes_over_a_parquet_delete_file_at_its_begin_snapshot(sqlite_catalog: CatalogLocation) -> None:
+    """Deletion vectors turned on after a Parquet delete file: the next delete writes a history whose first blob
+    holds the Parquet file's deletes at its begin snapshot (DuckDB 1.1's fallback snapshot for deletes without
+    per-row snapshots)."""
+    catalog = sqlite_catalog
+    lake = pdl.connect(catalog.url, catalog.data_path, data_inlining_row_limit=0, format_version="1.1")
+    new_table(lake, "t", files=1, rows=1000)
+    lake.delete("main.t", [("id", "<", 100)])  # snapshot 3: Parquet
+    deletion_vectors_on(catalog)
+    lake.delete("main.t", [("id", ">=", 990)])  # snapshot 4
+    (row,) = catalog_rows(catalog.url, "SELECT * FROM ducklake_delete_file")
+    assert (row.format, row.begin_snapshot, row.partial_max, row.delete_count) == ("puffin", 3, 4, 110)
+    data = (Path(catalog.data_path) / "main" / "t" / row.path).read_bytes()
+    assert [b.properties["cardinality"] for b in read_blobs(data, row.path)] == ["100", "110"]
+    assert lake.scan("main.t", snapshot=3).num_rows == 900 and lake.scan("main.t").num_rows == 890
+    feed = lake.table_changes("main.t", 3, 4)
+    assert sorted(Counter(feed.column("_snapshot_id").to_pylist()).items()) == [(3, 100), (4, 10)]
 
 
 def test_a_history_forced_on_a_1_0_catalog_is_refused_and_nothing_is_written(sqlite_catalog: CatalogLocation) -> None:
