@@ -34,20 +34,14 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import pyspark_ducklake as pdl  # noqa: E402
+from tests.conformance.test_deletion_vector_history import DUCKDB_HISTORY, same_history  # noqa: E402
+
 DEFAULT_DUCKDB = REPO / ".cache" / "duckdb-dev" / "bin" / "duckdb"
 DEFAULT_OUT = REPO / "tests" / "fixtures" / "ducklake_1_1" / "dv_history"
 
-HISTORY = [
-    "CREATE TABLE lake.t(id INTEGER, s VARCHAR)",
-    "INSERT INTO lake.t SELECT i, 's' || i FROM range(70000) r(i)",
-    "INSERT INTO lake.t SELECT i, 'b' || i FROM range(70000, 73000) r(i)",
-    "DELETE FROM lake.t WHERE id % 7 = 0",
-    "DELETE FROM lake.t WHERE id IN (1, 69999, 70001)",
-    "UPDATE lake.t SET s = 'u' || id WHERE id % 1000 = 3",
-    "DELETE FROM lake.t WHERE id BETWEEN 10 AND 5000",
-    "INSERT INTO lake.t SELECT i, 'c' || i FROM range(73000, 73020) r(i)",
-    "DELETE FROM lake.t WHERE id BETWEEN 65000 AND 65010",
-]
 FEED = "snapshot_id, rowid, change_type, id, s"
 
 
@@ -98,7 +92,7 @@ def fixture(duckdb: Path, out: Path) -> None:
         shutil.rmtree(out)
     with tempfile.TemporaryDirectory() as tmp:
         catalog, data = Path(tmp) / "lake.ducklake", Path(tmp) / "data"
-        run(duckdb, attach(catalog, data, write_dvs=True) + ";\n".join(HISTORY) + ";\n", REPO)
+        run(duckdb, attach(catalog, data, write_dvs=True) + ";\n".join(DUCKDB_HISTORY) + ";\n", REPO)
         read_answers(duckdb, catalog, data, out / "answers")
         copy = out / "catalog.duckdb"
         run(
@@ -118,10 +112,6 @@ def fixture(duckdb: Path, out: Path) -> None:
 
 
 def reverse(duckdb: Path) -> int:
-    sys.path.insert(0, str(REPO))
-    import pyspark_ducklake as pdl
-    from tests.conformance.test_deletion_vector_history import same_history
-
     with tempfile.TemporaryDirectory() as tmp:
         catalog, data = Path(tmp) / "ours.ducklake", Path(tmp) / "data"
         lake = pdl.connect(f"ducklake:{catalog}", f"{data}/", data_inlining_row_limit=0, format_version="1.1")

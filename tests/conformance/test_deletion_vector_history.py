@@ -88,22 +88,27 @@ def assert_reads_as(lake: pdl.Lake, answers: DuckAnswers, table: str = "t") -> N
 # --- DuckDB's history, its Parquet delete files of several snapshots swapped for puffin histories -----------------
 
 
+# Table ``t`` of two files, whose first file is deleted from in five snapshots (an UPDATE among them); DuckDB 1.5.5
+# keeps it with Parquet delete files (the second and later deletes of a file carry per-row snapshots), DuckDB 1.1 with
+# write_deletion_vectors on as puffin histories (scripts/ducklake_1_1_dv_fixture.py runs the same statements).
+DUCKDB_HISTORY = [
+    "CREATE TABLE lake.t(id INTEGER, s VARCHAR)",
+    "INSERT INTO lake.t SELECT i, 's' || i FROM range(70000) r(i)",  # two Roaring containers
+    "INSERT INTO lake.t SELECT i, 'b' || i FROM range(70000, 73000) r(i)",
+    "DELETE FROM lake.t WHERE id % 7 = 0",
+    "DELETE FROM lake.t WHERE id IN (1, 69999, 70001)",
+    "UPDATE lake.t SET s = 'u' || id WHERE id % 1000 = 3",
+    "DELETE FROM lake.t WHERE id BETWEEN 10 AND 5000",
+    "INSERT INTO lake.t SELECT i, 'c' || i FROM range(73000, 73020) r(i)",
+    "DELETE FROM lake.t WHERE id BETWEEN 65000 AND 65010",
+]
+
+
 def duckdb_parquet_history(catalog: CatalogLocation) -> None:
-    """Table ``t`` of two files, whose first file is deleted from in four snapshots (an UPDATE among them), by
-    DuckDB 1.5.5 with Parquet delete files: the second and later deletes of a file carry per-row snapshots."""
-    con = open_duckdb(catalog, inlining_row_limit=0)  # every delete in a file
+    """:data:`DUCKDB_HISTORY` by DuckDB 1.5.5, every delete in a file (no inlining)."""
+    con = open_duckdb(catalog, inlining_row_limit=0)
     try:
-        for sql in [
-            "CREATE TABLE lake.t(id INTEGER, s VARCHAR)",
-            "INSERT INTO lake.t SELECT i, 's' || i FROM range(70000) r(i)",  # two Roaring containers
-            "INSERT INTO lake.t SELECT i, 'b' || i FROM range(70000, 73000) r(i)",
-            "DELETE FROM lake.t WHERE id % 7 = 0",
-            "DELETE FROM lake.t WHERE id IN (1, 69999, 70001)",
-            "UPDATE lake.t SET s = 'u' || id WHERE id % 1000 = 3",
-            "DELETE FROM lake.t WHERE id BETWEEN 10 AND 5000",
-            "INSERT INTO lake.t SELECT i, 'c' || i FROM range(73000, 73020) r(i)",
-            "DELETE FROM lake.t WHERE id BETWEEN 65000 AND 65010",
-        ]:
+        for sql in DUCKDB_HISTORY:
             con.execute(sql)
     finally:
         con.close()
