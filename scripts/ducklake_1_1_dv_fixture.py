@@ -3,20 +3,21 @@
 Two jobs, both needing the shell ``build-duckdb-ducklake-dev.sh`` builds (``.cache/duckdb-dev/bin/duckdb``; never
 committed):
 
-``fixture`` (default): DuckDB 1.1 writes a DuckDB-file lake with ``write_deletion_vectors`` on, a data file deleted
-from in five snapshots (an UPDATE among them), so its deletes are puffin histories. Written to ``--out``
+``fixture`` (default): DuckDB 1.1 writes a DuckDB-file lake with ``write_deletion_vectors`` on and runs
+``DUCKDB_HISTORY`` (``tests/conformance/test_deletion_vector_history.py``: a data file deleted from in five
+snapshots, an UPDATE among them), so its deletes are puffin histories. Written to ``--out``
 (``tests/fixtures/ducklake_1_1/dv_history``), relocatable and small:
 
-* ``catalog.duckdb``: the catalog's tables, copied as DuckDB wrote them into a DuckDB file of storage version
+* ``catalog.duckdb.gz``: the catalog's tables, copied as DuckDB wrote them into a DuckDB file of storage version
   v1.5.0 (so DuckDB 1.5.5 and this library open it as a DuckDB-file catalog; a test copies the rows on into SQLite
-  or PostgreSQL catalogs with DuckDB's scanners, which the 1.1 shell lacks);
+  and PostgreSQL catalogs with DuckDB's scanners, which the 1.1 shell lacks);
 * ``data/``: the lake's files, paths relative to the data path (``main/t/...``);
-* ``answers/rows_<snapshot>.parquet`` (``id, s`` at each snapshot), ``answers/feed_<start>_<end>.parquet``
-  (``ducklake_table_changes`` of each range) and ``answers/snapshots.json``: DuckDB's own reads.
+* ``answers.json``: DuckDB's own reads, as ``[row count, digest]`` (``answer_digest``): ``id, s`` at each snapshot,
+  ``ducklake_table_changes`` over each range of ``feed_ranges``.
 
-``reverse``: we write the same history into a DuckDB-file lake at 1.1 (this library, ``write_deletion_vectors`` on),
-the shell reads it at every snapshot and over every range of the feed, and the script compares with our reads;
-exit status 1 on a difference.
+``reverse``: we write the same history (``same_history``) into a DuckDB-file lake at 1.1 with this library,
+``write_deletion_vectors`` on; the shell reads it at every snapshot and over every range of the feed, and the script
+compares with our reads; exit status 1 on a difference.
 
     .venv/bin/python scripts/ducklake_1_1_dv_fixture.py [fixture|reverse] [--duckdb PATH] [--out DIR]
 """
@@ -24,6 +25,7 @@ exit status 1 on a difference.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import shutil
 import subprocess
@@ -37,78 +39,86 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import pyspark_ducklake as pdl  # noqa: E402
-from tests.conformance.test_deletion_vector_history import DUCKDB_HISTORY, same_history  # noqa: E402
+from tests.conformance.test_deletion_vector_history import (  # noqa: E402
+    DUCKDB_HISTORY,
+    FEED,
+    answer_digest,
+    feed_ranges,
+    same_history,
+)
 
 DEFAULT_DUCKDB = REPO / ".cache" / "duckdb-dev" / "bin" / "duckdb"
 DEFAULT_OUT = REPO / "tests" / "fixtures" / "ducklake_1_1" / "dv_history"
+DUCK_FEED = "snapshot_id, rowid, change_type, id, s"
 
-FEED = "snapshot_id, rowid, change_type, id, s"
 
-
-def run(duckdb: Path, sql: str, cwd: Path) -> str:
+def run(duckdb: Path, sql: str) -> str:
     """Run ``sql`` in the shell (stopping at the first error); its CSV output."""
     done = subprocess.run(
-        [str(duckdb), "-bail", "-csv", "-noheader"], input=sql, text=True, capture_output=True, cwd=cwd, check=False
+        [str(duckdb), "-bail", "-csv", "-noheader"], input=sql, text=True, capture_output=True, cwd=REPO, check=False
     )
     if done.returncode:
         raise SystemExit(f"duckdb failed ({done.returncode}): {done.stderr.strip()}\n--- sql ---\n{sql}")
     return done.stdout
 
 
-def attach(catalog: Path, data: Path, *, write_dvs: bool) -> str:
+def attach(catalog: Path, data: Path, *, write_dvs: bool = False) -> str:
     options = f"DATA_PATH '{data}/'" + (", DATA_INLINING_ROW_LIMIT 0, WRITE_DELETION_VECTORS true" if write_dvs else "")
     return f"ATTACH 'ducklake:{catalog}' AS lake ({options});\n"
 
 
-def feed_ranges(snapshots: list[int]) -> list[tuple[int, int]]:
-    """Each snapshot alone, every start up to the last snapshot, and everything before the last."""
-    pairs = {(s, s) for s in snapshots} | {(s, snapshots[-1]) for s in [0, *snapshots]} | {(0, snapshots[-2])}
-    return sorted(pairs)
-
-
 def read_answers(duckdb: Path, catalog: Path, data: Path, answers: Path) -> list[int]:
-    """DuckDB's reads of table ``t`` into ``answers``: rows at each snapshot, the feed of each range."""
+    """DuckDB's reads of table ``t`` into ``answers`` as Parquet: ``rows_<s>`` at each snapshot from the table's
+    creation on, ``feed_<a>_<b>`` over each range; returns those snapshots."""
     answers.mkdir(parents=True, exist_ok=True)
-    out = run(
-        duckdb, attach(catalog, data, write_dvs=False) + "SELECT snapshot_id FROM lake.snapshots() ORDER BY 1;", REPO
-    )
-    snapshots = [int(x) for x in out.split()]
-    readable = [s for s in snapshots if s >= 1]  # the table exists from snapshot 1 on
-    sql = attach(catalog, data, write_dvs=False)
-    for s in readable:
-        target = answers / f"rows_{s}.parquet"
-        sql += f"COPY (SELECT id, s FROM lake.t AT (VERSION => {s}) ORDER BY ALL) TO '{target}';\n"
-    for a, b in feed_ranges(readable):
-        target = answers / f"feed_{a}_{b}.parquet"
+    out = run(duckdb, attach(catalog, data) + "SELECT snapshot_id FROM lake.snapshots() ORDER BY 1;")
+    snapshots = [int(x) for x in out.split() if int(x) >= 1]  # the table exists from snapshot 1 on
+    sql = attach(catalog, data)
+    for s in snapshots:
+        sql += f"COPY (SELECT id, s FROM lake.t AT (VERSION => {s})) TO '{answers / f'rows_{s}.parquet'}';\n"
+    for a, b in feed_ranges(snapshots):
         changes = f"ducklake_table_changes('lake', 'main', 't', {a}, {b})"
-        sql += f"COPY (SELECT {FEED} FROM {changes} ORDER BY ALL) TO '{target}';\n"
-    run(duckdb, sql, REPO)
-    (answers / "snapshots.json").write_text(json.dumps(readable) + "\n")
-    return readable
+        sql += f"COPY (SELECT {DUCK_FEED} FROM {changes}) TO '{answers / f'feed_{a}_{b}.parquet'}';\n"
+    run(duckdb, sql)
+    return snapshots
 
 
 def fixture(duckdb: Path, out: Path) -> None:
     if out.exists():
         shutil.rmtree(out)
+    out.mkdir(parents=True)
     with tempfile.TemporaryDirectory() as tmp:
-        catalog, data = Path(tmp) / "lake.ducklake", Path(tmp) / "data"
-        run(duckdb, attach(catalog, data, write_dvs=True) + ";\n".join(DUCKDB_HISTORY) + ";\n", REPO)
-        read_answers(duckdb, catalog, data, out / "answers")
-        copy = out / "catalog.duckdb"
+        catalog, data, answers = Path(tmp) / "lake.ducklake", Path(tmp) / "data", Path(tmp) / "answers"
+        # zstd: the fixture's files stay small (a compression option only; the deletes are the subject)
+        setup = "CALL lake.set_option('parquet_compression', 'zstd');\n"
+        run(duckdb, attach(catalog, data, write_dvs=True) + setup + ";\n".join(DUCKDB_HISTORY) + ";\n")
+        snapshots = read_answers(duckdb, catalog, data, answers)
+        digests = {
+            "snapshots": snapshots,
+            "rows": {str(s): answer_digest(pq.read_table(answers / f"rows_{s}.parquet")) for s in snapshots},
+            "feeds": {
+                f"{a}_{b}": answer_digest(pq.read_table(answers / f"feed_{a}_{b}.parquet"))
+                for a, b in feed_ranges(snapshots)
+            },
+        }
+        (out / "answers.json").write_text(json.dumps(digests) + "\n")
+        copy = Path(tmp) / "catalog.duckdb"
         run(
             duckdb,
             f"ATTACH '{catalog}' AS src (READ_ONLY);\nATTACH '{copy}' AS dst (STORAGE_VERSION 'v1.5.0');\n"
             "COPY FROM DATABASE src TO dst;\n",
-            REPO,
         )
+        with copy.open("rb") as f, (out / "catalog.duckdb.gz").open("wb") as raw:
+            with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as g:  # mtime 0: the same bytes on a rerun
+                shutil.copyfileobj(f, g)
         shutil.copytree(data, out / "data")
-    version = run(duckdb, "SELECT library_version, source_id FROM pragma_version();", REPO).strip()
+    version = run(duckdb, "SELECT library_version || ' (' || source_id || ')' FROM pragma_version();").strip()
     (out / "README.md").write_text(
-        "Written by `scripts/ducklake_1_1_dv_fixture.py fixture` with DuckDB " + version + " and DuckLake's "
-        "development build of 1.1 (`1.1-dev1`): a lake whose deletes are puffin histories, its catalog rows, its "
-        "files and DuckDB's own answers. Regenerate with the script; do not edit.\n"
+        f"Written by `scripts/ducklake_1_1_dv_fixture.py fixture` with DuckDB {version} and DuckLake's development "
+        "build of 1.1 (`1.1-dev1`): a lake whose deletes are puffin histories, its catalog rows, its files and "
+        "digests of DuckDB's own reads. Regenerate with the script; do not edit.\n"
     )
-    print(f"wrote {out}: {sum(1 for _ in out.rglob('*'))} files")
+    print(f"wrote {out}: {sum(1 for p in out.rglob('*') if p.is_file())} files")
 
 
 def reverse(duckdb: Path) -> int:
@@ -121,27 +131,25 @@ def reverse(duckdb: Path) -> int:
                 "('write_deletion_vectors', 'true', NULL, NULL)"
             )
         same_history(lake)
+        with lake.engine.begin() as conn:  # the development build knows its own tag only ("Unsupported '1.1'")
+            conn.exec_driver_sql("UPDATE ducklake_metadata SET value = '1.1-dev1' WHERE key = 'version'")
         lake.close()
         answers = Path(tmp) / "answers"
         snapshots = read_answers(duckdb, catalog, data, answers)
         lake = pdl.connect(f"ducklake:{catalog}")
         failures = 0
         for s in snapshots:
-            ours = lake.scan("main.t", snapshot=s, columns=["id", "s"]).sort_by(
-                [("id", "ascending"), ("s", "ascending")]
-            )
-            theirs = pq.read_table(answers / f"rows_{s}.parquet").cast(ours.schema)
-            if not ours.equals(theirs):
+            ours = answer_digest(lake.scan("main.t", snapshot=s, columns=["id", "s"]))
+            theirs = answer_digest(pq.read_table(answers / f"rows_{s}.parquet"))
+            if ours != theirs:
                 failures += 1
-                print(f"snapshot {s}: ours {ours.num_rows} rows, DuckDB {theirs.num_rows}")
+                print(f"snapshot {s}: ours {ours}, DuckDB {theirs}")
         for a, b in feed_ranges(snapshots):
-            cols = ["_snapshot_id", "_rowid", "_change_type", "id", "s"]
-            ours = lake.table_changes("main.t", a, b).select(cols)
-            ours = ours.sort_by([(c, "ascending") for c in cols])
-            theirs = pq.read_table(answers / f"feed_{a}_{b}.parquet").rename_columns(cols).cast(ours.schema)
-            if not ours.equals(theirs.sort_by([(c, "ascending") for c in cols])):
+            ours = answer_digest(lake.table_changes("main.t", a, b).select(FEED))
+            theirs = answer_digest(pq.read_table(answers / f"feed_{a}_{b}.parquet"))
+            if ours != theirs:
                 failures += 1
-                print(f"feed {a}..{b}: ours {ours.num_rows} rows, DuckDB {theirs.num_rows}")
+                print(f"feed {a}..{b}: ours {ours}, DuckDB {theirs}")
         print(f"{len(snapshots)} snapshots, {len(feed_ranges(snapshots))} feed ranges: {failures} differ")
         return 1 if failures else 0
 

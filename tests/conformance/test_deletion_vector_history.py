@@ -16,6 +16,10 @@ whose per-row snapshots a history's blobs encode. Both ways:
 from __future__ import annotations
 
 import dataclasses
+import gzip
+import hashlib
+import json
+import shutil
 from collections import Counter
 from functools import reduce
 from pathlib import Path
@@ -74,6 +78,13 @@ def duck_answers(con: duckdb.DuckDBPyConnection, table: str = "t") -> DuckAnswer
         for a, b in feed_ranges(snaps)
     }
     return DuckAnswers(snaps, rows, feeds)
+
+
+def answer_digest(rows: pa.Table) -> list[Any]:
+    """``[row count, sha256 of the rows sorted]``, columns by position: how a fixture keeps DuckDB's answers (its reads
+    of 70,000 rows a snapshot would be megabytes)."""
+    ordered = sorted(zip(*(c.to_pylist() for c in rows.columns), strict=True))
+    return [rows.num_rows, hashlib.sha256(json.dumps(ordered, separators=(",", ":")).encode()).hexdigest()]
 
 
 def assert_reads_as(lake: pdl.Lake, answers: DuckAnswers, table: str = "t") -> None:
@@ -202,7 +213,7 @@ def test_spark_reads_puffin_histories_through_both_read_paths_and_the_change_fee
     snaps = answers.snapshots
     for s in snaps:
         assert plan_read(spark, "main.t", snapshot=s, catalog=catalog.url).reason is None, s  # the fast path
-    source_snaps = snaps[4:7]
+    source_snaps = [snaps[4], snaps[-1]]  # the first histories, and the last (three files with one)
     native = [pdl.read_table(spark, "main.t", snapshot=s, catalog=catalog.url) for s in snaps]
     source = [
         spark.read.format("ducklake").option("catalog", catalog.url).option("snapshot", s).load("main.t")
@@ -438,3 +449,66 @@ def test_duckdb_1_5_still_gets_a_single_deletion_vector_on_a_1_0_catalog(sqlite_
         assert con.execute("SELECT count(*) FROM lake.t").fetchone() == (1000 - 19,)
     finally:
         con.close()
+
+
+# --- DuckLake 1.1's own puffin histories (a fixture its development build wrote) ------------------------------------
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "ducklake_1_1" / "dv_history"
+
+
+def fixture_lake(catalog: CatalogLocation | None, tmp_path: Path) -> pdl.Lake:
+    """The fixture's lake, its files under ``tmp_path``, its catalog rows as DuckDB 1.1 wrote them: in their DuckDB
+    file (``catalog`` None), or copied by DuckDB 1.5.5's scanners into a SQLite or PostgreSQL catalog of the same
+    version; the catalog's ``data_path`` row then names the files' new place."""
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURE / "data", data)
+    source = tmp_path / "catalog.duckdb"
+    with gzip.open(FIXTURE / "catalog.duckdb.gz") as packed, source.open("wb") as out:
+        shutil.copyfileobj(packed, out)
+    if catalog is None:
+        url, target = f"ducklake:{source}", f"'{source}' AS dst"
+    else:
+        pdl.connect(catalog.url, catalog.data_path, format_version="1.1").close()  # its tables, to be filled
+        kind, _, where = catalog.duckdb.removeprefix("ducklake:").partition(":")
+        url, target = catalog.url, f"'{where}' AS dst (TYPE {kind})"
+    con = connect_duckdb()
+    try:
+        con.execute(f"ATTACH {target}")
+        if catalog is not None:
+            con.execute(f"ATTACH '{source}' AS src (READ_ONLY)")
+            tables = con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = 'src'").fetchall()
+            for (name,) in tables:
+                con.execute(f"DELETE FROM dst.{name}")
+                con.execute(f"INSERT INTO dst.{name} SELECT * FROM src.{name}")
+        con.execute("UPDATE dst.ducklake_metadata SET value = ? WHERE key = 'data_path'", [f"{data}/"])
+    finally:
+        con.close()
+    return pdl.connect(url)
+
+
+@pytest.mark.parametrize("backend", ["duckdb_file", "sqlite", "postgres"])
+def test_ducklake_1_1s_own_puffin_histories_read_as_it_reads_them(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """DuckDB 1.1 ran :data:`DUCKDB_HISTORY` with deletion vectors on (``scripts/ducklake_1_1_dv_fixture.py``): its
+    puffin histories read at every snapshot and over every range of the feed as DuckDB 1.1 read them, whichever
+    database holds the catalog; and our writer gives each history DuckDB's bytes."""
+    fixture = {"duckdb_file": None, "sqlite": "sqlite_catalog", "postgres": "pg_catalog"}[backend]
+    lake = fixture_lake(None if fixture is None else request.getfixturevalue(fixture), tmp_path)
+    assert lake.info.format.tag == "1.1-dev1"
+    answers = json.loads((FIXTURE / "answers.json").read_text())
+    snapshots = answers["snapshots"]
+    assert snapshots == list(range(1, 10))
+    for s in snapshots:
+        assert answer_digest(lake.scan("main.t", snapshot=s, columns=["id", "s"])) == answers["rows"][str(s)], s
+    for a, b in feed_ranges(snapshots):
+        assert answer_digest(lake.table_changes("main.t", a, b).select(FEED)) == answers["feeds"][f"{a}_{b}"], (a, b)
+    histories = 0
+    for path in (tmp_path / "data").rglob("*-delete.puffin"):
+        data = path.read_bytes()
+        positions, snapshot_ids = decode_file(data, str(path))
+        if snapshot_ids is not None:
+            histories += 1
+            referenced = read_blobs(data, str(path))[0].properties["referenced-data-file"]
+            assert encode_history(positions, snapshot_ids, referenced)[0] == data, path.name
+    assert histories == 7  # the three live ones and four they replaced
