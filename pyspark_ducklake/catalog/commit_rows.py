@@ -699,6 +699,7 @@ def _insert_delete_file(
     written: WrittenFile | WrittenDeletionVector,
     relative_path: str,
     begin_snapshot: int | None,
+    partial_max: int | None = None,
 ) -> int:
     # a deletion vector's row as DuckDB writes it: format 'puffin', footer_size 0 (ducklake-format-2.md §2.2)
     file_format = PUFFIN if isinstance(written, WrittenDeletionVector) else PARQUET
@@ -718,7 +719,7 @@ def _insert_delete_file(
             file_size_bytes=written.file_size_bytes,
             footer_size=written.footer_size,
             encryption_key=written.encryption_key,
-            partial_max=None,
+            partial_max=partial_max,
         )
     )
     return delete_file_id
@@ -733,13 +734,16 @@ def replace_delete_file(
     *,
     relative_path: str,
     begin_snapshot: int,
+    partial_max: int | None = None,
     deletes_seen: int | None = None,
 ) -> int:
-    """Swap a data file's delete file for one that carries per-row snapshot ids (DuckDB 1.5.5's way), or for a
-    deletion vector of every deleted position beginning now (DuckDB 1.5.5's way too, which loses history, §2.4).
+    """Swap a data file's delete file for one that carries per-row snapshot ids (DuckDB 1.5.5's way), for a
+    deletion vector of every deleted position beginning now (DuckDB 1.5.5's way too, which loses history, §2.4), or
+    for DuckLake 1.1's deletion vector of one blob per snapshot.
 
     The old row is removed, not ended (the new file covers its history), and its file is scheduled for deletion.
-    ``previous`` needs ``delete_file_id`` and ``path`` (absolute).
+    ``previous`` needs ``delete_file_id`` and ``path`` (absolute). ``partial_max``: the newest snapshot a file
+    with per-row (or per-blob) snapshots holds, as DuckDB records it.
 
     Raises:
         StalePlanError: the data file or its deletes changed since the change was planned.
@@ -759,7 +763,7 @@ def replace_delete_file(
             schedule_start=ctx.base.snapshot_time or now_utc(),
         )
     )
-    delete_file_id = _insert_delete_file(ctx, table, data_file_id, written, relative_path, begin_snapshot)
+    delete_file_id = _insert_delete_file(ctx, table, data_file_id, written, relative_path, begin_snapshot, partial_max)
     ctx.changes.deleted_from.add(table.table_id)
     return delete_file_id
 

@@ -1,6 +1,7 @@
 """Deletion vectors: the ``format='puffin'`` delete files DuckDB writes with ``write_deletion_vectors`` on.
 
-A file is one bare Iceberg ``deletion-vector-v1`` blob, not a Puffin container (ducklake-format-2.md §2.2)::
+A file with one deletion vector is one bare Iceberg ``deletion-vector-v1`` blob, not a Puffin container (what
+DuckDB 1.5 always writes, ducklake-format-2.md §2.2)::
 
     u32 BE  length of magic + bitmap         4 bytes  magic D1 D3 39 64
     bitmap: Roaring "portable 64-bit" serialization of the deleted row positions
@@ -11,10 +12,18 @@ Roaring bitmap in the portable format (https://github.com/RoaringBitmap/RoaringF
 are pure Python over numpy (no compiled dependency on Spark executors); every blob is checked (length, magic, CRC,
 structure, positions within the data file) and a bad one raises :class:`DeletionVectorError` naming the file.
 Puffin files are never encrypted, even in an encrypted lake (§3.1).
+
+DuckLake 1.1 keeps a data file's deletes of several snapshots in one file: a Puffin container
+(:mod:`pyspark_ducklake.io.puffin`) of one such blob per snapshot, each **cumulative** (every position deleted as of
+that snapshot), with the properties ``referenced-data-file``, ``cardinality`` and ``ducklake-snapshot-id``. Its
+catalog row begins at the first blob's snapshot and counts the largest cardinality. A reader at snapshot ``S`` sees
+the positions of the blobs up to ``S`` (the reference's ``ScanDeletionVectorFile``: each position is tagged with the
+first snapshot whose blob holds it, as a Parquet delete file's ``_ducklake_internal_snapshot_id``).
 """
 
 from __future__ import annotations
 
+import re
 import struct
 import zlib
 from dataclasses import dataclass, field
@@ -23,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from pyspark_ducklake.exceptions import DataFileError, DeletionVectorError
+from pyspark_ducklake.io import puffin
 from pyspark_ducklake.io.fileio import ensure_parent, filesystem
 
 PARQUET = "parquet"
@@ -34,6 +44,10 @@ NO_OFFSET_THRESHOLD = 4
 MAX_ARRAY_CARDINALITY = 4096
 BITMAP_BYTES = 8192
 _MIN_BLOB = 4 + 4 + 8 + 4  # length, magic, empty 64-bit bitmap, CRC
+BLOB_TYPE = "deletion-vector-v1"
+SNAPSHOT_PROPERTY = "ducklake-snapshot-id"  # DuckLake 1.1's: the snapshot a blob's deletes are as of
+_DIGITS = re.compile(r"[0-9]+")
+_MAX_SNAPSHOT = 2**63 - 1
 
 
 def delete_file_format(value: str | None, path: str) -> str:
@@ -224,10 +238,101 @@ def _encode_32(values: np.ndarray) -> bytes:
     return head + headers.tobytes() + offsets.tobytes() + b"".join(blobs)
 
 
+def decode_file(buf: bytes, path: str, *, row_count: int | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(positions, snapshots)`` of a puffin delete file, read as the reference reads it.
+
+    A bare blob: its positions, and ``snapshots`` None (they were deleted at the catalog row's ``begin_snapshot``).
+    A Puffin container whose blobs carry ``ducklake-snapshot-id``: every position of every blob, sorted, each with
+    the earliest snapshot whose blob holds it (so the deletes as of ``S`` are those with a snapshot up to ``S``);
+    one whose blobs carry none: the union of its blobs, ``snapshots`` None.
+
+    Raises:
+        DeletionVectorError: a blob or the container is damaged or lies: an unknown blob type, a snapshot property
+            that is not a whole number, a ``cardinality`` the bitmap disagrees with, blobs with and without a
+            snapshot mixed, no blob at all, or (with ``row_count``) a position beyond the data file's rows.
+    """
+    if not puffin.is_container(buf):
+        return decode(buf, path, row_count=row_count), None
+    blobs = puffin.read_blobs(buf, path)
+    if not blobs:
+        raise puffin.corrupt(path, "it does not contain any deletion vectors")
+    labels = [f"blob {i + 1} of {len(blobs)}" for i in range(len(blobs))]
+    for blob, label in zip(blobs, labels, strict=True):
+        if blob.type != BLOB_TYPE:
+            raise puffin.corrupt(path, f"{label} is of type {blob.type[:60]!r}; a delete file holds {BLOB_TYPE} blobs")
+    snapshots = [_snapshot_of(blob, label, path) for blob, label in zip(blobs, labels, strict=True)]
+    if any(s is None for s in snapshots) and any(s is not None for s in snapshots):
+        raise puffin.corrupt(path, "it mixes deletion vectors with and without a snapshot")
+    vectors = [_blob_positions(buf, blob, label, path, row_count) for blob, label in zip(blobs, labels, strict=True)]
+    if snapshots[0] is None:
+        return sorted_unique(np.concatenate(vectors)), None
+    tags = [np.full(len(v), s, dtype=np.int64) for v, s in zip(vectors, snapshots, strict=True)]
+    positions, tagged = np.concatenate(vectors), np.concatenate(tags)
+    order = np.lexsort((tagged, positions))
+    positions, tagged = positions[order], tagged[order]
+    first = np.ones(len(positions), dtype=bool)
+    first[1:] = positions[1:] != positions[:-1]
+    return positions[first], tagged[first]
+
+
+def _snapshot_of(blob: puffin.Blob, label: str, path: str) -> int | None:
+    value = blob.properties.get(SNAPSHOT_PROPERTY)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _DIGITS.fullmatch(value) or int(value) > _MAX_SNAPSHOT:
+        raise puffin.corrupt(path, f"{label} has an invalid {SNAPSHOT_PROPERTY} property {str(value)[:40]!r}")
+    return int(value)
+
+
+def _blob_positions(buf: bytes, blob: puffin.Blob, label: str, path: str, row_count: int | None) -> np.ndarray:
+    positions = decode(buf[blob.offset : blob.offset + blob.length], f"{path} ({label})", row_count=row_count)
+    claimed = blob.properties.get("cardinality")
+    if claimed is not None and (
+        not isinstance(claimed, str) or not _DIGITS.fullmatch(claimed) or int(claimed) != len(positions)
+    ):
+        raise puffin.corrupt(
+            path, f"{label} says its cardinality is {str(claimed)[:40]!r}, its bitmap holds {len(positions)}"
+        )
+    return positions
+
+
+def encode_history(positions: Any, snapshots: Any, data_file_path: str) -> tuple[bytes, int, int]:
+    """A delete file of ``positions`` deleted at ``snapshots`` (one each), byte for byte as DuckLake 1.1 writes it:
+    one snapshot is a bare blob; several are a Puffin container of one cumulative blob per snapshot, ascending.
+
+    Returns:
+        The file's bytes, its ``footer_size`` (0 for a bare blob) and its ``delete_count`` (every position).
+
+    Raises:
+        ValueError: no position, a negative one, one listed twice, or ``positions`` and ``snapshots`` of other
+            lengths.
+    """
+    p = np.asarray(positions, dtype=np.int64)
+    s = np.asarray(snapshots, dtype=np.int64)
+    if len(p) != len(s) or not len(p):
+        raise ValueError(f"a deletion vector history needs one snapshot per position, got {len(p)} and {len(s)}")
+    if len(sorted_unique(p)) != len(p):
+        raise ValueError("a deletion vector history lists a position twice")
+    steps = np.unique(s)
+    if len(steps) == 1:
+        return encode(p), 0, len(p)
+    blobs = []
+    for step in steps.tolist():
+        held = p[s <= step]
+        properties = {
+            "referenced-data-file": data_file_path,
+            "cardinality": str(len(held)),
+            SNAPSHOT_PROPERTY: str(step),
+        }
+        blobs.append((BLOB_TYPE, encode(held), properties))
+    data, footer_size = puffin.write_container(blobs)
+    return data, footer_size, len(p)
+
+
 def read_deletion_vector(
     path: str, storage_options: dict[str, Any] | None = None, *, row_count: int | None = None
-) -> np.ndarray:
-    """The deleted positions of the deletion vector at ``path`` (see :func:`decode`).
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(positions, snapshots)`` of the puffin delete file at ``path`` (see :func:`decode_file`).
 
     Raises:
         DataFileError: the file is missing or unreadable.
@@ -244,7 +349,7 @@ def read_deletion_vector(
         ) from e
     except OSError as e:
         raise DataFileError(f"delete file {path} cannot be read: {e}") from e
-    return decode(blob, path, row_count=row_count)
+    return decode_file(blob, path, row_count=row_count)
 
 
 @dataclass(frozen=True)
@@ -252,9 +357,9 @@ class WrittenDeletionVector:
     """A deletion vector written for a commit; the fields ``ducklake_delete_file`` takes (as ``WrittenFile``)."""
 
     path: str
-    record_count: int
+    record_count: int  # delete_count: every deleted position (the largest blob of a history)
     file_size_bytes: int
-    footer_size: int = 0  # DuckDB records 0: a bare blob has no footer
+    footer_size: int = 0  # DuckDB records 0 for a bare blob; payload + 16 for a Puffin container
     # in an encrypted lake DuckDB gives a DV's row a key it never uses (DVs stay plaintext); kept out of repr
     encryption_key: str | None = field(default=None, repr=False)
     row_group_count: int | None = None  # DuckLake 1.1 leaves it NULL for puffin files
@@ -263,18 +368,41 @@ class WrittenDeletionVector:
 def write_deletion_vector(
     positions: Any, path: str, *, storage_options: dict[str, Any] | None = None
 ) -> WrittenDeletionVector:
-    """Write ``positions`` as a deletion vector at ``path``.
+    """Write ``positions`` as a deletion vector at ``path`` (one bare blob).
 
     Raises:
         DataFileError: the store refused the write (no file is left behind).
     """
     blob = encode(positions)
-    count = len(sorted_unique(positions))
+    _write_file(blob, path, storage_options)
+    return WrittenDeletionVector(path, len(sorted_unique(positions)), len(blob))
+
+
+def write_deletion_vector_history(
+    positions: Any,
+    snapshots: Any,
+    path: str,
+    *,
+    data_file_path: str,
+    storage_options: dict[str, Any] | None = None,
+) -> WrittenDeletionVector:
+    """Write a data file's deletes of several snapshots (``snapshots[i]`` deleted ``positions[i]``) at ``path`` as
+    DuckLake 1.1 does (:func:`encode_history`); ``data_file_path`` is each blob's ``referenced-data-file``.
+
+    Raises:
+        DataFileError: the store refused the write (no file is left behind).
+    """
+    data, footer_size, count = encode_history(positions, snapshots, data_file_path)
+    _write_file(data, path, storage_options)
+    return WrittenDeletionVector(path, count, len(data), footer_size)
+
+
+def _write_file(data: bytes, path: str, storage_options: dict[str, Any] | None) -> None:
     fs, p = filesystem(path, storage_options)
     try:
         ensure_parent(path, storage_options)
         with fs.open(p, "wb") as f:
-            f.write(blob)
+            f.write(data)
     except Exception as e:  # any store failure: no half-written file may stay behind
         try:
             if fs.exists(p):
@@ -285,4 +413,3 @@ def write_deletion_vector(
             f"could not write deletion vector {path}: {e}; check that the data path is reachable and writable "
             "and retry: nothing was committed"
         ) from e
-    return WrittenDeletionVector(path, count, len(blob))

@@ -20,8 +20,13 @@ from pyspark_ducklake.catalog import commit_rows as W
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
 from pyspark_ducklake.catalog.transaction import CommitContext
-from pyspark_ducklake.exceptions import InvalidOptionError
-from pyspark_ducklake.io.deletion_vector import PUFFIN, delete_file_format, write_deletion_vector
+from pyspark_ducklake.exceptions import FormatVersionError, InvalidOptionError
+from pyspark_ducklake.io.deletion_vector import (
+    PUFFIN,
+    delete_file_format,
+    write_deletion_vector,
+    write_deletion_vector_history,
+)
 from pyspark_ducklake.io.encryption import encode_key, new_key
 from pyspark_ducklake.options import parse_bool
 from pyspark_ducklake.table.data_files import new_delete_file_name, write_delete_file
@@ -111,12 +116,14 @@ def stage_deletes(ctx: CommitContext, plan: DeletePlan, table_dir: str) -> None:
 
 
 def write_deletes(ctx: CommitContext, entry: TableEntry, data_file: Any, fresh: list[int], table_dir: str) -> None:
-    """Delete ``fresh`` positions of a data file in this commit, as DuckDB 1.5.5 does.
+    """Delete ``fresh`` positions of a data file in this commit, as DuckDB does for the catalog's format version.
 
     The first delete of a file is a plain delete file. A later one writes a single file holding every deleted
     position with the snapshot that deleted it (``_ducklake_internal_snapshot_id``), starting at the oldest of them,
     and removes the previous delete file's row (scheduling its file for deletion): so exactly one delete file is
-    visible at any snapshot, and DuckDB's own later deletes and time travel stay right.
+    visible at any snapshot, and DuckDB's own later deletes and time travel stay right. With deletion vectors on,
+    that file is on DuckLake 1.1 a deletion vector of one blob per snapshot (:func:`stage_deletion_vector_history`),
+    and on 1.0 one deletion vector of every position, beginning now (DuckDB 1.5.5's merge, which loses history).
 
     The file's deletes are read as they are now, not as planned: positions another writer deleted meanwhile are
     left out (the file's rows never change, so planning again would find exactly the others), unless that writer
@@ -150,6 +157,20 @@ def write_deletes(ctx: CommitContext, entry: TableEntry, data_file: Any, fresh: 
         return  # another writer deleted all of them
     seen = ctx.base.snapshot_id  # every delete of the file up to the newest snapshot is accounted for
     if deletion_vectors_on(ctx, entry):
+        if current is not None and ctx.format.multi_snapshot_deletion_vectors:
+            merged.update(dict.fromkeys(fresh, ctx.snapshot_id))
+            stage_deletion_vector_history(
+                ctx,
+                entry,
+                data_file,
+                int(current.delete_file_id),
+                path,
+                merged,
+                table_dir,
+                seen=seen,
+                encrypted=encrypt,
+            )
+            return
         _write_deletion_vector(ctx, entry, data_file, current, sorted({*merged, *fresh}), table_dir, seen, encrypt)
         return
     if current is None:
@@ -180,6 +201,7 @@ def write_deletes(ctx: CommitContext, entry: TableEntry, data_file: Any, fresh: 
         written,
         relative_path=name,
         begin_snapshot=min(merged.values()),
+        partial_max=max(merged.values()),
         deletes_seen=seen,
     )
 
@@ -251,6 +273,57 @@ def _write_deletion_vector(
         written,
         relative_path=name,
         begin_snapshot=ctx.snapshot_id,
+        deletes_seen=seen,
+    )
+
+
+def stage_deletion_vector_history(
+    ctx: CommitContext,
+    entry: TableEntry,
+    data_file: Any,
+    previous_id: int,
+    previous_path: str,
+    deleted: dict[int, int],
+    table_dir: str,
+    *,
+    seen: int,
+    encrypted: bool,
+) -> None:
+    """Replace a data file's delete file (id ``previous_id`` at ``previous_path``) by DuckLake 1.1's deletion vector
+    of every position in ``deleted`` (position -> the snapshot that deleted it): one cumulative blob per snapshot,
+    a bare blob where there is one snapshot, beginning at the oldest and ending (``partial_max``) at the newest,
+    as DuckDB 1.1's ``WriteDeletionVectorFileWithSnapshots``. Time travel and the change feed keep every snapshot's
+    deletes.
+
+    Raises:
+        FormatVersionError: the catalog is DuckLake 1.0, whose readers (DuckDB 1.5) cannot read such a file;
+            nothing is written.
+        StalePlanError: the data file or its deletes changed since the change was planned.
+    """
+    if not ctx.format.multi_snapshot_deletion_vectors:
+        raise FormatVersionError(
+            f"a deletion vector of several snapshots (table {entry.schema.schema_name}.{entry.table_name}) needs a "
+            f"DuckLake 1.1 catalog; this one is {ctx.format}, which DuckDB 1.5 reads and which keeps one deletion "
+            "vector per delete file: migrate the lake to 1.1 (Lake.migrate('1.1')) to keep the history of deletes"
+        )
+    ordered = sorted(deleted)
+    snapshots = [deleted[p] for p in ordered]
+    name = new_delete_file_name(PUFFIN)
+    ctx.attempt_files.append(table_dir + name)
+    written = write_deletion_vector_history(
+        ordered, snapshots, table_dir + name, data_file_path=data_file.path, storage_options=ctx.storage_options
+    )
+    if encrypted:  # DuckDB's DV rows carry a key in an encrypted lake, though DVs stay plain
+        written = replace(written, encryption_key=encode_key(new_key()))
+    W.replace_delete_file(
+        ctx,
+        entry,
+        _Previous(previous_id, previous_path),
+        data_file.data_file_id,
+        written,
+        relative_path=name,
+        begin_snapshot=min(snapshots),
+        partial_max=max(snapshots),
         deletes_seen=seen,
     )
 

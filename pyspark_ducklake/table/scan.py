@@ -269,14 +269,15 @@ def read_delete_file(
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """``(positions, snapshots)`` of a delete file: ``snapshots`` per row where the file has
     ``_ducklake_internal_snapshot_id`` (flush and rewrite output, and DuckDB's cumulative files), else None. Only
-    those columns are read (not the repeated ``file_path``). A ``puffin`` file is a deletion vector (no per-row
-    snapshots); its positions are checked against ``row_count``, the data file's rows, when given.
+    those columns are read (not the repeated ``file_path``). A ``puffin`` file is a deletion vector: a bare one has
+    no per-row snapshots, DuckLake 1.1's Puffin container of several has (each position's first blob); its
+    positions are checked against ``row_count``, the data file's rows, when given.
 
     Raises:
         DataFileError: the file is missing or unreadable; DeletionVectorError when a deletion vector is corrupt.
     """
     if file_format == PUFFIN:
-        return read_deletion_vector(path, storage_options, row_count=row_count), None
+        return read_deletion_vector(path, storage_options, row_count=row_count)
 
     def pick(schema: pa.Schema) -> list[str]:
         by_id = {field_id(f): f.name for f in schema}

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from pyroaring import BitMap64
 
 from pyspark_ducklake.exceptions import DeletionVectorError
-from pyspark_ducklake.io.deletion_vector import decode, encode
+from pyspark_ducklake.io.deletion_vector import decode, decode_file, encode, encode_history
 from tests.support.hostile import examples
 
 
@@ -92,3 +92,25 @@ def test_crc_catches_bit_rot() -> None:
     blob[40] ^= 0x10
     with pytest.raises(DeletionVectorError, match="CRC-32 mismatch"):
         decode(bytes(blob), "x")
+
+
+@settings(max_examples=examples(0.3))
+@given(st.lists(st.tuples(st.integers(1, 50), st.lists(st.integers(0, 2**33), max_size=40)), min_size=1, max_size=6))
+def test_a_history_reads_at_every_snapshot_what_was_deleted_up_to_it(deltas: list[tuple[int, list[int]]]) -> None:
+    """DuckLake 1.1's puffin history: each position tagged with its first deleting snapshot, written (one blob per
+    snapshot, or a bare blob for one) and read back: at every snapshot the union of the deletes up to it."""
+    first: dict[int, int] = {}
+    for snapshot, positions in deltas:
+        for p in positions:
+            first[p] = min(first.get(p, snapshot), snapshot)
+    if not first:
+        return
+    ordered = sorted(first)
+    data, footer_size, count = encode_history(ordered, [first[p] for p in ordered], "/d/f.parquet")
+    assert count == len(first) and (footer_size == 0) == (len(set(first.values())) == 1)
+    positions, snapshots = decode_file(data, "x")
+    assert positions.tolist() == ordered
+    got = [first[p] for p in ordered] if snapshots is None else snapshots.tolist()
+    for s in range(52):
+        expected = sorted(p for p, at in first.items() if at <= s)
+        assert sorted(p for p, at in zip(ordered, got, strict=True) if at <= s) == expected

@@ -607,6 +607,20 @@ CASES: tuple[BadInput, ...] = (
         "restore the file or time-travel to a snapshot before the delete that wrote it",
     ),
     BadInput(
+        "puffin-footer-lies",
+        "a DuckLake 1.1 puffin delete file of several deletion vectors whose footer lies (magic, flags, payload size, "
+        "a blob's offset/length, type or cardinality, a `ducklake-snapshot-id` that is not a whole number)",
+        E.DeletionVectorError,
+        "restore the file or time-travel to a snapshot before the delete that wrote it",
+    ),
+    BadInput(
+        "dv-history-on-1-0",
+        "a deletion vector of several snapshots (DuckLake 1.1's puffin history) forced on a 1.0 catalog, which "
+        "DuckDB 1.5 reads",
+        E.FormatVersionError,
+        "migrate the lake to 1.1",
+    ),
+    BadInput(
         "delete-format-unknown",
         "a delete file row whose `format` is neither `parquet` nor `puffin` (any case)",
         E.DataFileError,
