@@ -78,6 +78,10 @@ class CheckpointMismatchError(InvalidOptionError):
     """A change-feed checkpoint written for one table is used for another (of this lake or another)."""
 
 
+class FormatVersionError(InvalidOptionError):
+    """The request needs a newer DuckLake format version than the catalog's (an ``epoch_*`` transform on 1.0)."""
+
+
 class LakeNotConfiguredError(InvalidOptionError):
     """No catalog (or data path) was given by option, Spark conf or environment."""
 
