@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyspark_ducklake.catalog.format_version import FormatVersion, requested_format
-from pyspark_ducklake.catalog.partitioning import split_keys
+from pyspark_ducklake.catalog.partition_keys import split_keys
 from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.io.object_stores import CONF_KEYS as STORE_CONF_KEYS
 from pyspark_ducklake.io.object_stores import STORES, store_of_option, unknown_setting_error
@@ -611,7 +611,8 @@ OPTIONS: tuple[Option, ...] = (
         frozenset({Entry.WRITE}),
         parse_keys,
         "none",
-        'partition keys of a table the write creates, e.g. `"k, month(ts)"` (transforms as in `set_partitioning`). '
+        'partition keys of a table the write creates, e.g. `"k, month(ts), bucket(16, id)"` (transforms as in '
+        "`set_partitioning`). "
         "For an existing table it must equal the table's current keys (leave it out to use them); change them with "
         "`lake.set_partitioning()`",
         SPARK_TABLE,
@@ -713,7 +714,8 @@ OPTIONS: tuple[Option, ...] = (
         frozenset({Entry.SINK, Entry.STREAM_WRITE}),
         parse_keys,
         "none",
-        'partition keys for a table the sink creates, e.g. `["k", "day(ts)"]` or `"k, day(ts)"`',
+        'partition keys for a table the sink creates, e.g. `["k", "day(ts)", "bucket(16, id)"]` or '
+        '`"k, day(ts), bucket(16, id)"` (transforms as in `set_partitioning`)',
         SINK_TABLE,
         aliases=("partitionBy",),
     ),

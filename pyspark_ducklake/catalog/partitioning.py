@@ -18,6 +18,7 @@ from sqlalchemy import Connection, insert, select, update
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.catalog.format_version import FormatVersion
+from pyspark_ducklake.catalog.partition_keys import split_keys
 from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.catalog.types import NESTED_TYPES, Column, TableSchema, arrow_type, find_folded
 from pyspark_ducklake.exceptions import FormatVersionError, InvalidOptionError, NoSuchColumnError, UnsupportedTypeError
@@ -99,23 +100,6 @@ def key_text(column_name: str, transform: str) -> str:
 
 def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
-
-
-def split_keys(text: str) -> list[str]:
-    """``"k, bucket(4, id)"`` to ``["k", "bucket(4, id)"]``: commas inside parentheses or double quotes stay."""
-    items, depth, quoted, start = [], 0, False, 0
-    for i, ch in enumerate(text):
-        if ch == '"':
-            quoted = not quoted
-        elif not quoted and ch == "(":
-            depth += 1
-        elif not quoted and ch == ")":
-            depth -= 1
-        elif not quoted and depth == 0 and ch == ",":
-            items.append(text[start:i])
-            start = i + 1
-    items.append(text[start:])
-    return [item.strip() for item in items]
 
 
 def parse_partition_keys(
