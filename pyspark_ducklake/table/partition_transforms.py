@@ -1,6 +1,7 @@
 """A partition transform applied to a column's values, as DuckDB computes each (``ducklake_partition_data.cpp``).
 
-* ``year``/``month``/``day``/``hour`` (DuckLake 1.0): the calendar part, a TIMESTAMPTZ in UTC.
+* ``year``/``month``/``day``/``hour`` (DuckLake 1.0): the calendar part, a TIMESTAMPTZ in UTC (as DuckDB in a UTC
+  session; DuckDB takes it in the session's TimeZone) and its year by era (ICU's: 1 BC is 1, 2 BC is 2).
 * ``epoch_year``/``epoch_month``/``epoch_day``/``epoch_hour`` (DuckLake 1.1): DuckDB's ``date_diff(part, DATE
   '1970-01-01', col)``, Iceberg's whole units since the epoch: calendar years and months crossed, days of the date,
   hours floored (so before 1970 every value is negative: ``1969-12-31 23:30`` is hour -1, year -1). A TIMESTAMPTZ on
@@ -74,6 +75,9 @@ def _calendar(arr: pa.Array, kind: str) -> pa.Array:
         days = micros // _DAY_US
         hours = (micros - days * _DAY_US) // _HOUR_US
     values = hours if kind == "hour" else _civil_part(days, kind)
+    if kind == "year" and pa.types.is_timestamp(arr.type) and arr.type.tz is not None:
+        # DuckDB takes a TIMESTAMPTZ's year from ICU, which counts years before 1 by era: 1 BC is 1, not 0
+        values = np.where(values > 0, values, 1 - values)
     return _with_nulls(values, finite, arr)
 
 

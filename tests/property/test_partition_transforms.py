@@ -1,8 +1,9 @@
-"""Property: our ``bucket(N)`` and ``epoch_*`` partition values equal DuckDB's, value for value, for every type.
+"""Property: our ``bucket(N)``, calendar and ``epoch_*`` partition values equal DuckDB's, value for value, every type.
 
 * ``bucket(N)``: DuckDB 1.5.5's own ``murmur3_32`` (the ducklake extension's function, the one its partitioned writes
   call) in ``(murmur3_32(c) & 2147483647) % N``, over every column type ``bucket()`` takes here, the whole range of
   each (BC dates, ``±infinity``, NaN payloads, ``-0.0``, hostile strings with NUL).
+* ``year``/``month``/``day``/``hour`` (DuckLake 1.0): DuckDB's own functions, in UTC, past year 9999 and 32767.
 * ``epoch_*``: the SQL DuckLake 1.1 partitions with (``DuckLakePartitionUtils::GetPartitionSQLExpression``: ``date_diff``
   from ``DATE '1970-01-01'``, TIMESTAMP_NS floored through ``epoch_ns``, TIMESTAMPTZ through ``epoch_us``), evaluated by
   DuckDB 1.5.5's ``date_diff``; the 1.1 build's ``date_diff`` is the same code (duckdb ``date_diff.cpp``).
@@ -187,9 +188,10 @@ def test_epoch_values_equal_duckdbs(duck: duckdb.DuckDBPyConnection, data: st.Da
         cols[t] = _arrays(t, values, CASES[t][1])[0]
     table = pa.table({**{f"c{i}": a for i, a in enumerate(cols.values())}, "i": pa.array(range(4), pa.int64())})
     exprs = [
-        f"list({_epoch_sql(t, part, f'c{i}')} ORDER BY i)"
+        f"list({sql} ORDER BY i)"
         for i, t in enumerate(EPOCH_TYPES)
         for part in ("year", "month", "day", "hour")
+        for sql in (_epoch_sql(t, part, f"c{i}"), f"{part}(c{i})")
     ]
     duck.register("src", table)
     try:
@@ -197,7 +199,8 @@ def test_epoch_values_equal_duckdbs(duck: duckdb.DuckDBPyConnection, data: st.Da
     finally:
         duck.unregister("src")
     for t, arr in cols.items():
+        raw = arr.cast(pa.int32() if t == "date" else pa.int64()).to_pylist()
         for part in ("year", "month", "day", "hour"):
-            got = transform_array(arr, _column(t), f"epoch_{part}").to_pylist()
-            raw = arr.cast(pa.int32() if t == "date" else pa.int64()).to_pylist()
-            assert got == next(theirs), f"epoch_{part} of {t}: {raw}"
+            for transform in (f"epoch_{part}", part):  # and DuckLake 1.0's calendar parts, DuckDB's year() etc.
+                got = transform_array(arr, _column(t), transform).to_pylist()
+                assert got == next(theirs), f"{transform} of {t}: {raw}"

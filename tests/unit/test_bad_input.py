@@ -480,6 +480,10 @@ def test_epoch_transforms_need_a_1_1_catalog(tmp_path: Path) -> None:
         plan_new_table(conn, lake.data_path, "main", "v", lake.table("main.t").table_schema, inlining_limit=10,
                        snapshot=lake.current_snapshot_id(), partition_by="id, epoch_hour(ts)")  # fmt: skip
     assert lake.table("main.t").partition_by == []
+    # migrated by another Lake (another process) since this one opened it: taken, not refused with stale advice
+    pdl.connect(f"sqlite:///{tmp_path}/c.sqlite").migrate("1.1")
+    lake.set_partitioning("main.t", ["epoch_hour(ts)"])
+    assert lake.table("main.t").partition_by == ["epoch_hour(ts)"]
     # the same keys on a 1.1 catalog are taken
     lake11 = pdl.connect(f"sqlite:///{tmp_path}/c11.sqlite", str(tmp_path / "data11"), format_version="1.1")
     lake11.create_table("main.t", schema, partition_by=["epoch_year(ts)", "epoch_month(ts)", "epoch_day(ts)"])
