@@ -34,7 +34,7 @@ VALID_KEYS = (
     "a column (identity), year(col), month(col), day(col), hour(col), bucket(N, col), epoch_year(col), "
     "epoch_month(col), epoch_day(col), epoch_hour(col)"
 )
-_STORED_BUCKET = re.compile(r"^bucket\((\d+)\)$")
+_STORED_BUCKET = re.compile(r"^bucket\(\s*(\d+)\s*\)$")
 _CALL = re.compile(r"^([A-Za-z_]\w*)\s*\((.*)\)$", re.S)
 _PLAIN_NAME = re.compile(r"^[^,()\"]+$")
 
@@ -93,9 +93,10 @@ def key_text(column_name: str, transform: str) -> str:
     name = column_name if _PLAIN_NAME.match(column_name) and column_name == column_name.strip() else _quote(column_name)
     if transform == "identity":
         return name
-    if transform.startswith("bucket("):
-        return f"bucket({bucket_count(transform)}, {name})"
-    return f"{transform}({name})"
+    m = _STORED_BUCKET.match(transform.strip())
+    if m is not None:
+        return f"bucket({int(m.group(1))}, {name})"
+    return f"{transform}({name})"  # also a transform this library does not know: shown as stored
 
 
 def _quote(name: str) -> str:

@@ -499,6 +499,8 @@ def test_a_transform_a_newer_duckdb_stored_is_refused_on_write(tmp_path: Path) -
         lake.append("main.t", pa.table({"id": [1, 2, 3]}))
     assert "truncate(4)" in str(err.value)
     assert lake.scan("main.t").num_rows == 0  # reads still work
+    assert lake.table("main.t").partition_by == ["truncate(4)(id)"]
+    assert lake.scan("main.t", filter=[("id", "=", 1)]).num_rows == 0
 
 
 # --- accepted -------------------------------------------------------------------------------------------------------
