@@ -44,6 +44,7 @@ from pyspark_ducklake.catalog.types import (
 )
 from pyspark_ducklake.exceptions import (
     CommitConflictError,
+    FormatVersionError,
     InvalidIdentifierError,
     InvalidOptionError,
     NoSuchColumnError,
@@ -297,7 +298,7 @@ class Lake:
         columns = columns_from_arrow(schema)
         # What DuckDB refuses (no columns, names equal but for case, empty structs), before anything is committed.
         validate_columns(columns, f"table {schema_name}.{table_name}")
-        keys = parse_partition_keys(partition_by, TableSchema(columns)) if partition_by else []
+        keys = self._partition_keys(partition_by, TableSchema(columns)) if partition_by else []
         if exist_ok and (schema_name, table_name) in self._table_names():
             return self.table(identifier)
 
@@ -308,18 +309,38 @@ class Lake:
         return self.table(identifier)
 
     def set_partitioning(self, identifier: str | Sequence[str], partition_by: Sequence[str] | str) -> None:
-        """Partition new data by these keys (``"k"``, ``"year(ts)"``...); an empty list stops partitioning.
+        """Partition new data by these keys, written as in DuckDB's ``SET PARTITIONED BY``: a column (``"k"``),
+        ``"year(ts)"``/``month``/``day``/``hour``, ``"bucket(16, id)"``, and on a DuckLake 1.1 catalog
+        ``"epoch_day(ts)"``/``epoch_year``/``epoch_month``/``epoch_hour``; an empty list stops partitioning.
 
         Existing files keep their layout, as with DuckDB's ``ALTER TABLE ... SET PARTITIONED BY``.
+
+        Raises:
+            InvalidOptionError: an unknown transform (the message lists them), a malformed key or bucket count, or
+                a transform the column's type does not take.
+            FormatVersionError: an ``epoch_*`` transform on a DuckLake 1.0 catalog (migrate it first).
+            NoSuchColumnError: a key names no column.
         """
         table = self.table(identifier)
-        keys = parse_partition_keys(partition_by, table.table_schema) if partition_by else []
+        keys = self._partition_keys(partition_by, table.table_schema) if partition_by else []
 
         def apply(ctx: CommitContext) -> None:
             set_partition_spec(ctx, table.table_id, keys)
             evolution.finish_alter(ctx, table.entry)
 
         commit(self, apply, base=table.snapshot_id)
+
+    def _partition_keys(self, partition_by: Sequence[str] | str, schema: TableSchema) -> list[tuple[int, str]]:
+        try:
+            return parse_partition_keys(partition_by, schema, format=self.info.format)
+        except FormatVersionError:
+            # another process may have migrated the catalog since this Lake opened it
+            with self.engine.connect() as conn:
+                now = reader.format_version(conn)
+            if now == self.info.format:
+                raise
+            self.info = dataclasses.replace(self.info, format=now)
+            return parse_partition_keys(partition_by, schema, format=now)
 
     def set_sort_order(self, identifier: str | Sequence[str], sort_by: Sequence[str] | str) -> int:
         """Sort the table's new data by these columns, as DuckDB's ``ALTER TABLE ... SET SORTED BY``; an empty list

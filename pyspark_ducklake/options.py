@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyspark_ducklake.catalog.format_version import FormatVersion, requested_format
+from pyspark_ducklake.catalog.partition_keys import split_keys
 from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.io.object_stores import CONF_KEYS as STORE_CONF_KEYS
 from pyspark_ducklake.io.object_stores import STORES, store_of_option, unknown_setting_error
@@ -348,9 +349,10 @@ def parse_snapshot_start(value: object, name: str) -> str | int:
 
 
 def parse_keys(value: object, name: str) -> tuple[str, ...]:
-    """Partition keys: ``"k, day(ts)"`` or a list of strings."""
+    """Partition keys: ``"k, day(ts), bucket(4, id)"`` (commas inside parentheses or quotes stay) or a list of
+    strings."""
     if isinstance(value, str):
-        return tuple(k.strip() for k in value.split(",") if k.strip())
+        return tuple(k for k in split_keys(value) if k)
     if isinstance(value, (list, tuple)) and all(isinstance(k, str) for k in value):
         return tuple(k.strip() for k in value if k.strip())
     raise InvalidOptionError(f"option {name} must be keys such as 'k, day(ts)' or a list of them, got {value!r}")
@@ -609,7 +611,8 @@ OPTIONS: tuple[Option, ...] = (
         frozenset({Entry.WRITE}),
         parse_keys,
         "none",
-        'partition keys of a table the write creates, e.g. `"k, month(ts)"` (transforms as in `set_partitioning`). '
+        'partition keys of a table the write creates, e.g. `"k, month(ts), bucket(16, id)"` (transforms as in '
+        "`set_partitioning`). "
         "For an existing table it must equal the table's current keys (leave it out to use them); change them with "
         "`lake.set_partitioning()`",
         SPARK_TABLE,
@@ -711,7 +714,8 @@ OPTIONS: tuple[Option, ...] = (
         frozenset({Entry.SINK, Entry.STREAM_WRITE}),
         parse_keys,
         "none",
-        'partition keys for a table the sink creates, e.g. `["k", "day(ts)"]` or `"k, day(ts)"`',
+        'partition keys for a table the sink creates, e.g. `["k", "day(ts)", "bucket(16, id)"]` or '
+        '`"k, day(ts), bucket(16, id)"` (transforms as in `set_partitioning`)',
         SINK_TABLE,
         aliases=("partitionBy",),
     ),

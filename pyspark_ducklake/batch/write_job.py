@@ -137,7 +137,7 @@ def plan_write(config: LakeConfig, identifier: str, options: dict[str, str], spa
         # Validate the incoming columns against the table now, so a mismatch fails before any task runs.
         conform_to_table(empty_table(new_schema.arrow_schema()), table.table_schema, table.name)
         if partition_option:
-            wanted = parse_partition_keys(partition_option, table.table_schema)
+            wanted = parse_partition_keys(partition_option, table.table_schema, format=lake.info.format)
             current = [(k.column.column_id, k.transform) for k in table.partition_keys]
             if wanted != current:
                 raise InvalidOptionError(

@@ -31,8 +31,9 @@ import struct
 import uuid
 from decimal import Decimal, InvalidOperation, localcontext
 from fractions import Fraction
-from typing import Any
+from typing import Any, overload
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -168,8 +169,13 @@ def days_from_civil(year: int, month: int, day: int) -> int:
     return era * 146097 + doe - 719468
 
 
-def civil_from_days(days: int) -> tuple[int, int, int]:
-    """(year, month, day) of a day number; the inverse of :func:`days_from_civil`."""
+@overload
+def civil_from_days(days: int) -> tuple[int, int, int]: ...
+@overload
+def civil_from_days(days: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+def civil_from_days(days: Any) -> Any:
+    """(year, month, day) of a day number, or of each of an int64 array of them; the inverse of
+    :func:`days_from_civil`."""
     z = days + 719468
     era = z // 146097
     doe = z - era * 146097
@@ -177,7 +183,7 @@ def civil_from_days(days: int) -> tuple[int, int, int]:
     doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
     mp = (5 * doy + 2) // 153
     day = doy - (153 * mp + 2) // 5 + 1
-    month = mp + 3 if mp < 10 else mp - 9
+    month = mp + 3 - 12 * (mp >= 10)
     return yoe + era * 400 + (month <= 2), month, day
 
 

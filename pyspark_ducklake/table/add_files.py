@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import glob as globlib
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,7 @@ import pyarrow as pa
 from pyspark_ducklake.catalog.added_files import register_added_file
 from pyspark_ducklake.catalog.file_stats import leaf_min_max
 from pyspark_ducklake.catalog.name_mapping import MappingNode
-from pyspark_ducklake.catalog.partitioning import PartitionSpec, partition_spec
+from pyspark_ducklake.catalog.partitioning import PartitionSpec, bucket_count, partition_spec, transform_kind
 from pyspark_ducklake.catalog.stats_values import parse_stat
 from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_type
@@ -240,7 +241,7 @@ def plan_added_file(
         SchemaMismatchError: a column is extra, missing, or of a type the table's column does not accept; or the
             path's partition folders do not fit the table's partitioning.
         DataFileError: the file cannot be read as Parquet.
-        InvalidOptionError: the table is partitioned by a transform add_files does not support.
+        InvalidOptionError: the table is partitioned by a transform this library does not know.
     """
     top, size, footer_size, row_groups = footer_schema(path, storage_options)
     hive = hive_values(path) if options.hive_partitioning is not False else {}
@@ -268,19 +269,50 @@ def _partition_values(
     values: list[str | None] = []
     for f in partition.fields:
         if f.transform != "identity":
-            raise InvalidOptionError(
-                f"add_files(): table {table_name} is partitioned by {f.transform}(); only identity partitions are "
-                "supported here (DuckDB's ducklake_add_data_files supports the others)"
-            )
+            values.append(_transformed_value(mapper.hive, f.key_name, f.transform, path, table_name))
+            continue
         if f.column_id not in mapper.partition_nodes:
-            raise SchemaMismatchError(
-                f"file {path} has no {f.key_name}=<value> folder in its path, which table {table_name} is "
-                "partitioned by: it contains an invalid partition value for the table configuration"
-            )
+            raise _no_partition_folder(path, f.key_name, table_name)
         value = mapper.partition_nodes[f.column_id]
         column = by_id[f.column_id]
         values.append(None if value is None else _render(column, value))
     return tuple(values)
+
+
+_INTEGER = re.compile(r"^\s*[+-]?\d+\s*$")
+
+
+def _transformed_value(hive: dict[str, str | None], key: str, transform: str, path: str, table_name: str) -> str | None:
+    """A transformed key's value from the path's ``<key>=<value>`` folder (``bucket=3``, ``year=2024``), as DuckDB
+    takes it: cast to the key's type (INTEGER for a bucket, else BIGINT), not checked against the file's rows."""
+    if key not in hive:
+        raise _no_partition_folder(path, key, table_name)
+    text = hive[key]
+    if text is None:
+        return None
+    kind = transform_kind(transform)
+    value = int(text) if _INTEGER.match(text) else None
+    if kind == "bucket":
+        # DuckDB 2.0 refuses a bucket outside 0..N-1 (1.5.5 registered it, and its equality filters then miss it)
+        valid = value is not None and 0 <= value < bucket_count(transform)
+        wanted = f"a bucket number from 0 to {bucket_count(transform) - 1}"
+    else:
+        valid = value is not None and -(2**63) <= value < 2**63
+        wanted = f"a whole number of {kind.removeprefix('epoch_')}s" if kind.startswith("epoch_") else f"a {kind}"
+    if not valid:
+        raise SchemaMismatchError(
+            f"file {path} is in the folder {key}={text}, but table {table_name} is partitioned by {transform} there, "
+            f"which needs {wanted}: it contains an invalid partition value for the table configuration; move the "
+            "file to the right folder, or pass hive_partitioning=False to a table without that partitioning"
+        )
+    return str(value)
+
+
+def _no_partition_folder(path: str, key: str, table_name: str) -> SchemaMismatchError:
+    return SchemaMismatchError(
+        f"file {path} has no {key}=<value> folder in its path, which table {table_name} is "
+        "partitioned by: it contains an invalid partition value for the table configuration"
+    )
 
 
 def _render(column: Column, value: str) -> str | None:

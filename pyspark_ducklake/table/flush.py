@@ -1,10 +1,11 @@
 """Flushing inlined rows to Parquet inside a commit, as the reference's ``ducklake_flush_inlined_data`` does.
 
-Each registered inlined table becomes one Parquet file in that table's own schema version, holding every row
-version (dead ones included) ordered by (row_id, begin_snapshot) (by the table's current sort order first, when it
-has one, as DuckDB's flush sorts), with ``_ducklake_internal_row_id`` and ``_ducklake_internal_snapshot_id``. Rows
-that had ended get a delete file whose per-row snapshot ids are their ``end_snapshot``. So time travel and the
-change feed read the same before and after the flush.
+Each registered inlined table becomes one Parquet file per partition (of the spec its schema version began with, as
+DuckDB's flush partitions) in that table's own schema version, holding every row version (dead ones included) ordered
+by (row_id, begin_snapshot) (by the table's current sort order first, when it has one, as DuckDB's flush sorts), with
+``_ducklake_internal_row_id`` and ``_ducklake_internal_snapshot_id``. Rows that had ended get a delete file whose
+per-row snapshot ids are their ``end_snapshot``. So time travel and the change feed read the same before and after
+the flush.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from pyspark_ducklake.catalog.inlined_tables import (
     inlined_layout,
     inlined_rows,
 )
-from pyspark_ducklake.catalog.paths import checked_table_dir
+from pyspark_ducklake.catalog.partitioning import PartitionSpec, partition_spec
+from pyspark_ducklake.catalog.paths import check_folder_names, checked_table_dir
 from pyspark_ducklake.catalog.sort_order import sort_order
 from pyspark_ducklake.catalog.time_types import parquet_obstacle, utc_time_field_ids
 from pyspark_ducklake.catalog.transaction import CommitContext
@@ -40,11 +42,13 @@ from pyspark_ducklake.table.data_files import (
     new_data_file_name,
     new_delete_file_name,
 )
+from pyspark_ducklake.table.partition_values import partition_dir, resolve_keys, split_by_partition
 from pyspark_ducklake.table.scan import ROW_ID_FIELD_ID, SNAPSHOT_ID_FIELD_ID
 from pyspark_ducklake.table.sort_rows import SortKey, sort_keys, sort_permutation
 
 INTERNAL_ROW_ID = "_ducklake_internal_row_id"
 INTERNAL_SNAPSHOT_ID = "_ducklake_internal_snapshot_id"
+_END = "__ducklake_flush_end_snapshot"  # carried beside each row to its file's deletes; never written
 
 
 @dataclass(frozen=True)
@@ -98,8 +102,11 @@ def flush_inlined(ctx: CommitContext, table: TableEntry, *, strict: bool = False
             if keys is None:  # the table's sort order now, not when the rows were written (as DuckDB's flush)
                 keys = sort_keys(sort_order(ctx.conn, table.table_id, ctx.snapshot_id), current, qualified)
             name_ = f"{table.schema.schema_name}.{table.table_name}"
-            _write_flush_files(ctx, table, schema, checked_table_dir(table_dir, ctx.data_path, name_), name, rows, keys)
-            files += 1
+            # partitioned as the table was when this schema version began (every re-partitioning starts a version)
+            began = reader.table_schema_version_snapshot(ctx.conn, table.table_id, sv)
+            spec = partition_spec(ctx.conn, table.table_id, ctx.snapshot_id if began is None else began, schema)
+            folder = checked_table_dir(table_dir, ctx.data_path, name_)
+            files += _write_flush_files(ctx, table, schema, folder, name, rows, keys, spec)
             rows_flushed += len(rows)
             moved = empty_inlined_table(ctx.conn, layout)
             if moved is not None and moved >= 0 and moved != len(rows):
@@ -119,25 +126,57 @@ def _write_flush_files(
     inlined: str,
     rows: Sequence[Any],
     keys: tuple[SortKey, ...],
-) -> None:
+    spec: PartitionSpec | None,
+) -> int:
+    """Write the rows as one data file per partition of ``spec`` (one file when unpartitioned), each with a delete
+    file for its ended rows; returns how many data files."""
     # TIMETZ goes to Parquet as its UTC time, as DuckDB's flush writes it (inlined text keeps the offset)
     arrays = [decoded_values(rows, c, ctx.backend, table=inlined, timetz_utc=True) for c in schema.columns]
-    row_ids = pa.array([r.row_id for r in rows], pa.int64())
-    begins = pa.array([r.begin_snapshot for r in rows], pa.int64())
     fields = [arrow_field(c) for c in schema.columns]
     fields += [
         internal_field(INTERNAL_ROW_ID, ROW_ID_FIELD_ID),
         internal_field(INTERNAL_SNAPSHOT_ID, SNAPSHOT_ID_FIELD_ID),
+        pa.field(_END, pa.int64()),
     ]
-    data = pa.Table.from_arrays([*arrays, row_ids, begins], schema=pa.schema(fields))
+    arrays += [
+        pa.array([r.row_id for r in rows], pa.int64()),
+        pa.array([r.begin_snapshot for r in rows], pa.int64()),
+        pa.array([r.end_snapshot for r in rows], pa.int64()),
+    ]
+    data = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
     # DuckDB's flush: the sort keys, then (row_id, begin_snapshot), the order its delete positions assume
     order = sort_permutation(data, keys, schema, (INTERNAL_ROW_ID, INTERNAL_SNAPSHOT_ID)) if keys else None
     if order is not None:
         data = data.take(pa.array(order))
-        rows = [rows[i] for i in order]
-    name = new_data_file_name()
-    ctx.attempt_files.append(table_dir + name)
+    # then one file per partition, each keeping that order
+    partition_keys = resolve_keys(spec, schema)
+    groups = [
+        (values, part, partition_dir(partition_keys, values))
+        for values, part in split_by_partition(data, partition_keys)
+    ]
+    for _, _, folder in groups:
+        check_folder_names(folder, f"partition folder of {table_dir}")
     encrypt = reader.lake_encrypted(ctx.conn)  # read in the attempt, as every catalog fact of a commit
+    for values, part, folder in groups:
+        _write_flush_file(ctx, table, schema, table_dir, folder, part, encrypt, spec, values)
+    return len(groups)
+
+
+def _write_flush_file(
+    ctx: CommitContext,
+    table: TableEntry,
+    schema: TableSchema,
+    table_dir: str,
+    folder: str,
+    part: pa.Table,
+    encrypt: bool,
+    spec: PartitionSpec | None,
+    values: tuple[str | None, ...],
+) -> None:
+    ends = part.column(_END).to_pylist()
+    data = part.drop_columns([_END])
+    name = folder + new_data_file_name()
+    ctx.attempt_files.append(table_dir + name)
     written = write_table(
         data,
         table_dir + name,
@@ -146,7 +185,7 @@ def _write_flush_files(
         encrypt=encrypt,
         utc_time_ids=utc_time_field_ids(schema.columns),
     )
-    begin_values = [int(r.begin_snapshot) for r in rows]
+    begin_values = data.column(INTERNAL_SNAPSHOT_ID).to_pylist()
     file_id = W.add_data_file(
         ctx,
         table,
@@ -154,11 +193,13 @@ def _write_flush_files(
         written,
         relative_path=name,
         begin_snapshot=min(begin_values),
-        row_id_start=min(int(r.row_id) for r in rows),
+        row_id_start=min(data.column(INTERNAL_ROW_ID).to_pylist()),
         partial_max=max(begin_values),
         count_rows=False,
+        partition_id=spec.partition_id if spec is not None else None,
+        partition_values=values,
     )
-    ended = [(pos, int(r.end_snapshot)) for pos, r in enumerate(rows) if r.end_snapshot is not None]
+    ended = [(pos, int(end)) for pos, end in enumerate(ends) if end is not None]
     if not ended:
         return
     delete_schema = pa.schema(
@@ -176,7 +217,7 @@ def _write_flush_files(
         ],
         schema=delete_schema,
     )
-    dname = new_delete_file_name()
+    dname = new_delete_file_name()  # in the table folder, as DuckDB writes delete files
     ctx.attempt_files.append(table_dir + dname)
     dwritten = write_table(deletes, table_dir + dname, storage_options=ctx.storage_options, encrypt=encrypt)
     W.add_delete_file(

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from pyspark_ducklake.catalog.entries import TableEntry
-from pyspark_ducklake.catalog.partitioning import PartitionSpec
+from pyspark_ducklake.catalog.partitioning import PartitionSpec, key_text
 from pyspark_ducklake.catalog.sort_order import SortOrder
 from pyspark_ducklake.catalog.types import TableSchema
 from pyspark_ducklake.table.identifiers import format_identifier
@@ -44,11 +44,8 @@ class LakeTable:
 
     @property
     def partition_by(self) -> list[str]:
-        """The partition keys as ``col`` / ``year(col)`` strings."""
-        return [
-            k.column.name if k.transform == "identity" else f"{k.transform}({k.column.name})"
-            for k in self.partition_keys
-        ]
+        """The partition keys as ``col`` / ``year(col)`` / ``bucket(4, col)`` strings."""
+        return [key_text(k.column.name, k.transform) for k in self.partition_keys]
 
     @property
     def sort_keys(self) -> tuple[SortKey, ...]:

@@ -7,11 +7,11 @@ from urllib.parse import quote
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from pyspark_ducklake.catalog.partitioning import PartitionSpec
 from pyspark_ducklake.catalog.stats_values import duckdb_text, storage_values
 from pyspark_ducklake.catalog.types import Column, TableSchema
+from pyspark_ducklake.table.partition_transforms import transform_array
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 
@@ -32,17 +32,6 @@ def resolve_keys(spec: PartitionSpec | None, schema: TableSchema) -> tuple[Parti
     return tuple(PartitionKey(by_id[f.column_id], f.transform, f.key_name) for f in spec.fields)
 
 
-def _key_values(arr: pa.Array, key: PartitionKey) -> pa.Array:
-    if key.transform == "identity":
-        return arr
-    if pa.types.is_timestamp(arr.type) and arr.type.tz is not None:
-        arr = arr.cast(pa.timestamp(arr.type.unit, tz="UTC"))
-    fn = {"year": pc.year, "month": pc.month, "day": pc.day, "hour": pc.hour}[key.transform]
-    if key.transform == "hour" and pa.types.is_date(arr.type):
-        arr = arr.cast(pa.timestamp("s"))
-    return fn(arr)
-
-
 def _render(values: pa.Array, key: PartitionKey) -> list[str | None]:
     if key.transform != "identity":
         return [None if v is None else str(int(v)) for v in values.to_pylist()]
@@ -51,16 +40,23 @@ def _render(values: pa.Array, key: PartitionKey) -> list[str | None]:
 
 
 def split_by_partition(data: pa.Table, keys: tuple[PartitionKey, ...]) -> list[tuple[tuple[str | None, ...], pa.Table]]:
-    """Groups of rows sharing partition values, with the values as DuckDB writes them (None for NULL)."""
+    """Groups of rows sharing partition values, with the values as DuckDB writes them (None for NULL).
+
+    Raises:
+        InvalidOptionError: a key's transform is not one this library knows (a newer DuckDB's).
+        UnsupportedTypeError: a bucket() of a column whose hash DuckDB takes from its own text (nested values).
+    """
     if not keys or data.num_rows == 0:
         return [((), data)] if data.num_rows or not keys else []
     codes = np.zeros(data.num_rows, dtype=np.int64)
+    per_key: list[tuple[np.ndarray, list[str | None]]] = []
     for key in keys:
-        values = _key_values(data.column(key.column.name).combine_chunks(), key)
+        values = transform_array(data.column(key.column.name).combine_chunks(), key.column, key.transform)
         encoded = values.dictionary_encode(null_encoding="encode")
         dictionary = encoded.dictionary
         indices = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
         codes = codes * (len(dictionary) + 1) + indices
+        per_key.append((indices, _render(dictionary, key)))
     unique, inverse = np.unique(codes, return_inverse=True)
     groups = []
     order = np.argsort(inverse, kind="stable")
@@ -69,11 +65,7 @@ def split_by_partition(data: pa.Table, keys: tuple[PartitionKey, ...]) -> list[t
         rows = order[bounds[g] : bounds[g + 1]]
         first = int(rows[0])
         part = data.take(pa.array(rows))
-        vals = []
-        for key in keys:
-            values = _key_values(data.column(key.column.name).slice(first, 1).combine_chunks(), key)
-            vals.append(_render(values, key)[0])
-        groups.append((tuple(vals), part))
+        groups.append((tuple(rendered[int(indices[first])] for indices, rendered in per_key), part))
     return groups
 
 

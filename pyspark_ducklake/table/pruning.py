@@ -36,6 +36,7 @@ from pyspark_ducklake.catalog.stats_values import parse_duckdb_text, round_float
 from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_type
 from pyspark_ducklake.exceptions import UnsupportedTypeError
 from pyspark_ducklake.table.filters import FLOAT_TYPES, term_expression
+from pyspark_ducklake.table.partition_pruning import PARTITION_OPERATORS, PartitionPruner
 
 # Comparisons whose result the bounds decide, and which bound each needs: "=" needs both.
 PRUNABLE_OPERATORS = ("=", "==", "<", "<=", ">", ">=")
@@ -74,30 +75,35 @@ def prune_files(
     files: list[DataFileEntry],
     filters: Any,
 ) -> tuple[list[DataFileEntry], int]:
-    """The files a row passing ``filters`` may come from, and how many were dropped."""
+    """The files a row passing ``filters`` may come from, and how many were dropped: by column statistics, and by
+    partition values where the table has ``bucket`` or ``epoch_*`` keys (:mod:`.partition_pruning`)."""
     branches = filter_branches(filters)
     if not branches or not files:
         return files, 0
     by_name = {c.name: c for c in schema.columns if not c.is_nested}
-    usable = [
-        [(by_name[c], op, v) for c, op, v in branch if c in by_name and op in PRUNABLE_OPERATORS and v is not None]
-        for branch in branches
-    ]
-    if any(not terms for terms in usable):
+    terms = [[(by_name[c], op, v) for c, op, v in branch if c in by_name and v is not None] for branch in branches]
+    usable = [[t for t in branch if t[1] in PRUNABLE_OPERATORS] for branch in terms]
+    by_partition = [[t for t in branch if t[1] in PARTITION_OPERATORS] for branch in terms]
+    if any(not a and not b for a, b in zip(usable, by_partition, strict=True)):
         return files, 0  # a branch with nothing to prune on may match any file
-    ids = sorted({c.column_id for terms in usable for c, _, _ in terms})
-    stats = reader.file_column_stats(conn, table.table_id, ids)
-    history = reader.column_types_ever(conn, table.table_id, ids)
+    ids = sorted({c.column_id for branch in usable for c, _, _ in branch})
+    stats = reader.file_column_stats(conn, table.table_id, ids) if ids else {}
+    history = reader.column_types_ever(conn, table.table_id, ids) if ids else {}
     if any(f.mapping_id is not None for f in files):
         # added files keep statistics in their own types: a FLOAT file in a DOUBLE column has FLOAT bounds
         for cid in ids:
             history.setdefault(cid, set()).add("float32")
+    partitioned = any(f.partition_id is not None for f in files)
+    pruner = PartitionPruner(conn, table.table_id, [c for b in by_partition for c, _, _ in b]) if partitioned else None
     keep = np.zeros(len(files), dtype=bool)
-    for terms in usable:
+    for stat_terms, partition_terms in zip(usable, by_partition, strict=True):
         branch = np.ones(len(files), dtype=bool)
-        for column, op, value in terms:
+        for column, op, value in stat_terms:
             rows = [stats.get(f.data_file_id, {}).get(column.column_id) for f in files]
             branch &= may_match(column, op, value, rows, history.get(column.column_id, set()))
+        if pruner is not None:
+            for column, op, value in partition_terms:
+                branch &= pruner.may_match(column, op, value, files)
         keep |= branch
     kept = [f for f, k in zip(files, keep, strict=True) if k]
     return kept, len(files) - len(kept)

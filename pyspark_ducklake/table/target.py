@@ -64,7 +64,7 @@ def plan_new_table(
         data_path,
         qualified,
     )
-    keys = tuple(parse_partition_keys(partition_by, columns)) if partition_by else ()
+    keys = tuple(parse_partition_keys(partition_by, columns, format=R.format_version(conn))) if partition_by else ()
     return NewTable(table_dir, keys)
 
 

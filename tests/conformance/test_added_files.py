@@ -805,9 +805,9 @@ def test_a_file_without_mapping_or_field_ids_binds_columns_by_position_as_duckdb
 
 
 def test_add_files_nested_missing_fields_and_temporal_partitions(sqlite_catalog: Any, tmp_path: Path) -> None:
-    """A struct field the file lacks needs allow_missing, as in DuckDB, and reads as DuckDB reads it; a table
-    partitioned by year() is refused (typed, nothing written): DuckDB supports it, we do not yet."""
-    from pyspark_ducklake.exceptions import InvalidOptionError, SchemaMismatchError
+    """A struct field the file lacks needs allow_missing, as in DuckDB, and reads as DuckDB reads it; into a table
+    partitioned by year() a file under year=2020/ goes with that value, as DuckDB registers it."""
+    from pyspark_ducklake.exceptions import SchemaMismatchError
 
     ddl = [
         "CREATE TABLE lake.n(id INTEGER, s STRUCT(a INTEGER, b VARCHAR))",
@@ -827,13 +827,14 @@ def test_add_files_nested_missing_fields_and_temporal_partitions(sqlite_catalog:
     pq.write_table(
         pa.table({"ts": pa.array([dt.datetime(2020, 1, 1)]), "v": ["x"]}), tmp_path / "year=2020" / "f.parquet"
     )
-    before = lake.current_snapshot_id()
-    with pytest.raises(InvalidOptionError, match="year"):
-        lake.add_files("main.y", str(tmp_path / "year=2020" / "f.parquet"))
-    assert lake.current_snapshot_id() == before
+    lake.add_files("main.y", str(tmp_path / "year=2020" / "f.parquet"))
     con = duck(sqlite_catalog)
     try:
         assert duck_rows(con, "n") == canon(lake.scan("main.n")) == [(1, (("a", 5), ("b", None))), (2, None)]
+        assert con.execute("SELECT v FROM lake.y WHERE year(ts) = 2020").fetchall() == [("x",)]
+        assert con.execute(
+            "SELECT partition_value FROM __ducklake_metadata_lake.ducklake_file_partition_value"
+        ).fetchall() == [("2020",)]
     finally:
         con.close()
 

@@ -325,10 +325,33 @@ CASES: tuple[BadInput, ...] = (
     ),
     BadInput(
         "partition-transform",
-        "an unknown partition transform (bucket), year() of a number",
+        "an unknown partition transform (`truncate(4, k)`), year() of a number",
         E.InvalidOptionError,
-        "lists the transforms there are: identity, year, month, day, hour",
-        match="is not one of identity, year, month, day, hour",
+        "lists the transforms there are: identity, year, month, day, hour, bucket, epoch_year, epoch_month, "
+        "epoch_day, epoch_hour",
+        match="is not one of identity, year, month, day, hour, bucket, epoch_year, epoch_month, epoch_day, epoch_hour",
+    ),
+    BadInput(
+        "partition-bucket",
+        "a malformed bucket key (`bucket(id)`, `bucket(0, id)`, `bucket(2147483648, id)`, `bucket(x, id)`), or "
+        "`bucket()` of a nested, VARIANT or GEOMETRY column",
+        E.InvalidOptionError,
+        "write bucket(N, col) with N from 1 to 2147483647, a primitive column",
+        match="as in bucket(16, id)",
+    ),
+    BadInput(
+        "partition-epoch-on-1-0",
+        "an `epoch_year/month/day/hour` partition key on a DuckLake 1.0 catalog (`set_partitioning`, `create_table`, "
+        "Spark `partitionBy`, the sink's `partition_by`)",
+        E.FormatVersionError,
+        "migrate the catalog first with lake.migrate('1.1'), or use the calendar transform",
+        match="migrate the catalog first with lake.migrate('1.1')",
+    ),
+    BadInput(
+        "partition-transform-stored-unknown",
+        "a write into a table partitioned by a transform a newer DuckDB stored (`truncate(4)`)",
+        E.InvalidOptionError,
+        "write to this table with the DuckDB that partitioned it, or repartition it",
     ),
     # --- options: one registry, one parser per kind (unknown names, strings, NaN), catalog spellings
     BadInput(
@@ -660,7 +683,8 @@ CASES: tuple[BadInput, ...] = (
     ),
     BadInput(
         "add-files-partition-missing",
-        "add_files() into a partitioned table of a file whose path has no partition folder",
+        "add_files() into a partitioned table of a file whose path has no partition folder, or a `bucket=`/`year=` "
+        "folder whose value does not fit (`bucket=7` for `bucket(4, id)`, `year=x`)",
         E.SchemaMismatchError,
         "invalid partition value for the table configuration",
     ),

@@ -439,9 +439,68 @@ def test_conflicting_options_and_partition_keys(lake: pdl.Lake) -> None:
     with expect_bad_input("option-conflict", lake):
         lake.scan("main.t", snapshot=1, timestamp="2020-01-01T00:00:00")
     with expect_bad_input("partition-transform", lake):
-        lake.set_partitioning("main.t", ["bucket(id)"])
+        lake.set_partitioning("main.t", ["truncate(4, id)"])
+    with expect_bad_input("partition-transform", lake):
+        lake.set_partitioning("main.t", "id, Truncate(4, id)")
     with pytest.raises(InvalidOptionError, match=r"year\(\) needs a date or timestamp column"):
         lake.set_partitioning("main.t", ["year(id)"])
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["bucket(id)", "bucket(0, id)", "bucket(-3, id)", "bucket(2147483648, id)", "bucket(x, id)", "bucket(4, id, name)",
+     "bucket(1e3, id)", "bucket(4, l)", "bucket(4, s)"],
+)  # fmt: skip
+def test_malformed_bucket_keys(tmp_path: Path, key: str) -> None:
+    lake = pdl.connect(f"sqlite:///{tmp_path}/c.sqlite", str(tmp_path / "data"), data_inlining_row_limit=0)
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string()), ("l", pa.list_(pa.int32())),
+                        ("s", pa.struct([("a", pa.int32())]))])  # fmt: skip
+    lake.create_table("main.t", schema)
+    with expect_bad_input("partition-bucket", lake):
+        lake.set_partitioning("main.t", [key])
+    with expect_bad_input("partition-bucket", lake):
+        lake.create_table("main.u", schema, partition_by=[key])
+    assert lake.table("main.t").partition_by == []
+
+
+def test_epoch_transforms_need_a_1_1_catalog(tmp_path: Path) -> None:
+    from pyspark_ducklake.table.target import plan_new_table
+
+    lake = pdl.connect(f"sqlite:///{tmp_path}/c.sqlite", str(tmp_path / "data"))
+    schema = pa.schema([("id", pa.int64()), ("ts", pa.timestamp("us"))])
+    lake.create_table("main.t", schema)
+    for kind in ("epoch_year", "epoch_month", "epoch_day", "epoch_hour"):
+        with expect_bad_input("partition-epoch-on-1-0", lake) as err:
+            lake.set_partitioning("main.t", [f"{kind}(ts)"])
+        assert kind in str(err.value) and "1.0" in str(err.value)
+    with expect_bad_input("partition-epoch-on-1-0", lake):
+        lake.create_table("main.u", schema, partition_by=["id", "EPOCH_DAY(ts)"])
+    # the path of a table Spark's partitionBy or the sink's partition_by creates
+    with expect_bad_input("partition-epoch-on-1-0", lake), lake.engine.connect() as conn:
+        plan_new_table(conn, lake.data_path, "main", "v", lake.table("main.t").table_schema, inlining_limit=10,
+                       snapshot=lake.current_snapshot_id(), partition_by="id, epoch_hour(ts)")  # fmt: skip
+    assert lake.table("main.t").partition_by == []
+    # migrated by another Lake (another process) since this one opened it: taken, not refused with stale advice
+    pdl.connect(f"sqlite:///{tmp_path}/c.sqlite").migrate("1.1")
+    lake.set_partitioning("main.t", ["epoch_hour(ts)"])
+    assert lake.table("main.t").partition_by == ["epoch_hour(ts)"]
+    # the same keys on a 1.1 catalog are taken
+    lake11 = pdl.connect(f"sqlite:///{tmp_path}/c11.sqlite", str(tmp_path / "data11"), format_version="1.1")
+    lake11.create_table("main.t", schema, partition_by=["epoch_year(ts)", "epoch_month(ts)", "epoch_day(ts)"])
+    assert lake11.table("main.t").partition_by == ["epoch_year(ts)", "epoch_month(ts)", "epoch_day(ts)"]
+
+
+def test_a_transform_a_newer_duckdb_stored_is_refused_on_write(tmp_path: Path) -> None:
+    lake = pdl.connect(f"sqlite:///{tmp_path}/c.sqlite", str(tmp_path / "data"), data_inlining_row_limit=0)
+    lake.create_table("main.t", pa.schema([("id", pa.int64())]), partition_by=["bucket(4, id)"])
+    with sqlite3.connect(tmp_path / "c.sqlite") as c:
+        c.execute("UPDATE ducklake_partition_column SET transform = 'truncate(4)'")
+    with expect_bad_input("partition-transform-stored-unknown", lake) as err:
+        lake.append("main.t", pa.table({"id": [1, 2, 3]}))
+    assert "truncate(4)" in str(err.value)
+    assert lake.scan("main.t").num_rows == 0  # reads still work
+    assert lake.table("main.t").partition_by == ["truncate(4)(id)"]
+    assert lake.scan("main.t", filter=[("id", "=", 1)]).num_rows == 0
 
 
 # --- accepted -------------------------------------------------------------------------------------------------------

@@ -88,6 +88,7 @@ def test_options_module_imports_nothing_above_it() -> None:
         "pyspark_ducklake.io.storage",
         "pyspark_ducklake.io.object_stores",
         "pyspark_ducklake.catalog.format_version",  # plain values, no SQL
+        "pyspark_ducklake.catalog.partition_keys",  # text splitting, no SQL
     }, ours
     assert not any(m.split(".")[0] in ("pyspark", "sqlalchemy") for m in imported)
 
@@ -243,3 +244,15 @@ def test_sizes(text: object, size: int) -> None:
 def test_durations(text: object, seconds: float) -> None:
     assert O.parse_seconds(text, "x") == seconds
     assert O.parse_seconds(dt.timedelta(seconds=seconds), "x") == seconds
+
+
+def test_partition_keys_split_at_top_level_commas_only() -> None:
+    from pyspark_ducklake.options import parse_keys
+
+    assert parse_keys('k, bucket(4, id), "a,b", year(ts),', "partition_by") == (
+        "k",
+        "bucket(4, id)",
+        '"a,b"',
+        "year(ts)",
+    )
+    assert parse_keys(["bucket(4, id)", " k "], "partition_by") == ("bucket(4, id)", "k")
