@@ -8,6 +8,7 @@
     pyspark-ducklake --catalog ... merge [TABLE] [--target-file-size 512MB] [--dry-run] [--json]
     pyspark-ducklake --catalog ... expire (--older-than TIME | --older-than-hours H | --versions 3,4)
     pyspark-ducklake --catalog ... cleanup (--older-than TIME | --older-than-hours H | --all)
+    pyspark-ducklake --catalog ... indexes [--create]
 
 Every command takes ``--json``: its output as one JSON document on stdout (``snapshots``: a list of objects with
 the snapshot's columns; ``tables``: a list of names; ``flush``: ``{"snapshot_id": ...}``, null when there was
@@ -26,6 +27,7 @@ The catalog also comes from ``DUCKLAKE_CATALOG``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import decimal
 import difflib
@@ -155,6 +157,13 @@ def main(argv: list[str] | None = None) -> int:
         help="migrate the catalog to another DuckLake format version in one transaction (DuckDB 1.5 cannot open 1.1)",
     )
     migrate.add_argument("--to", required=True, choices=["1.1"], help="the format version to migrate to")
+    indexes = sub.add_parser(
+        "indexes",
+        parents=[as_json],
+        help="the indexes pyspark-ducklake adds to SQLite and PostgreSQL catalogs (so long histories stay fast), "
+        "present or missing",
+    )
+    indexes.add_argument("--create", action="store_true", help="create the missing ones")
     changes = sub.add_parser("changes", parents=[as_json], help="the change feed of a table between two snapshots")
     changes.add_argument("table")
     changes.add_argument("start", type=_arg(_snapshot, "START"))
@@ -219,6 +228,17 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "migrate":
             migrated = lake.migrate(args.to, dry_run=args.dry_run)
             _print_report(migrated, args.json, [f"  {step}" for step in migrated.steps])
+        elif args.command == "indexes":
+            created = lake.create_indexes() if args.create else []
+            states = lake.indexes()
+            if args.json:
+                _print_json([dataclasses.asdict(i) for i in states])
+            elif not states:
+                print("this catalog's database gets no indexes from pyspark-ducklake (DuckDB-file catalog)")
+            else:
+                for i in states:
+                    state = "created" if i.name in created else "present" if i.present else "missing (--create)"
+                    print(f"{i.name}\t{i.definition}\t{state}")
         elif args.command == "changes":
             rows = lake.table_changes(args.table, args.start, args.end).to_pylist()
             if args.json:

@@ -17,6 +17,8 @@ from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog.catalog import CatalogInfo, open_catalog
 from pyspark_ducklake.catalog.entries import SnapshotInfo
 from pyspark_ducklake.catalog.format_version import FormatVersion
+from pyspark_ducklake.catalog.indexes import IndexState, create_indexes, index_states
+from pyspark_ducklake.catalog.indexes import supported as indexes_supported
 from pyspark_ducklake.catalog.inlined_codec import table_inline_obstacle
 from pyspark_ducklake.catalog.location import CatalogLocation, parse_location, with_storage_version
 from pyspark_ducklake.catalog.migration import MigrationReport, migrate_catalog
@@ -167,6 +169,22 @@ class Lake:
         if report.changed and not dry_run:
             self.info = dataclasses.replace(self.info, format=target)
         return report
+
+    def indexes(self) -> list[IndexState]:
+        """The indexes this library adds to SQLite and PostgreSQL catalogs (so reads, change feeds and commits do not
+        slow down as history grows), each with whether this catalog has it; empty for a DuckDB-file catalog."""
+        if not indexes_supported(self.engine):
+            return []
+        with self.engine.connect() as conn:
+            return index_states(conn)
+
+    def create_indexes(self) -> list[str]:
+        """Create the indexes of :meth:`indexes` the catalog lacks (a catalog DuckDB created has none); their names.
+
+        Each is built in a transaction of its own; writers wait while it builds (PostgreSQL lets readers through).
+        DuckDB reads and writes the catalog as before.
+        """
+        return create_indexes(self.engine)
 
     def close(self) -> None:
         self.engine.dispose()

@@ -6,7 +6,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, MetaData, Table, and_, func, or_, select
+from sqlalchemy import Connection, MetaData, Table, and_, func, or_, select, union
 from sqlalchemy.sql.elements import ColumnElement
 
 from pyspark_ducklake.catalog import dialects
@@ -31,6 +31,8 @@ from pyspark_ducklake.exceptions import (
     NotATableError,
 )
 from pyspark_ducklake.io.deletion_vector import delete_file_format
+
+_IN_CHUNK = 500  # ids bound into one IN (...): statements stay small (SQLite allows 32,766 parameters)
 
 
 def visible(table: Table, snapshot_id: int) -> ColumnElement[bool]:
@@ -452,12 +454,17 @@ def table_column_stats(conn: Connection, table_id: int) -> dict[int, Any]:
     return {r.column_id: r for r in conn.execute(select(s).where(s.c.table_id == table_id))}
 
 
-def file_column_stats(conn: Connection, table_id: int, column_ids: list[int]) -> dict[int, dict[int, Any]]:
-    """``{data_file_id: {column_id: row}}`` for pruning."""
+def file_column_stats(
+    conn: Connection, table_id: int, column_ids: list[int], data_file_ids: Sequence[int]
+) -> dict[int, dict[int, Any]]:
+    """``{data_file_id: {column_id: row}}`` of these files, for pruning."""
     s = T.ducklake_file_column_stats
     out: dict[int, dict[int, Any]] = {}
-    for r in conn.execute(select(s).where(s.c.table_id == table_id, s.c.column_id.in_(column_ids))):
-        out.setdefault(r.data_file_id, {})[r.column_id] = r
+    for i in range(0, len(data_file_ids), _IN_CHUNK):
+        chunk = list(data_file_ids[i : i + _IN_CHUNK])
+        query = select(s).where(s.c.data_file_id.in_(chunk), s.c.table_id == table_id, s.c.column_id.in_(column_ids))
+        for r in conn.execute(query):
+            out.setdefault(r.data_file_id, {})[r.column_id] = r
     return out
 
 
@@ -534,20 +541,82 @@ def commit_times(conn: Connection, start: int, end: int) -> dict[int, dt.datetim
     return {int(r.snapshot_id): r.snapshot_time for r in rows if r.snapshot_time is not None}
 
 
-def delete_file_rows_until(conn: Connection, table_id: int, end: int) -> Sequence[Any]:
-    """The table's ``ducklake_delete_file`` rows begun by ``end`` (ended ones too), oldest first."""
+def file_counter_before(conn: Connection, snapshot_id: int) -> int:
+    """The catalog's file-id counter before ``snapshot_id`` committed: ``next_file_id`` of the newest snapshot older
+    than it (0 when none is left). Every writer numbers a new data or delete file from the committing snapshot's
+    counter, so a file row with a smaller id was written before ``snapshot_id`` and holds nothing that happened at
+    or after it."""
+    s = T.ducklake_snapshot
+    row = conn.execute(
+        select(s.c.next_file_id).where(s.c.snapshot_id < snapshot_id).order_by(s.c.snapshot_id.desc()).limit(1)
+    ).first()
+    return 0 if row is None or row[0] is None else int(row[0])
+
+
+def changed_data_file_rows(conn: Connection, table_id: int, start: int, end: int) -> Sequence[Any]:
+    """The table's ``ducklake_data_file`` rows that may hold a change in ``[start, end]``, by data file id: rows
+    begun by ``end`` and not ended before ``start`` that were written at or after ``start`` (inserts of the range,
+    and flushed or merged files that keep older rows' snapshots), that end in the range, or that have a delete file
+    written at or after ``start`` or an inlined deletion in the range.
+
+    A file written before ``start`` records only what happened by then (``begin_snapshot``, ``partial_max`` and any
+    per-row snapshot are at most the snapshot that wrote it), so unless it ended or lost rows since, it holds no
+    change of the range; whether a file was written before ``start`` is told by its id (see
+    :func:`file_counter_before`), which the primary keys look up.
+    """
+    d, x = T.ducklake_data_file, T.ducklake_delete_file
+    written = file_counter_before(conn, start)
+    # One part per index (catalog/indexes.py): an OR of them would scan the table's whole history.
+    parts = [
+        select(d.c.data_file_id).where(d.c.table_id == table_id, d.c.data_file_id >= written),
+        select(d.c.data_file_id).where(d.c.table_id == table_id, d.c.end_snapshot >= start, d.c.end_snapshot <= end),
+        select(x.c.data_file_id).where(x.c.table_id == table_id, x.c.delete_file_id >= written),
+    ]
+    if has_table(conn, T.inlined_delete_table_name(table_id)):
+        i = T.inlined_delete_table(table_id)
+        parts.append(select(i.c.file_id).where(i.c.begin_snapshot >= start, i.c.begin_snapshot <= end))
+    query = select(d).where(
+        d.c.data_file_id.in_(union(*parts).scalar_subquery()),
+        _by_key(d.c.table_id) == table_id,
+        d.c.begin_snapshot <= end,
+        or_(d.c.end_snapshot.is_(None), d.c.end_snapshot >= start),
+    )
+    return conn.execute(query.order_by(d.c.data_file_id)).all()
+
+
+def _by_key(column: ColumnElement[int]) -> ColumnElement[int]:
+    """``column + 0``: the same value, but no index on ``column`` serves it. SQLite's planner, which has no
+    statistics, otherwise prefers an index on the column to a range of the primary key (and scans the table's
+    whole history)."""
+    return column + 0
+
+
+def delete_file_rows_of(conn: Connection, table_id: int, data_file_ids: Sequence[int], end: int) -> Sequence[Any]:
+    """The ``ducklake_delete_file`` rows of these data files begun by ``end`` (ended ones too), oldest first."""
     x = T.ducklake_delete_file
-    return conn.execute(
-        select(x).where(x.c.table_id == table_id, x.c.begin_snapshot <= end).order_by(x.c.begin_snapshot)
-    ).all()
+    out: list[Any] = []
+    for i in range(0, len(data_file_ids), _IN_CHUNK):
+        chunk = list(data_file_ids[i : i + _IN_CHUNK])
+        out += conn.execute(
+            select(x).where(x.c.table_id == table_id, x.c.data_file_id.in_(chunk), x.c.begin_snapshot <= end)
+        ).all()
+    return sorted(out, key=lambda r: (int(r.begin_snapshot), int(r.delete_file_id)))
 
 
-def data_file_rows_until(conn: Connection, table_id: int, end: int) -> Sequence[Any]:
-    """The table's ``ducklake_data_file`` rows begun by ``end`` (ended ones too), by data file id."""
-    d = T.ducklake_data_file
-    return conn.execute(
-        select(d).where(d.c.table_id == table_id, d.c.begin_snapshot <= end).order_by(d.c.data_file_id)
-    ).all()
+def snapshot_changes_of(conn: Connection, snapshot_ids: Sequence[int]) -> list[tuple[int, bool, str | None]]:
+    """These snapshots (those that exist): each id, whether ``ducklake_snapshot_changes`` has a row for it, and
+    that row's ``changes_made``."""
+    s, c = T.ducklake_snapshot, T.ducklake_snapshot_changes
+    out: list[tuple[int, bool, str | None]] = []
+    ids = sorted(set(snapshot_ids))
+    for i in range(0, len(ids), _IN_CHUNK):
+        rows = conn.execute(
+            select(s.c.snapshot_id, c.c.snapshot_id.label("changes_id"), c.c.changes_made)
+            .select_from(s.outerjoin(c, s.c.snapshot_id == c.c.snapshot_id))
+            .where(s.c.snapshot_id.in_(ids[i : i + _IN_CHUNK]))
+        )
+        out += [(int(r.snapshot_id), r.changes_id is not None, r.changes_made) for r in rows]
+    return out
 
 
 def files_with_delete_files(conn: Connection, table_id: int) -> set[int]:

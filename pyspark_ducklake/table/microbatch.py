@@ -23,6 +23,7 @@ from pyspark_ducklake.catalog import commit_rows as W
 from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog.db import Connection
 from pyspark_ducklake.catalog.entries import TableEntry
+from pyspark_ducklake.catalog.indexes import create_indexes
 from pyspark_ducklake.catalog.inlined_codec import table_inline_obstacle
 from pyspark_ducklake.catalog.partitioning import (
     PartitionSpec,
@@ -216,6 +217,8 @@ class MicroBatchCommitter:
     def _ensure_progress(self) -> None:
         if not self._progress_ready:
             app_progress.ensure_progress_table(self.lake.engine)
+            # a stream makes long histories: its commits and its readers' plans must not scan them
+            create_indexes(self.lake.engine)
             self._progress_ready = True
 
     def _known_at(self, snapshot_id: int) -> _Known | None:

@@ -86,7 +86,7 @@ def prune_files(
     if any(not terms for terms in usable):
         return files, 0  # a branch with nothing to prune on may match any file
     ids = sorted({c.column_id for terms in usable for c, _, _ in terms})
-    stats = reader.file_column_stats(conn, table.table_id, ids)
+    stats = reader.file_column_stats(conn, table.table_id, ids, [f.data_file_id for f in files])
     history = reader.column_types_ever(conn, table.table_id, ids)
     if any(f.mapping_id is not None for f in files):
         # added files keep statistics in their own types: a FLOAT file in a DOUBLE column has FLOAT bounds

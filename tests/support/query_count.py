@@ -26,6 +26,7 @@ class Query:
 
     sql: str
     rows: int
+    steps: int = 0  # SQLite steps from its start until the next statement (its fetches included)
 
     def table(self) -> str:
         """The first table the statement names (after FROM, INTO or UPDATE)."""
@@ -69,8 +70,10 @@ class Queries:
         return self.statements, self.by_table()
 
     def summary(self) -> str:
-        lines = [f"{self.statements} statements, {self.rows} rows read, {self.steps * STEP} SQLite steps"]
-        lines += [f"  {q.rows:>7}  {q.sql[:200]}" for q in self.all]
+        lines = [
+            f"{self.statements} statements, {self.rows} rows read, {self.steps * STEP} SQLite steps (rows, steps:)"
+        ]
+        lines += [f"  {q.rows:>7} {q.steps * STEP:>7}  {q.sql[:200]}" for q in self.all]
         return "\n".join(lines)
 
 
@@ -85,9 +88,14 @@ def counting(engine: Engine) -> Iterator[Queries]:
     seen = Queries()
     hooked: list[Any] = []
 
+    current: list[Query | None] = [None]  # the statement the steps are counted for (None: a control statement)
+
     def tick() -> int:
         if not seen._paused:
             seen.steps += 1
+            query = current[0]
+            if query is not None:
+                query.steps += 1
         return 0
 
     def before(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
@@ -95,22 +103,24 @@ def counting(engine: Engine) -> Iterator[Queries]:
         if isinstance(dbapi, sqlite3.Connection) and not any(h is dbapi for h in hooked):
             dbapi.set_progress_handler(tick, STEP)
             hooked.append(dbapi)
+        sql = " ".join(statement.split())
+        current[0] = None if sql.upper().startswith(_CONTROL) else Query(sql, -1)
 
     def after(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
-        sql = " ".join(statement.split())
-        if sql.upper().startswith(_CONTROL):
+        query = current[0]
+        if query is None:
             return
-        rows = -1
+        sql = query.sql
         if sql.upper().startswith(("SELECT", "WITH")) and not executemany:
             counter = conn.connection.dbapi_connection.cursor()
             seen._paused = True
             try:
                 counter.execute(f"SELECT count(*) FROM ({statement}) AS counted", parameters)
-                rows = int(counter.fetchone()[0])
+                query.rows = int(counter.fetchone()[0])
             finally:
                 counter.close()
                 seen._paused = False
-        seen.all.append(Query(sql, rows))
+        seen.all.append(query)
 
     event.listen(engine, "before_cursor_execute", before)
     event.listen(engine, "after_cursor_execute", after)
