@@ -1,6 +1,6 @@
 """``pyspark-ducklake`` (or ``python -m pyspark_ducklake``): inspect and maintain a lake from the command line.
 
-    pyspark-ducklake --catalog sqlite:///lake.sqlite snapshots
+    pyspark-ducklake --catalog sqlite:///lake.sqlite snapshots [--limit N] [--since ID]
     pyspark-ducklake --catalog ... tables
     pyspark-ducklake --catalog ... flush [TABLE]
     pyspark-ducklake --catalog ... orphans [--older-than-hours 1] [--delete] (a dry run without --delete)
@@ -112,7 +112,13 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     as_json = _Parser(add_help=False)
     as_json.add_argument("--json", action="store_true", help="print the output as JSON")
-    sub.add_parser("snapshots", parents=[as_json], help="list snapshots with their changes")
+    snapshots = sub.add_parser("snapshots", parents=[as_json], help="list snapshots with their changes, oldest first")
+    snapshots.add_argument(
+        "--limit",
+        type=_arg(_positive, "--limit"),
+        help="at most N: the newest N, or with --since the first N from it (a long history is a long list)",
+    )
+    snapshots.add_argument("--since", type=_arg(_snapshot, "--since"), help="from this snapshot id on (inclusive)")
     sub.add_parser("tables", parents=[as_json], help="list tables")
     flush = sub.add_parser("flush", parents=[as_json], help="write inlined rows to Parquet (one snapshot)")
     flush.add_argument("table", nargs="?")
@@ -177,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         lake = connect(args.catalog)
         if args.command == "snapshots":
-            snapshots = lake.snapshots()
+            snapshots = lake.snapshots(limit=args.limit, since=args.since)
             if args.json:
                 _print_json([_snapshot_dict(s) for s in snapshots])
             else:

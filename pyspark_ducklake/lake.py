@@ -217,14 +217,35 @@ class Lake:
         with self.engine.connect() as conn:
             return reader.latest_snapshot(conn).snapshot_id
 
-    def snapshots(self) -> list[SnapshotInfo]:
-        """Every snapshot with its changes, author, message and extra info, oldest first."""
-        with self.engine.connect() as conn:
-            return reader.snapshots(conn)
+    def snapshots(self, *, limit: int | None = None, since: int | None = None) -> list[SnapshotInfo]:
+        """Snapshots with their changes, author, message and extra info, oldest first.
 
-    def snapshots_table(self) -> pa.Table:
-        """Every snapshot as DuckDB's ``ducklake_snapshots()`` lists it (same columns, ``changes`` as a map)."""
-        return M.snapshots_table(self.snapshots())
+        Without arguments every snapshot: on a lake with a long history that is a long list (a stream committing
+        every second makes 86,400 a day), so give ``limit`` and ``since``, which the catalog database applies.
+
+        Args:
+            limit: at most this many (>= 1): the newest ones, or with ``since`` the first ones from it on (page
+                on with ``since`` = the last id + 1), as Delta's ``DESCRIBE HISTORY ... LIMIT`` bounds a listing.
+            since: only snapshots from this id on (inclusive); beyond the newest, none.
+
+        Raises:
+            InvalidOptionError: ``limit`` below 1 or ``since`` below 0 (or either not an integer).
+        """
+        if limit is not None:
+            limit = parse_int(limit, "limit", minimum=1)
+        if since is not None:
+            since = parse_int(since, "since", minimum=0)
+        with self.engine.connect() as conn:
+            return reader.snapshots(conn, limit=limit, since=since)
+
+    def snapshots_table(self, *, limit: int | None = None, since: int | None = None) -> pa.Table:
+        """Snapshots as DuckDB's ``ducklake_snapshots()`` lists them (same columns, ``changes`` as a map); ``limit``
+        and ``since`` as :meth:`snapshots` takes them.
+
+        Raises:
+            InvalidOptionError: as :meth:`snapshots`.
+        """
+        return M.snapshots_table(self.snapshots(limit=limit, since=since))
 
     def table_info(self) -> pa.Table:
         """Every table with its data and delete files' counts and sizes, as DuckDB's ``ducklake_table_info()``."""

@@ -832,6 +832,23 @@ OPTIONS: tuple[Option, ...] = (
         "at `snapshot` if given); see [Metadata](#metadata-as-dataframes)",
         SPARK_TABLE,
     ),
+    Option(
+        "limit",
+        frozenset({Entry.READ}),
+        _int(1),
+        "every snapshot",
+        "with `metadata` `snapshots`: at most this many snapshots, the newest (or with `since` the first from it), "
+        "as Delta's `DESCRIBE HISTORY ... LIMIT`; applied by the catalog database",
+        SPARK_TABLE,
+    ),
+    Option(
+        "since",
+        frozenset({Entry.READ}),
+        _int(0),
+        "the oldest",
+        "with `metadata` `snapshots`: only snapshots from this id on (inclusive; beyond the newest: none)",
+        SPARK_TABLE,
+    ),
     # --- set by Spark itself: load()/save()/start() put the table in `path`; a stream writer gets its checkpoint
     Option("path", SPARK, _any, "", "", None),
     Option("checkpointLocation", frozenset({Entry.STREAM_WRITE}), _any, "", "", None),

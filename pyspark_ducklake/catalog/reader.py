@@ -117,15 +117,25 @@ def oldest_snapshot(conn: Connection) -> Snapshot:
     return _snapshot(row)
 
 
-def snapshots(conn: Connection) -> list[SnapshotInfo]:
+def snapshots(conn: Connection, *, limit: int | None = None, since: int | None = None) -> list[SnapshotInfo]:
+    """Snapshots with their changes, oldest first: every one, those from ``since`` on (inclusive), and with
+    ``limit`` at most that many: the first ones from ``since`` on, or without ``since`` the newest ones (as
+    Delta's ``DESCRIBE HISTORY ... LIMIT``). Bounded in SQL: a limited listing reads only its rows."""
     s, c = T.ducklake_snapshot, T.ducklake_snapshot_changes
     q = select(s, c.c.changes_made, c.c.author, c.c.commit_message, c.c.commit_extra_info).select_from(
         s.outerjoin(c, s.c.snapshot_id == c.c.snapshot_id)
     )
-    return [
+    if since is not None:
+        q = q.where(s.c.snapshot_id >= since)
+    newest = limit is not None and since is None
+    q = q.order_by(s.c.snapshot_id.desc() if newest else s.c.snapshot_id)
+    if limit is not None:
+        q = q.limit(limit)
+    out = [
         SnapshotInfo(_snapshot(r), r.changes_made, r.author, r.commit_message, r.commit_extra_info)
-        for r in conn.execute(q.order_by(s.c.snapshot_id))
+        for r in conn.execute(q)
     ]
+    return out[::-1] if newest else out
 
 
 def snapshot_changes_after(conn: Connection, snapshot_id: int) -> list[SnapshotInfo]:
