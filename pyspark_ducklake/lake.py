@@ -86,6 +86,7 @@ if TYPE_CHECKING:
     from pyspark_ducklake.table.maintenance.compaction import CompactionReport, MergedFile, MergeGroup
     from pyspark_ducklake.table.maintenance.expire import CleanupReport, ExpireReport
     from pyspark_ducklake.table.maintenance.orphans import OrphanReport
+    from pyspark_ducklake.table.maintenance.retention import Retention
 
 log = logging.getLogger(__name__)
 
@@ -1052,6 +1053,8 @@ class Lake:
         older_than: dt.datetime | dt.date | dt.timedelta | str | None = None,
         versions: Sequence[int] | None = None,
         dry_run: bool = False,
+        batch_size: int = 1000,
+        max_batches: int | None = None,
     ) -> ExpireReport:
         """Expire snapshots, as DuckDB's ``ducklake_expire_snapshots``: those committed before ``older_than`` (a time,
         or an age such as ``timedelta(days=7)``), or the ids in ``versions``. The newest snapshot is never expired.
@@ -1060,16 +1063,29 @@ class Lake:
         scheduled for deletion (:meth:`cleanup_old_files` deletes them), dropped tables disappear. No snapshot is
         written. Without either argument the catalog's ``expire_older_than`` option applies (else nothing happens).
 
+        Oldest first, ``batch_size`` snapshots per catalog transaction: writers wait for one batch at most, memory
+        holds one batch however long the history, and an interrupted run keeps what it committed (run it again to
+        finish). ``max_batches`` stops after that many (``report.complete`` says whether more are due).
+
         Returns:
-            An :class:`~pyspark_ducklake.table.maintenance.expire.ExpireReport` (``snapshots``, ``files_scheduled``,
-            ``bytes_scheduled``).
+            An :class:`~pyspark_ducklake.table.maintenance.expire.ExpireReport` (``snapshots``, ``expired``,
+            ``files_scheduled``, ``bytes_scheduled``).
 
         Raises:
-            InvalidOptionError: both criteria, or ``versions`` naming the current snapshot.
+            InvalidOptionError: both criteria, ``versions`` naming the current snapshot, a batch size or count < 1.
+            CommitFailedError: the catalog refused a batch (earlier batches stay expired).
         """
         from pyspark_ducklake.table.maintenance.expire import expire_snapshots
 
-        return expire_snapshots(self.engine, self.data_path, older_than=older_than, versions=versions, dry_run=dry_run)
+        return expire_snapshots(
+            self.engine,
+            self.data_path,
+            older_than=older_than,
+            versions=versions,
+            dry_run=dry_run,
+            batch_size=batch_size,
+            max_batches=max_batches,
+        )
 
     def cleanup_old_files(
         self,
@@ -1077,10 +1093,12 @@ class Lake:
         older_than: dt.datetime | dt.date | dt.timedelta | str | None = None,
         cleanup_all: bool = False,
         dry_run: bool = False,
+        batch_size: int = 1000,
     ) -> CleanupReport:
         """Delete the files scheduled for deletion (by compaction, expiry, or rewritten delete files) before
         ``older_than`` (a time or an age), or all of them with ``cleanup_all``, as DuckDB's
         ``ducklake_cleanup_old_files``; default age: the catalog's ``delete_older_than`` option, else two days.
+        The scheduled files are worked through ``batch_size`` at a time.
 
         Returns:
             A :class:`~pyspark_ducklake.table.maintenance.expire.CleanupReport` (``files``, ``bytes``).
@@ -1094,6 +1112,43 @@ class Lake:
             cleanup_all=cleanup_all,
             dry_run=dry_run,
             storage_options=self.storage_options,
+            batch_size=batch_size,
+        )
+
+    def retention(self) -> Retention:
+        """The lake's retention settings, ``expire_older_than`` and ``delete_older_than`` (None: not set), which
+        :meth:`apply_retention`, a sink's retention and DuckDB's maintenance functions follow."""
+        from pyspark_ducklake.table.maintenance.retention import retention
+
+        return retention(self.engine)
+
+    def set_retention(self, *, expire_older_than: str | None = None, delete_older_than: str | None = None) -> Retention:
+        """Set how long the lake keeps its history: snapshots older than ``expire_older_than`` (``'7 days'``, as
+        Delta's ``logRetentionDuration``) are expired, and the files they leave deleted ``delete_older_than`` after
+        (default ``'2 days'``, as Delta's ``deletedFileRetentionDuration``); ``''`` unsets one. The same catalog
+        rows DuckDB's ``set_option`` writes; no snapshot.
+
+        Raises:
+            InvalidOptionError: a value that is not an interval; nothing is set.
+        """
+        from pyspark_ducklake.table.maintenance.retention import set_retention
+
+        return set_retention(self.engine, expire_older_than=expire_older_than, delete_older_than=delete_older_than)
+
+    def apply_retention(
+        self, *, dry_run: bool = False, max_batches: int | None = None
+    ) -> tuple[ExpireReport, CleanupReport]:
+        """Expire and clean up once by the lake's retention settings (:meth:`set_retention`), as a scheduled job
+        would: :meth:`expire_snapshots` then :meth:`cleanup_old_files` without arguments.
+
+        Raises:
+            InvalidOptionError: a stored setting that is not an interval.
+            CommitFailedError: the catalog refused an expiry batch (earlier batches stay expired).
+        """
+        from pyspark_ducklake.table.maintenance.retention import apply_retention
+
+        return apply_retention(
+            self.engine, self.data_path, storage_options=self.storage_options, dry_run=dry_run, max_batches=max_batches
         )
 
     # --- schema evolution ------------------------------------------------------------------------------------

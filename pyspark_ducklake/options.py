@@ -257,6 +257,11 @@ def parse_seconds(value: object, name: str) -> float:
     return parse_duration(value, name).total_seconds()
 
 
+def parse_interval(value: object, name: str) -> dt.timedelta:
+    """An age as DuckDB's interval text (``'7 days'``, ``'12 hours'``) or a ``timedelta``: a unit is required."""
+    return parse_duration(value, name, unit=None, what="an interval")
+
+
 def parse_text(value: object, name: str) -> str:
     """A non-empty string without NUL characters.
 
@@ -659,6 +664,34 @@ OPTIONS: tuple[Option, ...] = (
         parse_seconds,
         "300",
         "... or once the oldest inlined row is this many seconds old (or a duration such as `'5 min'`)",
+        SINK_TABLE,
+    ),
+    Option(
+        "expire_older_than",
+        frozenset({Entry.SINK, Entry.STREAM_WRITE}),
+        parse_interval,
+        "the lake's `expire_older_than`",
+        "retention: every `retention_interval` the sink expires the snapshots older than this (an interval such "
+        "as `'7 days'`, as Delta's `logRetentionDuration`) and deletes the files they leave; giving it turns the "
+        "sink's retention on (see [Retention](maintenance.md#retention-for-streams))",
+        SINK_TABLE,
+    ),
+    Option(
+        "delete_older_than",
+        frozenset({Entry.SINK, Entry.STREAM_WRITE}),
+        parse_interval,
+        "the lake's `delete_older_than`, else `'2 days'`",
+        "retention: files the expired snapshots left are deleted once scheduled this long (as Delta's "
+        "`deletedFileRetentionDuration`: readers of an old snapshot keep their files until then)",
+        SINK_TABLE,
+    ),
+    Option(
+        "retention_interval",
+        frozenset({Entry.SINK, Entry.STREAM_WRITE}),
+        parse_seconds,
+        "3600 (once `expire_older_than` is given)",
+        "retention: seconds (or `'1 hour'`) between the sink's expiry and cleanup runs; giving it alone applies the "
+        "lake's `expire_older_than`/`delete_older_than` settings",
         SINK_TABLE,
     ),
     Option(

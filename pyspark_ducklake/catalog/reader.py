@@ -138,6 +138,37 @@ def snapshots(conn: Connection, *, limit: int | None = None, since: int | None =
     return out[::-1] if newest else out
 
 
+def expired_between(conn: Connection, first: int, last: int) -> tuple[int, int] | None:
+    """The first run of snapshot ids missing from ``[first, last]`` (expired; ids are consecutive), as
+    ``(from, to)``, or None when every one exists. Counts the range by the primary key; looks for the run only
+    when some are missing."""
+    if first > last:
+        return None
+    s = T.ducklake_snapshot
+    inside = and_(s.c.snapshot_id >= first, s.c.snapshot_id <= last)
+    if conn.execute(select(func.count()).where(inside)).scalar_one() == last - first + 1:
+        return None
+    oldest = conn.execute(select(func.min(s.c.snapshot_id)).where(inside)).scalar()
+    if oldest is None:
+        return first, last
+    if oldest > first:
+        return first, int(oldest) - 1
+    later = s.alias("later")
+    gap = conn.execute(
+        select(func.min(s.c.snapshot_id + 1)).where(
+            inside,
+            s.c.snapshot_id < last,
+            ~select(later.c.snapshot_id).where(later.c.snapshot_id == s.c.snapshot_id + 1).exists(),
+        )
+    ).scalar()
+    if gap is None:  # expired meanwhile and a newer one committed: count again next time
+        return None
+    after = conn.execute(
+        select(func.min(s.c.snapshot_id)).where(s.c.snapshot_id > gap, s.c.snapshot_id <= last)
+    ).scalar()
+    return int(gap), (last if after is None else int(after) - 1)
+
+
 def snapshot_changes_after(conn: Connection, snapshot_id: int) -> list[SnapshotInfo]:
     """Snapshots newer than ``snapshot_id`` with their changes (the commit's conflict check)."""
     s, c = T.ducklake_snapshot, T.ducklake_snapshot_changes
@@ -500,6 +531,41 @@ def referenced_file_names(conn: Connection, names: list[str]) -> set[str]:
         for i in range(0, len(names), 500):
             chunk = names[i : i + 500]
             out.update(r[0] for r in conn.execute(select(table.c.path).where(table.c.path.in_(chunk))))
+    return out
+
+
+def referenced_among(conn: Connection, data_path: str, paths: Sequence[str]) -> set[str]:
+    """Which of these absolute file paths a data or delete file row references (as stored: relative to its table's
+    folder, or absolute). Reads only the rows whose stored path could name one of them."""
+    forms: set[str] = set()
+    for path in paths:
+        parts = path.split("/")
+        forms.update("/".join(parts[i:]) for i in range(len(parts)))
+    matches: list[Any] = []
+    spelled = sorted(forms)
+    for table in (T.ducklake_data_file, T.ducklake_delete_file):
+        for i in range(0, len(spelled), _IN_CHUNK):
+            query = select(table.c.table_id, table.c.path, table.c.path_is_relative)
+            matches += conn.execute(query.where(table.c.path.in_(spelled[i : i + _IN_CHUNK]))).all()
+    if not matches:
+        return set()
+    dirs = _table_dirs(conn, {int(r.table_id) for r in matches}, data_path)
+    found = {resolve(dirs.get(int(r.table_id), data_path), r.path, r.path_is_relative) for r in matches}
+    return found & set(paths)
+
+
+def _table_dirs(conn: Connection, table_ids: set[int], data_path: str) -> dict[int, str]:
+    """The folders of these tables (dropped ones too)."""
+    schemas = {
+        r.schema_id: SchemaEntry(r.schema_id, r.schema_name, r.path or "", r.path_is_relative is not False)
+        for r in conn.execute(select(T.ducklake_schema))
+    }
+    out: dict[int, str] = {}
+    t = T.ducklake_table
+    for r in conn.execute(select(t).where(t.c.table_id.in_(sorted(table_ids)))):
+        sch = schemas.get(r.schema_id)
+        if sch is not None:
+            out[int(r.table_id)] = table_path(_table(r, sch), data_path)
     return out
 
 

@@ -46,6 +46,7 @@ from pyspark_ducklake.table.data_files import PendingFile, conform_to_table, wri
 from pyspark_ducklake.table.flush import flush_inlined
 from pyspark_ducklake.table.identifiers import parse_identifier
 from pyspark_ducklake.table.job_files import JobToken, remove_job_files
+from pyspark_ducklake.table.maintenance.retention import RetentionSchedule, RetentionSpec
 from pyspark_ducklake.table.partition_values import PartitionKey, resolve_keys
 from pyspark_ducklake.table.target import create_target, new_partition_keys, plan_new_table
 
@@ -101,6 +102,7 @@ class SinkSettings:
     target_file_rows: int = TARGET_FILE_ROWS_DEFAULT
     retry: RetryConfig = field(default_factory=RetryConfig)
     upsert: UpsertSpec | None = None  # None: append
+    retention: RetentionSpec | None = None  # None: the sink leaves history alone
 
 
 @dataclass(frozen=True)
@@ -209,6 +211,7 @@ class MicroBatchCommitter:
         self._progress_ready = False
         self._known: _Known | None = None
         self._plan_memo: tuple[tuple[Any, ...], BatchPlan, TablePlan] | None = None
+        self.retention = None if settings.retention is None else RetentionSchedule(settings.retention)
 
     @property
     def qualified_name(self) -> str:
@@ -475,6 +478,7 @@ class MicroBatchCommitter:
         if result.skipped or skipped[0]:
             self._discard(files)
             return BatchMetrics(batch_id, app_id, rows, "skipped", duration_s=now - started, attempts=result.attempts)
+        self.after_commit()
         return BatchMetrics(
             batch_id,
             app_id,
@@ -487,6 +491,11 @@ class MicroBatchCommitter:
             now - started,
             result.attempts,
         )
+
+    def after_commit(self) -> None:
+        """After a batch committed a snapshot: the sink's retention run, when one is due."""
+        if self.retention is not None:
+            self.retention.after_commit(self.lake.engine, self.lake.data_path, self.lake.storage_options)
 
     def inlinable(self, plan: BatchPlan, rows: pa.Table) -> bool:
         """Whether DuckDB reads every one of ``rows`` back exactly from the catalog (else they go to Parquet)."""

@@ -14,35 +14,24 @@ row, the one the same history makes commit by commit, and DuckDB reads it the sa
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
-from sqlalchemy import create_engine, text
 
-from pyspark_ducklake.catalog.types import TableSchema, columns_from_arrow
 from pyspark_ducklake.lake import Lake
-from pyspark_ducklake.table.microbatch import MicroBatchCommitter, SinkSettings, write_task
+from pyspark_ducklake.table.microbatch import MicroBatchCommitter, SinkSettings
+from tests.support.catalog_rows import catalog_rows
 from tests.support.catalogs import CatalogLocation
 from tests.support.duck import attached, connect_duckdb
-from tests.support.history import QUIET, STREAM, STREAMING, Churn, History
+from tests.support.history import QUIET, STREAM, STREAMING, Churn, History, sink_batch
 from tests.support.query_count import Queries, counting
 
 SMALL, LARGE = 1_000, 10_000
 # the SQLite work of a probe may differ by this much between the two sizes (a deeper B-tree, longer texts)
 STEP_SLACK = 1.1
-
-
-def _sink_batch(committer: MicroBatchCommitter, app: str, batch_id: int, data: pa.Table) -> None:
-    """What ``DuckLakeSink`` does for one micro-batch, its rows handed over by one task."""
-    done, planned = committer.prepare(app, batch_id, TableSchema(tuple(columns_from_arrow(data.schema))))
-    assert done is None and planned is not None
-    plan, tplan = planned
-    outputs = [write_task(plan, data.to_batches())]
-    committer.commit(plan, tplan, outputs, app_id=app, batch_id=batch_id, started=time.monotonic())
 
 
 def _window(lake: Lake, history: History, mixed: bool) -> int:
@@ -82,9 +71,9 @@ def _probes(lake: Lake, history: History, size: int) -> dict[str, Queries]:
     lake.flush_inlined_data(STREAM)
     committer = MicroBatchCommitter(lake, STREAM, SinkSettings())
     app = f"app-{size}"
-    probe("sink batch, first", lambda: _sink_batch(committer, app, 0, history.batch()))
-    _sink_batch(committer, app, 1, history.batch())
-    probe("sink batch, steady", lambda: _sink_batch(committer, app, 2, history.batch()))
+    probe("sink batch, first", lambda: sink_batch(committer, app, 0, history.batch()))
+    sink_batch(committer, app, 1, history.batch())
+    probe("sink batch, steady", lambda: sink_batch(committer, app, 2, history.batch()))
     probe("append", lambda: lake.append(STREAM, history.batch()))
     probe("point read, unchanged table", lambda: lake.scan(QUIET, filter=[("id", "=", -5)]))
     head = _window(lake, history, mixed=False)
@@ -135,27 +124,6 @@ def test_catalog_work_does_not_grow_with_history(shapes: dict[str, tuple[Queries
 EVERY_EVENT = Churn(rows_per_commit=3, flush_every=7, merge_every=20, delete_every=5, upsert_every=9, alter_every=13)
 
 
-def _catalog_rows(path: Path) -> dict[str, list[tuple[Any, ...]]]:
-    """Every table of a SQLite catalog, without what two writers of the same history write differently (times,
-    uuids, file names, and so the sizes of delete files, which hold the uuid-named paths of their data files)."""
-    skip = {"snapshot_time", "schedule_start", "table_uuid", "schema_uuid", "path"}
-    sized = {"file_size_bytes", "footer_size"}
-    engine = create_engine(f"sqlite:///{path}")
-    out = {}
-    with engine.connect() as conn:
-        names = [r[0] for r in conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'table'"))]
-        for name in sorted(names):
-            drop = skip | (sized if name == "ducklake_delete_file" else set())
-            cols = [r[1] for r in conn.execute(text(f'PRAGMA table_info("{name}")')) if r[1] not in drop]
-            rows = conn.execute(text(f'SELECT {", ".join(cols)} FROM "{name}"')).all()
-            here = str(path.parent)
-            out[name] = sorted(
-                (tuple(v.replace(here, "") if isinstance(v, str) else v for v in r) for r in rows), key=repr
-            )
-    engine.dispose()
-    return out
-
-
 def test_bulk_history_equals_commit_by_commit(tmp_path: Path) -> None:
     built = {}
     for bulk in (True, False):
@@ -166,7 +134,9 @@ def test_bulk_history_equals_commit_by_commit(tmp_path: Path) -> None:
         assert history.grow_to(60) >= 60
         history.close()
         lake.close()
-        built[bulk] = _catalog_rows(root / "lake.sqlite")
+        # times and uuids differ; so do the sizes of delete files, which hold uuid-named data file paths
+        skip = {"snapshot_time", "schedule_start", "table_uuid", "schema_uuid", "path"}
+        built[bulk] = catalog_rows(root / "lake.sqlite", skip=skip, unsized={"ducklake_delete_file"})
     assert built[True].keys() == built[False].keys()
     for name in built[True]:
         assert built[True][name] == built[False][name], name

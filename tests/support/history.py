@@ -17,6 +17,7 @@ catalog equals, row for row, one built commit by commit, and that DuckDB reads i
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +27,9 @@ from sqlalchemy import MetaData, Table, bindparam, func, insert, select, update
 
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import tables as T
+from pyspark_ducklake.catalog.types import TableSchema, columns_from_arrow
 from pyspark_ducklake.lake import Lake
+from pyspark_ducklake.table.microbatch import MicroBatchCommitter, write_task
 
 STREAM = "main.stream"
 QUIET = "main.quiet"
@@ -194,6 +197,15 @@ class History:
         yield top - 1 - (n % min(top, self.churn.rows_per_commit * 50))
         yield (n * 7919) % top
         yield (n * 104_729 + top // 2) % top
+
+
+def sink_batch(committer: MicroBatchCommitter, app: str, batch_id: int, data: pa.Table) -> None:
+    """What ``DuckLakeSink`` does for one micro-batch, without Spark: its rows handed over by one task."""
+    done, planned = committer.prepare(app, batch_id, TableSchema(tuple(columns_from_arrow(data.schema))))
+    assert done is None and planned is not None
+    plan, tplan = planned
+    outputs = [write_task(plan, data.to_batches())]
+    committer.commit(plan, tplan, outputs, app_id=app, batch_id=batch_id, started=time.monotonic())
 
 
 def build_history(lake: Lake, snapshots: int, churn: Churn = Churn()) -> History:
