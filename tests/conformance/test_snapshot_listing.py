@@ -13,6 +13,7 @@ import pytest
 from pyspark_ducklake.__main__ import main
 from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.lake import Lake
+from tests.support.bad_inputs import expect_bad_input
 from tests.support.catalogs import CatalogLocation
 from tests.support.duck import attached, connect_duckdb
 from tests.support.history import Churn, History
@@ -66,6 +67,9 @@ def test_limit_and_since_cut_the_listing_in_sql(catalog: CatalogLocation) -> Non
 )
 def test_bad_bounds_are_typed_errors(sqlite_catalog: CatalogLocation, kw: dict[str, Any], message: str) -> None:
     lake = Lake(sqlite_catalog.url, sqlite_catalog.data_path)
+    if "must be >=" in message:
+        with expect_bad_input("snapshot-listing-bounds", lake):
+            lake.snapshots(**kw)
     with pytest.raises(InvalidOptionError, match=message):
         lake.snapshots(**kw)
     with pytest.raises(InvalidOptionError, match=message):
