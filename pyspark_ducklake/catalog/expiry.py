@@ -14,9 +14,8 @@ from sqlalchemy import Connection, MetaData, Table, and_, delete, insert, or_, s
 from sqlalchemy.schema import DropTable
 from sqlalchemy.sql.elements import ColumnElement
 
-from pyspark_ducklake.catalog import reader
+from pyspark_ducklake.catalog import dialects, reader
 from pyspark_ducklake.catalog import tables as T
-from pyspark_ducklake.catalog.sqltypes import NATIVE
 from pyspark_ducklake.catalog.transaction import now_utc
 
 _CHUNK = 500
@@ -33,13 +32,12 @@ class RemovedEntries:
 
 def snapshots_before(conn: Connection, cutoff: dt.datetime, *, after: int, limit: int) -> list[Any]:
     """Up to ``limit`` snapshots after id ``after`` that may have been committed before ``cutoff``, oldest first:
-    ``(snapshot_id, snapshot_time)``. The database compares the times; on SQLite, which stores them as text in more
-    than one spelling, with a day's margin, so the caller compares them exactly."""
+    ``(snapshot_id, snapshot_time)``. The database compares the times (on SQLite roughly, through its own time
+    parser: the caller compares them exactly)."""
     s = T.ducklake_snapshot
-    bound = cutoff if conn.dialect.name in NATIVE else cutoff + dt.timedelta(days=1)
     query = (
         select(s.c.snapshot_id, s.c.snapshot_time)
-        .where(s.c.snapshot_id > after, s.c.snapshot_time < bound)
+        .where(s.c.snapshot_id > after, dialects.time_at_most(conn, s.c.snapshot_time, cutoff))
         .order_by(s.c.snapshot_id)
         .limit(limit)
     )

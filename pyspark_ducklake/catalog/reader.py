@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, MetaData, Table, and_, func, or_, select, union
@@ -79,29 +79,43 @@ def snapshot_at_time(conn: Connection, when: dt.datetime) -> Snapshot:
     Raises:
         NoSuchSnapshotError: every snapshot is newer than ``when``.
     """
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
-    best: Snapshot | None = None
-    # Compared in Python: SQLite stores the time as text in more than one spelling.
-    for row in conn.execute(select(T.ducklake_snapshot).order_by(T.ducklake_snapshot.c.snapshot_id)):
-        snap = _snapshot(row)
+    when = when if when.tzinfo is not None else when.replace(tzinfo=dt.timezone.utc)
+    s = T.ducklake_snapshot
+    query = select(s).where(dialects.time_at_most(conn, s.c.snapshot_time, when))
+    for snap in _snapshots_in_pages(conn, query, newest_first=True):
         if snap.snapshot_time is not None and snap.snapshot_time <= when:
-            best = snap
-    if best is None:
-        raise NoSuchSnapshotError(f"no snapshot at or before {when.isoformat()}; list them with lake.snapshots()")
-    return best
+            return snap
+    raise NoSuchSnapshotError(f"no snapshot at or before {when.isoformat()}; list them with lake.snapshots()")
 
 
 def first_snapshot_from(conn: Connection, when: dt.datetime) -> Snapshot | None:
     """The oldest snapshot committed at or after ``when`` (naive means UTC), as DuckDB's ``table_changes`` takes a
     start time; None when every snapshot is older."""
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
-    for row in conn.execute(select(T.ducklake_snapshot).order_by(T.ducklake_snapshot.c.snapshot_id)):
-        snap = _snapshot(row)
+    when = when if when.tzinfo is not None else when.replace(tzinfo=dt.timezone.utc)
+    s = T.ducklake_snapshot
+    query = select(s).where(dialects.time_at_least(conn, s.c.snapshot_time, when))
+    for snap in _snapshots_in_pages(conn, query, newest_first=False):
         if snap.snapshot_time is not None and snap.snapshot_time >= when:
             return snap
     return None
+
+
+def _snapshots_in_pages(conn: Connection, query: Any, *, newest_first: bool) -> Iterator[Snapshot]:
+    """The snapshots ``query`` selects, in id order, fetched a page at a time (a small one first: the caller
+    mostly wants the first)."""
+    s = T.ducklake_snapshot
+    last: int | None = None
+    page = 8
+    while True:
+        q = query
+        if last is not None:
+            q = q.where(s.c.snapshot_id < last if newest_first else s.c.snapshot_id > last)
+        rows = conn.execute(q.order_by(s.c.snapshot_id.desc() if newest_first else s.c.snapshot_id).limit(page))
+        snaps = [_snapshot(r) for r in rows]
+        yield from snaps
+        if len(snaps) < page:
+            return
+        last, page = snaps[-1].snapshot_id, 500
 
 
 def oldest_snapshot(conn: Connection) -> Snapshot:

@@ -152,13 +152,11 @@ def _snapshot_id(conn: Connection, ref: SnapshotRef, *, lower: bool, what: str) 
     if isinstance(ref, dt.datetime):
         if not lower:
             return reader.snapshot_at_time(conn, ref).snapshot_id
-        when = ref if ref.tzinfo is not None else ref.replace(tzinfo=dt.timezone.utc)
-        # Compared in Python: SQLite stores the time as text in more than one spelling.
-        for snap in reader.snapshots(conn):
-            t = snap.snapshot.snapshot_time
-            if t is not None and t >= when:
-                return snap.snapshot_id
-        raise NoSuchSnapshotError(f"no snapshot at or after {when.isoformat()}")
+        first = reader.first_snapshot_from(conn, ref)
+        if first is None:
+            when = ref if ref.tzinfo is not None else ref.replace(tzinfo=dt.timezone.utc)
+            raise NoSuchSnapshotError(f"no snapshot at or after {when.isoformat()}")
+        return first.snapshot_id
     if int(ref) < 0:
         raise InvalidOptionError(f"{what} snapshot must be >= 0, got {ref}")
     return reader.snapshot_by_id(conn, int(ref)).snapshot_id
