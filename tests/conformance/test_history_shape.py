@@ -59,12 +59,12 @@ def _window(lake: Lake, history: History, mixed: bool) -> int:
     return lake.current_snapshot_id()
 
 
-def _probes(lake: Lake, history: History, size: int) -> dict[str, Queries]:
+def _probes(lake: Lake, history: History, size: int, location: CatalogLocation) -> dict[str, Queries]:
     """The probes at the lake's current size, each counted on its own."""
     out: dict[str, Queries] = {}
 
     def probe(name: str, call: Callable[[], Any]) -> None:
-        with counting(lake.engine) as queries:
+        with counting() as queries:  # every engine: a stream reader opens its own
             call()
         out[name] = queries
 
@@ -81,7 +81,32 @@ def _probes(lake: Lake, history: History, size: int) -> dict[str, Queries]:
     head = _window(lake, history, mixed=True)
     probe("feed of the last 10 snapshots, mixed", lambda: lake.table_changes(STREAM, head - 9, head))
     probe("feed of an unchanged table, whole history", lambda: lake.table_changes(QUIET, 1, head))
+    probe("stream start", lambda: _stream(location, {"startingSnapshot": "latest"}).initialOffset())
+    probe("stream micro-batch", lambda: _micro_batch(location, head))
     return out
+
+
+def _stream(location: CatalogLocation, options: dict[str, str]) -> Any:
+    """The change-feed stream reader of ``spark.readStream.format("ducklake")`` (no Spark engine needed to plan)."""
+    from pyspark_ducklake.spark.change_feed import feed_schema
+    from pyspark_ducklake.spark.lake_config import LakeConfig
+    from pyspark_ducklake.streaming.change_feed_stream import DuckLakeChangeFeedReader
+
+    lake = Lake(location.url)
+    schema = feed_schema(lake.table(STREAM).table_schema)
+    lake.close()
+    return DuckLakeChangeFeedReader(LakeConfig.resolve({"catalog": location.url}), STREAM, options, schema)
+
+
+def _micro_batch(location: CatalogLocation, head: int) -> None:
+    """One micro-batch of the last ten snapshots: the driver's offsets and plan, and the task's read."""
+    reader = _stream(location, {"startingSnapshot": str(head - 9)})
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    for part in reader.partitions(start, end):
+        for _ in reader.read(part):
+            pass
+    reader.stop()
 
 
 # PostgreSQL shows no database work to count (SQLite's steps), and its lakes grow slower: smaller sizes there
@@ -103,7 +128,7 @@ def shapes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     counted = []
     for size in SIZES[request.param]:
         history.grow_to(size)
-        counted.append(_probes(lake, history, size))
+        counted.append(_probes(lake, history, size, location))
     history.close()
     lake.close()
     yield {name: (counted[0][name], counted[1][name], request.param) for name in counted[0]}
@@ -119,6 +144,8 @@ PROBES = [
     "feed of the last 10 snapshots",
     "feed of the last 10 snapshots, mixed",
     "feed of an unchanged table, whole history",
+    "stream start",
+    "stream micro-batch",
 ]
 
 

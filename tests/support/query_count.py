@@ -78,9 +78,9 @@ class Queries:
 
 
 @contextmanager
-def counting(engine: Engine) -> Iterator[Queries]:
-    """Count the catalog statements ``engine`` runs inside the block, the rows each read returns and (SQLite) the
-    virtual-machine steps they take, fetching included.
+def counting(engine: Engine | None = None) -> Iterator[Queries]:
+    """Count the catalog statements ``engine`` (None: every engine, those a call opens for itself too) runs inside
+    the block, the rows each read returns and (SQLite) the virtual-machine steps they take, fetching included.
 
     The rows of a read are counted by running ``SELECT count(*)`` over it on the same connection, with the same
     parameters and in the same transaction, right after it ran, so nothing depends on how its caller fetches them.
@@ -122,13 +122,14 @@ def counting(engine: Engine) -> Iterator[Queries]:
                 seen._paused = False
         seen.all.append(query)
 
-    event.listen(engine, "before_cursor_execute", before)
-    event.listen(engine, "after_cursor_execute", after)
+    target: Any = Engine if engine is None else engine
+    event.listen(target, "before_cursor_execute", before)
+    event.listen(target, "after_cursor_execute", after)
     try:
         yield seen
     finally:
-        event.remove(engine, "before_cursor_execute", before)
-        event.remove(engine, "after_cursor_execute", after)
+        event.remove(target, "before_cursor_execute", before)
+        event.remove(target, "after_cursor_execute", after)
         for dbapi in hooked:
             try:
                 dbapi.set_progress_handler(None, STEP)
