@@ -6,6 +6,7 @@
     pyspark-ducklake --catalog ... orphans [--older-than-hours 1] [--delete] (a dry run without --delete)
     pyspark-ducklake --catalog ... changes TABLE START [END]
     pyspark-ducklake --catalog ... merge [TABLE] [--target-file-size 512MB] [--dry-run] [--json]
+    pyspark-ducklake --catalog ... rewrite [TABLE] [--delete-threshold 0.95] [--dry-run] [--json]
     pyspark-ducklake --catalog ... expire (--older-than TIME | --older-than-hours H | --versions 3,4)
     pyspark-ducklake --catalog ... cleanup (--older-than TIME | --older-than-hours H | --all)
     pyspark-ducklake --catalog ... retention [--expire-older-than '7 days'] [--delete-older-than '2 days'] [--apply]
@@ -40,7 +41,7 @@ from typing import Any, NoReturn
 
 from pyspark_ducklake.exceptions import DuckLakeError, InvalidOptionError
 from pyspark_ducklake.lake import connect
-from pyspark_ducklake.options import parse_float, parse_int, parse_size
+from pyspark_ducklake.options import parse_float, parse_int, parse_size, parse_snapshot_id
 
 
 class _Parser(argparse.ArgumentParser):
@@ -119,7 +120,9 @@ def main(argv: list[str] | None = None) -> int:
         type=_arg(_positive, "--limit"),
         help="at most N: the newest N, or with --since the first N from it (a long history is a long list)",
     )
-    listing.add_argument("--since", type=_arg(_snapshot, "--since"), help="from this snapshot id on (inclusive)")
+    listing.add_argument(
+        "--since", type=_arg(parse_snapshot_id, "--since"), help="from this snapshot id on (inclusive)"
+    )
     sub.add_parser("tables", parents=[as_json], help="list tables")
     flush = sub.add_parser("flush", parents=[as_json], help="write inlined rows to Parquet (one snapshot)")
     flush.add_argument("table", nargs="?")
@@ -144,6 +147,15 @@ def main(argv: list[str] | None = None) -> int:
     merge.add_argument("--min-file-size", type=_arg(parse_size, "--min-file-size"))
     merge.add_argument("--max-file-size", type=_arg(parse_size, "--max-file-size"))
     merge.add_argument("--max-compacted-files", type=_arg(_positive, "--max-compacted-files"))
+    rewrite = sub.add_parser(
+        "rewrite", parents=[report], help="rewrite data files with deletes without the deleted rows (one snapshot)"
+    )
+    rewrite.add_argument("table", nargs="?", help="one table (default: every table)")
+    rewrite.add_argument(
+        "--delete-threshold",
+        type=_arg(_ratio, "--delete-threshold"),
+        help="rewrite files with at least this share of rows deleted, 0 to 1 (default: catalog option, else 0.95)",
+    )
     expire = sub.add_parser("expire", parents=[report], help="expire snapshots (never the newest)")
     which = expire.add_mutually_exclusive_group(required=True)
     which.add_argument("--older-than", help="ISO time: expire snapshots committed before it")
@@ -191,8 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     indexes.add_argument("--create", action="store_true", help="create the missing ones")
     changes = sub.add_parser("changes", parents=[as_json], help="the change feed of a table between two snapshots")
     changes.add_argument("table")
-    changes.add_argument("start", type=_arg(_snapshot, "START"))
-    changes.add_argument("end", type=_arg(_snapshot, "END"), nargs="?")
+    changes.add_argument("start", type=_arg(parse_snapshot_id, "START"))
+    changes.add_argument("end", type=_arg(parse_snapshot_id, "END"), nargs="?")
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:  # a usage error (already printed) or --help: the exit code, as for other errors
@@ -241,6 +253,19 @@ def main(argv: list[str] | None = None) -> int:
             )
             _print_report(
                 merged, args.json, [f"  {g.table}: {len(g.sources)} files -> {g.target or '?'}" for g in merged.groups]
+            )
+        elif args.command == "rewrite":
+            rewritten = lake.rewrite_data_files(
+                args.table, delete_threshold=args.delete_threshold, dry_run=args.dry_run
+            )
+            _print_report(
+                rewritten,
+                args.json,
+                [
+                    f"  {g.table}: {len(g.sources)} files, {g.rows_deleted} of {g.rows_before} rows deleted -> "
+                    f"{g.target or ('?' if rewritten.dry_run else 'no file (every row deleted)')}"
+                    for g in rewritten.groups
+                ],
             )
         elif args.command == "expire":
             older = args.older_than_hours if args.older_than_hours is not None else args.older_than
@@ -340,15 +365,15 @@ def _positive(text: str, name: str) -> int:
     return parse_int(text, name, minimum=1)
 
 
-def _snapshot(text: str, name: str) -> int:
-    return parse_int(text, name, minimum=0)
+def _ratio(text: str, name: str) -> float:
+    return parse_float(text, name, minimum=0, maximum=1)
 
 
 def _id_list(text: str) -> list[int]:
     try:
-        return [int(v) for v in text.split(",") if v.strip()]
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"expected comma-separated snapshot ids such as 3,4: {text!r}") from e
+        return [parse_snapshot_id(v, "--versions") for v in text.split(",") if v.strip()]
+    except InvalidOptionError as e:
+        raise argparse.ArgumentTypeError(f"expected comma-separated snapshot ids such as 3,4: {e}") from e
 
 
 def _print_report(report: Any, as_json: bool, details: list[str] | None = None) -> None:

@@ -55,7 +55,14 @@ class NoSuchSnapshotError(CatalogError):
     """No snapshot matches the requested id or timestamp."""
 
 
-class InlinedDataError(CatalogError, ValueError):
+class CorruptCatalogError(CatalogError):
+    """A value read from the catalog does not parse (a hand-edited or corrupt catalog); the message names the catalog
+    table, the column and the snapshot."""
+
+    snapshot_id: int | None = None  # the snapshot being read, once the message names it
+
+
+class InlinedDataError(CorruptCatalogError, ValueError):
     """A value in an inlined-data table is not text DuckDB can read back (written so by another writer)."""
 
 
@@ -77,6 +84,11 @@ class LakeNotConfiguredError(InvalidOptionError):
 
 class UnsupportedTypeError(DuckLakeError, TypeError):
     """A type that DuckLake (or this library) cannot store or read."""
+
+
+class UnsupportedSortOrderError(DuckLakeError, ValueError):
+    """A table's sort order (``SET SORTED BY``) has a key this library cannot sort by as DuckDB does: an expression
+    that is not a column, or a column of a type it cannot order (VARIANT, GEOMETRY, TIMETZ)."""
 
 
 class SchemaMismatchError(DuckLakeError):

@@ -6,7 +6,7 @@ import dataclasses
 import datetime as dt
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
 import pyarrow as pa
@@ -15,7 +15,8 @@ import pyarrow.compute as pc
 from pyspark_ducklake.catalog import commit_rows as W
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog.catalog import CatalogInfo, open_catalog
-from pyspark_ducklake.catalog.entries import SnapshotInfo
+from pyspark_ducklake.catalog.db import Connection
+from pyspark_ducklake.catalog.entries import SnapshotInfo, TableEntry
 from pyspark_ducklake.catalog.format_version import FormatVersion
 from pyspark_ducklake.catalog.indexes import IndexState, create_indexes, index_states
 from pyspark_ducklake.catalog.indexes import supported as indexes_supported
@@ -27,7 +28,8 @@ from pyspark_ducklake.catalog.partitioning import (
     partition_spec,
     set_partition_spec,
 )
-from pyspark_ducklake.catalog.reserved import check_column_names, inlining_reserved
+from pyspark_ducklake.catalog.reserved import check_column_names, name_obstacle
+from pyspark_ducklake.catalog.sort_order import sort_order
 from pyspark_ducklake.catalog.transaction import (
     CommitContext,
     Plan,
@@ -59,6 +61,7 @@ from pyspark_ducklake.options import (
     check_options,
     parse_format_version,
     parse_int,
+    parse_snapshot_id,
     parse_storage_version,
 )
 from pyspark_ducklake.table import evolution
@@ -80,6 +83,7 @@ from pyspark_ducklake.table.data_files import (
 from pyspark_ducklake.table.identifiers import format_identifier, parse_identifier
 from pyspark_ducklake.table.lake_table import LakeTable
 from pyspark_ducklake.table.scan import execute_plan, plan_scan, virtual_names
+from pyspark_ducklake.table.sort_rows import InsertOrder, SortKey, insert_order
 from pyspark_ducklake.table.target import create_target
 
 if TYPE_CHECKING:
@@ -87,10 +91,14 @@ if TYPE_CHECKING:
     from pyspark_ducklake.table.maintenance.expire import CleanupReport, ExpireReport
     from pyspark_ducklake.table.maintenance.orphans import OrphanReport
     from pyspark_ducklake.table.maintenance.retention import Retention
+    from pyspark_ducklake.table.maintenance.rewrite import RewriteGroup, RewriteReport
 
 log = logging.getLogger(__name__)
+_G = TypeVar("_G")  # a group of files maintenance rewrites into one
+_W = TypeVar("_W", bound="MergedFile | None")  # what a group was rewritten into
 
 DATA_INLINING_ROW_LIMIT_DEFAULT = 10  # ducklake_default_data_inlining_row_limit
+_PERSISTED_LIMIT = "data_inlining_row_limit (set in the catalog's ducklake_metadata)"
 
 Filter = list[tuple[str, str, Any]]
 
@@ -204,13 +212,14 @@ class Lake:
             if table_id is not None:
                 value = reader.metadata_value(conn, "data_inlining_row_limit", "table", table_id)
                 if value is not None:
-                    return int(value)
+                    return parse_int(value, _PERSISTED_LIMIT, minimum=0)
             value = reader.metadata_value(conn, "data_inlining_row_limit")
-        return int(value) if value is not None else DATA_INLINING_ROW_LIMIT_DEFAULT
+        return parse_int(value, _PERSISTED_LIMIT, minimum=0) if value is not None else DATA_INLINING_ROW_LIMIT_DEFAULT
 
     def _inline_limit(self, table: LakeTable) -> int:
-        # a table with a reserved column name (created while inlining was off) is never inlined into
-        if inlining_reserved(table.table_schema.names(), self.info.format):
+        # a table with a reserved column name (created while inlining was off), or one longer than the catalog
+        # database's identifiers, is never inlined into
+        if name_obstacle(table.table_schema.names(), self.engine.dialect.name, self.info.format) is not None:
             return -1
         return self.data_inlining_row_limit(table.table_id)
 
@@ -235,7 +244,7 @@ class Lake:
         if limit is not None:
             limit = parse_int(limit, "limit", minimum=1)
         if since is not None:
-            since = parse_int(since, "since", minimum=0)
+            since = parse_snapshot_id(since, "since", text=False)
         with self.engine.connect() as conn:
             return reader.snapshots(conn, limit=limit, since=since)
 
@@ -266,7 +275,7 @@ class Lake:
         """
         schema_name, table_name = parse_identifier(identifier)
         with self.engine.connect() as conn:
-            snap = reader.latest_snapshot(conn).snapshot_id if snapshot is None else snapshot
+            snap = reader.latest_snapshot(conn).snapshot_id if snapshot is None else _snapshot_id(snapshot)
             entry = reader.table_by_name(conn, schema_name, table_name, snap)
             files = reader.data_files(conn, entry, snap, self.data_path)
         return M.files_table(files)
@@ -352,6 +361,43 @@ class Lake:
 
         commit(self, apply, base=table.snapshot_id)
 
+    def set_sort_order(self, identifier: str | Sequence[str], sort_by: Sequence[str] | str) -> int:
+        """Sort the table's new data by these columns, as DuckDB's ``ALTER TABLE ... SET SORTED BY``; an empty list
+        resets it (``RESET SORTED BY``). Existing files keep their order.
+
+        Rows are then written in this order where DuckDB writes them sorted: appends (each file, and rows inlined
+        into the catalog), flushes of inlined rows, ``merge_adjacent_files`` and ``rewrite_data_files``.
+
+        Args:
+            identifier: the table.
+            sort_by: keys such as ``"ts DESC NULLS FIRST"`` or ``'"my col"'`` (a list, or one comma-separated
+                string): a top-level column (matched in any case), ``ASC`` (default) or ``DESC``, ``NULLS LAST``
+                (default) or ``NULLS FIRST``.
+
+        Returns:
+            The new snapshot id (DuckDB writes one even when the order is unchanged).
+
+        Raises:
+            InvalidOptionError: a key is not a column with an optional direction and NULLS order.
+            NoSuchColumnError: a key names no column.
+            UnsupportedSortOrderError: a column holds values this library cannot order as DuckDB does (VARIANT,
+                GEOMETRY, TIMETZ).
+        """
+        from pyspark_ducklake.catalog.sort_order import set_sort_order
+        from pyspark_ducklake.table.sort_rows import parse_sort_order
+
+        table = self.table(identifier)
+        fields, stated = parse_sort_order(sort_by, table.table_schema, table.name)
+
+        def apply(ctx: CommitContext) -> None:
+            set_sort_order(ctx, table.table_id, fields, nulls_stated=stated)
+            ctx.bump_schema_version()  # no ducklake_schema_versions row and no inlined table: DuckDB writes none
+            ctx.changes.altered_tables.add(table.table_id)
+
+        result = commit(self, apply, base=table.snapshot_id)
+        assert result.snapshot_id is not None
+        return result.snapshot_id
+
     def drop_table(self, identifier: str | Sequence[str]) -> int:
         """Drop a table in one snapshot, writing the catalog rows DuckDB's ``DROP TABLE`` writes; its files stay
         until ``expire_snapshots`` and ``cleanup_old_files`` (time travel before the drop still reads it).
@@ -409,10 +455,16 @@ class Lake:
         """
         schema_name, table_name = parse_identifier(identifier)
         with self.engine.connect() as conn:
-            snap = reader.latest_snapshot(conn).snapshot_id if snapshot is None else snapshot
+            snap = reader.latest_snapshot(conn).snapshot_id if snapshot is None else _snapshot_id(snapshot)
             entry = reader.table_by_name(conn, schema_name, table_name, snap)
             schema = reader.table_schema(conn, entry.table_id, snap)
-            return LakeTable(entry, schema, snap, partition_spec(conn, entry.table_id, snap, schema))
+            return LakeTable(
+                entry,
+                schema,
+                snap,
+                partition_spec(conn, entry.table_id, snap, schema),
+                sort_order(conn, entry.table_id, snap),
+            )
 
     # --- writes ----------------------------------------------------------------------------------------------
     def append(
@@ -454,15 +506,17 @@ class Lake:
         done = self._txn_done(table, txn)
         if done is not None:
             return done
+        order = self._insert_order(table)  # a sort order this library cannot follow fails before anything is written
         arrow = conform_to_table(to_arrow_table(data), table.table_schema, table.name)
         if arrow.num_rows == 0:
             return table.snapshot_id
         skipped: list[int] = []
         if self._inlines(table, arrow):
-            apply = self._txn_apply(table, txn, self._inline_apply(table, arrow), skipped)
+            inlined = order.inlined_rows(arrow, table.table_schema)
+            apply = self._txn_apply(table, txn, self._inline_apply(table, inlined), skipped)
             result = commit(self, apply, base=table.snapshot_id, extra_info=extra)
         else:
-            files = self._write_files(table, arrow)
+            files = self._write_files(table, arrow, order.keys)
             result = commit(
                 self,
                 self._txn_apply(table, txn, self._file_apply(table, files), skipped),
@@ -480,12 +534,12 @@ class Lake:
         """Whether rows go into the catalog: few enough, and all of them readable back exactly from there."""
         if arrow.num_rows > self._inline_limit(table):
             return False
-        why = table_inline_obstacle(table.table_schema.columns, arrow, self.engine.dialect.name)
+        why = table_inline_obstacle(table.table_schema.columns, arrow, self.engine.dialect.name, self.info.format)
         if why is not None:
             log.info("table %s: %d rows written to Parquet, not inlined: %s", table.name, arrow.num_rows, why)
         return why is None
 
-    def _write_files(self, table: LakeTable, arrow: pa.Table) -> list[PendingFile]:
+    def _write_files(self, table: LakeTable, arrow: pa.Table, sort_by: tuple[SortKey, ...]) -> list[PendingFile]:
         return write_data_files(
             arrow,
             table_folder(table, self.data_path),
@@ -494,7 +548,19 @@ class Lake:
             storage_options=self.storage_options,
             encrypt=self.info.encrypted,
             table_name=table.name,
+            sort_by=sort_by,
         )
+
+    def _insert_order(self, table: LakeTable) -> InsertOrder:
+        """How an append to ``table`` orders its rows (its sort order, as DuckDB's INSERT sorts).
+
+        Raises:
+            UnsupportedSortOrderError: the table's sort order has a key this library cannot evaluate.
+        """
+        if table.sort is None:
+            return InsertOrder()
+        with self.engine.connect() as conn:
+            return insert_order(conn, table.entry, table.sort, table.table_schema)
 
     @staticmethod
     def _inline_apply(table: LakeTable, arrow: pa.Table) -> Any:
@@ -536,11 +602,14 @@ class Lake:
             # a bad filter (its form or its types) fails before any file is written
             predicate = filter_expression(filter, table.table_schema)
             check_filter(predicate, table.table_schema, filter)
+        order = self._insert_order(table)
         arrow = conform_to_table(to_arrow_table(data), table.table_schema, table.name)
         files: list[PendingFile] = []
         inline = self._inlines(table, arrow)
         if arrow.num_rows and not inline:
-            files = self._write_files(table, arrow)
+            files = self._write_files(table, arrow, order.keys)
+        elif inline:
+            arrow = order.inlined_rows(arrow, table.table_schema)
 
         def insert(ctx: CommitContext, _current: LakeTable) -> None:
             if arrow.num_rows:
@@ -1007,6 +1076,30 @@ class Lake:
             if max_compacted_files is None
             else parse_int(max_compacted_files, "max_compacted_files", minimum=1),
         )
+        base, tables, groups = self._plan_maintenance(
+            identifier, lambda conn, e, at: C.plan_table(conn, e, at, self.data_path, options)
+        )
+        if dry_run or not groups:
+            report = C.CompactionReport(dry_run=dry_run, groups=tuple(C.group_report(g) for g in groups))
+            report.log()
+            return report
+        snapshot, done = self._rewrite_and_commit(
+            base,
+            groups,
+            rewrite,
+            lambda g: C.rewrite_group(g, self.storage_options),
+            lambda ctx, pairs, skipped: C.apply_merge(ctx, tables, pairs, skipped),
+        )
+        report = C.CompactionReport(
+            dry_run=False, groups=tuple(C.group_report(g, m) for g, m in done), snapshot_id=snapshot
+        )
+        report.log()
+        return report
+
+    def _plan_maintenance(
+        self, identifier: str | Sequence[str] | None, plan: Callable[[Connection, TableEntry, int], list[_G]]
+    ) -> tuple[int, dict[int, TableEntry], list[_G]]:
+        """The newest snapshot, the table (or every table) by id, and ``plan``'s groups of files for each."""
         with self.engine.connect() as conn:
             base = reader.latest_snapshot(conn).snapshot_id
             if identifier is None:
@@ -1014,35 +1107,93 @@ class Lake:
             else:
                 schema_name, table_name = parse_identifier(identifier)
                 entries = [reader.table_by_name(conn, schema_name, table_name, base)]
-            groups = [g for e in entries for g in C.plan_table(conn, e, base, self.data_path, options)]
+            groups = [g for e in entries for g in plan(conn, e, base)]
+        return base, {e.table_id: e for e in entries}, groups
+
+    def _rewrite_and_commit(
+        self,
+        base: int,
+        groups: list[_G],
+        rewrite: Callable[[list[_G]], list[_W]] | None,
+        one: Callable[[_G], _W],
+        apply: Callable[[CommitContext, list[tuple[_G, _W]], list[int]], None],
+    ) -> tuple[int | None, list[tuple[_G, _W]]]:
+        """Write each group's new file (all with ``rewrite``, e.g. a Spark job; else ``one`` at a time here, files
+        written before a failure removed) and commit them in one snapshot with ``apply``, which leaves out (in its
+        list) the groups another writer changed meanwhile: their files are removed. Returns the snapshot and the
+        groups committed with their files."""
+        written: list[_W] = []
+        try:
+            if rewrite is not None:
+                written = list(rewrite(groups))
+            else:
+                for g in groups:
+                    written.append(one(g))
+        except BaseException:
+            delete_files(_written_paths(written), self.storage_options)
+            raise
+        pairs = list(zip(groups, written, strict=True))
+        skipped: list[int] = []  # groups whose files another writer changed meanwhile: left for the next run
+        result = commit(self, lambda ctx: apply(ctx, pairs, skipped), base=base, files=_written_paths(written))
+        delete_files(_written_paths([pairs[i][1] for i in skipped]), self.storage_options)
+        return result.snapshot_id, [pair for i, pair in enumerate(pairs) if i not in skipped]
+
+    def rewrite_data_files(
+        self,
+        identifier: str | Sequence[str] | None = None,
+        *,
+        delete_threshold: float | str | None = None,
+        dry_run: bool = False,
+        rewrite: Callable[[list[RewriteGroup]], list[MergedFile | None]] | None = None,
+    ) -> RewriteReport:
+        """Rewrite data files that have deletes into files without the deleted rows, in one snapshot, exactly as
+        DuckDB's ``ducklake_rewrite_data_files``: every row keeps its row id, time travel before the rewrite still
+        reads the old files, and the change feed sees no change. The old files and their delete files end at the
+        new snapshot (``rewrite_delete:<table_id>``); :meth:`expire_snapshots` and :meth:`cleanup_old_files` remove
+        them later. A sorted table's new files are in its sort order.
+
+        Args:
+            identifier: the table; None rewrites every table whose ``auto_compact`` option is not false.
+            delete_threshold: rewrite a file when at least this share of its rows (0 to 1) is deleted; default: the
+                ``rewrite_delete_threshold`` option of the table (its schema, the lake), else 0.95, as DuckDB.
+            dry_run: only report what would be rewritten.
+            rewrite: runs :func:`~pyspark_ducklake.table.maintenance.rewrite.rewrite_deletes` over the groups
+                (e.g. as a Spark job, :func:`pyspark_ducklake.batch.compaction_job.rewrite_data_files`); default: in
+                this process.
+
+        Returns:
+            A :class:`~pyspark_ducklake.table.maintenance.rewrite.RewriteReport` (``files_processed``,
+            ``files_created``, ``rows_removed``, bytes before and after, the new ``snapshot_id``).
+
+        Raises:
+            InvalidOptionError: ``delete_threshold`` (or the catalog's option) is not between 0 and 1.
+            UnsupportedSortOrderError: a table to rewrite is sorted by a key this library cannot evaluate.
+            StalePlanError: another writer deleted from, rewrote or removed the files of every group meanwhile
+                (groups whose files changed are left out, the others commit); nothing was committed and the new
+                files were removed. Run it again.
+            CommitConflictError: the table was dropped meanwhile.
+        """
+        from pyspark_ducklake.table.maintenance import rewrite as RW
+
+        threshold = None if delete_threshold is None else RW.parse_threshold(delete_threshold)
+        base, tables, groups = self._plan_maintenance(
+            identifier, lambda conn, e, at: RW.plan_table(conn, e, at, self.data_path, threshold)
+        )
         if dry_run or not groups:
-            report = C.CompactionReport(dry_run=dry_run, groups=tuple(C.group_report(g) for g in groups))
+            report = RW.RewriteReport(
+                dry_run=dry_run, groups=tuple(RW.group_report(g) for g in groups), delete_threshold=threshold
+            )
             report.log()
             return report
-        merged: list[MergedFile] = []
-        if rewrite is not None:
-            merged = list(rewrite(groups))
-        else:
-            try:
-                for g in groups:
-                    merged.append(C.rewrite_group(g, self.storage_options))
-            except BaseException:
-                delete_files([m.written.path for m in merged], self.storage_options)
-                raise
-        tables = {e.table_id: e for e in entries}
-        pairs = list(zip(groups, merged, strict=True))
-        skipped: list[int] = []  # groups whose files another writer changed meanwhile: left for the next run
-        result = commit(
-            self,
-            lambda ctx: C.apply_merge(ctx, tables, pairs, skipped),
-            base=base,
-            files=[m.written.path for m in merged],
+        snapshot, done = self._rewrite_and_commit(
+            base,
+            groups,
+            rewrite,
+            lambda g: RW.rewrite_deletes(g, self.storage_options),
+            lambda ctx, pairs, skipped: RW.apply_rewrite(ctx, tables, pairs, skipped),
         )
-        if skipped:
-            delete_files([pairs[i][1].written.path for i in skipped], self.storage_options)
-        done = [pair for i, pair in enumerate(pairs) if i not in skipped]
-        report = C.CompactionReport(
-            dry_run=False, groups=tuple(C.group_report(g, m) for g, m in done), snapshot_id=result.snapshot_id
+        report = RW.RewriteReport(
+            groups=tuple(RW.group_report(g, w) for g, w in done), snapshot_id=snapshot, delete_threshold=threshold
         )
         report.log()
         return report
@@ -1256,7 +1407,7 @@ class Lake:
             if snapshot is not None and timestamp is not None:
                 raise InvalidOptionError("pass either snapshot or timestamp, not both")
             if snapshot is not None:
-                return reader.snapshot_by_id(conn, int(snapshot)).snapshot_id
+                return reader.snapshot_by_id(conn, _snapshot_id(snapshot)).snapshot_id
             if timestamp is not None:
                 when = dt.datetime.fromisoformat(timestamp) if isinstance(timestamp, str) else timestamp
                 return reader.snapshot_at_time(conn, when).snapshot_id
@@ -1301,6 +1452,19 @@ class Lake:
             filters=filter,
             storage_options=self.storage_options,
         )
+
+
+def _snapshot_id(snapshot: object) -> int:
+    """A ``snapshot`` argument: an int (never a float, a bool or text; the Spark options take text).
+
+    Raises:
+        InvalidOptionError: anything else, or a negative id.
+    """
+    return parse_snapshot_id(snapshot, "snapshot", text=False)
+
+
+def _written_paths(written: Sequence[MergedFile | None]) -> list[str]:
+    return [w.written.path for w in written if w is not None]
 
 
 def _filter_columns(filter: Any) -> list[str]:

@@ -15,6 +15,7 @@ import datetime as dt
 import difflib
 import enum
 import math
+import operator
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -309,6 +310,31 @@ def parse_timestamp(value: object, name: str) -> dt.datetime:
     raise InvalidOptionError(f"could not parse option {name} as an ISO timestamp: {value!r}")
 
 
+def parse_snapshot_id(value: object, name: str, *, text: bool = True) -> int:
+    """A snapshot id: an integer >= 0 (a NumPy integer too); with ``text`` (Spark options, the command line, where
+    every value is a string) also its decimal text. The one parser of snapshot ids, for every entry point.
+
+    Raises:
+        InvalidOptionError: a bool, a float (``2.7`` would read snapshot 2; ``2.0`` is refused alike), text that is
+            not a whole number (``"2.7"``, ``"true"``), text where only integers are taken, or a negative id.
+    """
+    number: int | None = None
+    if isinstance(value, str) and text:
+        if _INT_TEXT.fullmatch(value.strip()):
+            number = int(value.strip())
+    elif not isinstance(value, (bool, str, bytes)):
+        try:  # ints and NumPy's; never a float (NumPy's bool has no __index__ either)
+            number = operator.index(value)  # type: ignore[arg-type]
+        except TypeError:
+            pass
+    if number is None:
+        kind = "a whole number such as 3" + (", as an int, not text" if isinstance(value, str) and not text else "")
+        raise InvalidOptionError(
+            f"could not parse option {name} as a snapshot id: {value!r}; give {kind} (list them with lake.snapshots())"
+        )
+    return parse_int(number, name, minimum=0)
+
+
 def parse_snapshot_start(value: object, name: str) -> str | int:
     """``earliest``, ``latest`` or a snapshot id >= 0.
 
@@ -318,10 +344,11 @@ def parse_snapshot_start(value: object, name: str) -> str | int:
     if isinstance(value, str) and value.strip().lower() in ("earliest", "latest"):
         return value.strip().lower()
     try:
-        return parse_int(value, name, minimum=0)
+        return parse_snapshot_id(value, name)
     except InvalidOptionError as e:
         raise InvalidOptionError(
-            f"could not parse option {name} {value!r}: use a snapshot id, 'earliest' or 'latest'"
+            f"could not parse option {name} as a snapshot id: {value!r}; give a whole number such as 3, 'earliest' "
+            "or 'latest'"
         ) from e
 
 
@@ -555,7 +582,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "snapshot",
         frozenset({Entry.READ}),
-        _int(0),
+        parse_snapshot_id,
         "latest",
         "read at this snapshot id; giving it together with `timestamp` is an `InvalidOptionError`",
         SPARK_TABLE,
@@ -797,7 +824,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "endingSnapshot",
         frozenset({Entry.READ}),
-        _int(0),
+        parse_snapshot_id,
         "latest",
         "last snapshot to emit (batch only)",
         FEED,
@@ -877,7 +904,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "since",
         frozenset({Entry.READ}),
-        _int(0),
+        parse_snapshot_id,
         "the oldest",
         "with `metadata` `snapshots`: only snapshots from this id on (inclusive; beyond the newest: none)",
         SPARK_TABLE,
@@ -1064,6 +1091,12 @@ def option_as_int(
 ) -> int | None:
     raw = option_value(options, key)
     return default if raw is None else parse_int(raw, key, minimum=minimum)
+
+
+def option_as_snapshot(options: Mapping[str, Any], key: str) -> int | None:
+    """The snapshot id an option (any spelling) gives, or None."""
+    raw = option_value(options, key)
+    return None if raw is None else parse_snapshot_id(raw, key)
 
 
 def option_as_float(options: Mapping[str, Any], key: str, default: float, *, minimum: float | None = None) -> float:

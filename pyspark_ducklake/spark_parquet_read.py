@@ -59,7 +59,7 @@ from pyspark_ducklake.catalog.types import Column, TableSchema, can_promote, duc
 from pyspark_ducklake.exceptions import InvalidOptionError, UnsupportedTypeError
 from pyspark_ducklake.io.fileio import filesystem
 from pyspark_ducklake.io.parquet import field_id
-from pyspark_ducklake.options import FEED, Entry, check_options, options_for, parse_column_names, parse_int
+from pyspark_ducklake.options import FEED, Entry, check_options, options_for, parse_column_names, parse_snapshot_id
 from pyspark_ducklake.spark.column_option import selected_columns
 from pyspark_ducklake.spark.connect import is_connect
 from pyspark_ducklake.spark.deleted_rows import FileDeletes, qualified_paths, remove_deleted
@@ -264,7 +264,7 @@ def _read_options(
 ) -> dict[str, str]:
     opts = {str(k): str(v) for k, v in (options or {}).items()}
     given = {
-        "snapshot": None if snapshot is None else str(parse_int(snapshot, "snapshot", minimum=0)),
+        "snapshot": None if snapshot is None else str(parse_snapshot_id(snapshot, "snapshot", text=False)),
         "timestamp": timestamp.isoformat() if isinstance(timestamp, dt.datetime) else timestamp,
         "catalog": catalog,
         "dataPath": data_path,

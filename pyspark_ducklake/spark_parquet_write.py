@@ -17,9 +17,10 @@ calendar and decimals in the standard form: the session conf is set for the dura
 Writes that this path cannot make exact fall back to the ``ducklake`` data source (``df.write.format("ducklake")``),
 with the reason logged (logger ``pyspark_ducklake.native``) and returned: partitioned tables, column types Spark
 cannot write as DuckLake stores them (unsigned, HUGEINT, TIME, TIMESTAMP_S/MS/NS, INTERVAL, UUID, JSON; GEOMETRY: Spark
-writes a geometry's WKB as given, big-endian or EWKB, where DuckDB gives back little-endian ISO WKB), NOT NULL
-columns, DataFrame columns that need more than a lossless promotion, data paths that are not on the local
-filesystem (the footers are rewritten in place), encrypted lakes (Spark encrypts Parquet only through a KMS
+writes a geometry's WKB as given, big-endian or EWKB, where DuckDB gives back little-endian ISO WKB), sorted tables
+(``SET SORTED BY``: the data source sorts each file's rows as DuckDB orders them), NOT NULL columns, DataFrame
+columns that need more than a lossless promotion, data paths that are not on the local filesystem
+(the footers are rewritten in place), encrypted lakes (Spark encrypts Parquet only through a KMS
 factory class on the JVM; the data source encrypts each file with its own key, as DuckDB does) and Spark Connect
 sessions (the server writes the files, the client would rewrite their footers).
 """
@@ -236,6 +237,8 @@ def _check_target(spark: SparkSession, plan: WritePlan) -> None:
         raise _NotNative("the lake is encrypted")
     if plan.partition is not None or plan.new_partition_keys:
         raise _NotNative("the table is partitioned")
+    if plan.sort:  # Spark orders NULLs and nested values otherwise; the data source sorts each file as DuckDB does
+        raise _NotNative("the table is sorted (SET SORTED BY)")
     folder = plan.table_dir
     if "://" in folder and not folder.startswith("file://"):
         raise _NotNative(f"the data path {folder} is not on the local filesystem (file footers are rewritten)")

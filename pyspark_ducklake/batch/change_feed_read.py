@@ -10,7 +10,7 @@ from pyspark.sql.types import StructType
 
 from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.lake import Lake
-from pyspark_ducklake.options import option_value, parse_int, parse_timestamp
+from pyspark_ducklake.options import option_value, parse_snapshot_id, parse_timestamp
 from pyspark_ducklake.spark.change_feed import (
     FeedOptions,
     change_partitions,
@@ -45,7 +45,7 @@ def _end(lake: Lake, options: dict[str, str]) -> int:
     if raw_time is not None:
         return lake.resolve_snapshot(timestamp=parse_timestamp(raw_time, "endingTimestamp"))
     if raw_end is not None:
-        return lake.resolve_snapshot(snapshot=parse_int(raw_end, "endingSnapshot", minimum=0))
+        return lake.resolve_snapshot(snapshot=parse_snapshot_id(raw_end, "endingSnapshot"))
     return lake.current_snapshot_id()
 
 

@@ -14,7 +14,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from pyspark_ducklake.exceptions import InvalidOptionError
-from pyspark_ducklake.options import option_as_int, option_value
+from pyspark_ducklake.options import option_as_int, option_as_snapshot, option_value
 from pyspark_ducklake.spark.lake_config import LakeConfig
 from pyspark_ducklake.table.metadata import KINDS
 
@@ -69,11 +69,11 @@ def metadata_table(config: LakeConfig, kind: str, identifier: str | None, option
     try:
         if kind == "snapshots":
             limit = option_as_int(options, "limit", None, minimum=1)
-            return lake.snapshots_table(limit=limit, since=option_as_int(options, "since", None, minimum=0))
+            return lake.snapshots_table(limit=limit, since=option_as_snapshot(options, "since"))
         if kind == "table_info":
             return lake.table_info()
         assert identifier is not None
-        return lake.list_files(identifier, snapshot=option_as_int(options, "snapshot", None, minimum=0))
+        return lake.list_files(identifier, snapshot=option_as_snapshot(options, "snapshot"))
     finally:
         lake.close()
 

@@ -20,7 +20,7 @@ from pyspark.sql.types import StructType
 from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog.types import TableSchema
 from pyspark_ducklake.exceptions import DuckLakeError, InvalidOptionError, SchemaMismatchError
-from pyspark_ducklake.options import option_value
+from pyspark_ducklake.options import option_value, parse_snapshot_id
 from pyspark_ducklake.spark.column_option import selected_columns
 from pyspark_ducklake.spark.lake_config import LakeConfig
 from pyspark_ducklake.spark.type_mapping import arrow_schema_for_spark, spark_schema, to_spark_batch
@@ -55,11 +55,7 @@ def resolve_read_snapshot(lake: Any, options: dict[str, str]) -> int:
     if snap is not None and ts is not None:
         raise InvalidOptionError(f"options {snap[0]} and {ts[0]} both pick a snapshot; give only one")
     if snap is not None:
-        try:
-            snapshot = int(snap[1])
-        except ValueError as e:
-            raise InvalidOptionError(f"could not parse option {snap[0]} to an integer: {snap[1]!r}") from e
-        return int(lake.resolve_snapshot(snapshot=snapshot))
+        return int(lake.resolve_snapshot(snapshot=parse_snapshot_id(snap[1], snap[0])))
     if ts is not None:
         try:
             when = dt.datetime.fromisoformat(ts[1])

@@ -38,6 +38,7 @@ from pyspark_ducklake.table.identifiers import parse_identifier
 from pyspark_ducklake.table.job_files import JobToken, remove_job_files, remove_job_files_late
 from pyspark_ducklake.table.lake_table import LakeTable
 from pyspark_ducklake.table.partition_values import PartitionKey, resolve_keys
+from pyspark_ducklake.table.sort_rows import SortKey
 from pyspark_ducklake.table.target import create_target, new_partition_keys, plan_new_table
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,7 @@ class WritePlan:
     txn: tuple[str, int] | None = None
     # the snapshot that already committed this txn version (or a later one): the write is a no-op
     txn_done: int | None = None
+    sort: tuple[SortKey, ...] = ()  # the table's sort order (SET SORTED BY): each file's rows in it
 
     @property
     def partition_keys(self) -> tuple[PartitionKey, ...]:
@@ -155,6 +157,7 @@ def plan_write(config: LakeConfig, identifier: str, options: dict[str, str], spa
             encrypted=lake.info.encrypted,
             txn=txn,
             txn_done=_txn_done(lake, table.table_id, txn),
+            sort=table.sort_keys,  # a sort order this library cannot follow fails before any task runs
         )
     finally:
         lake.close()
@@ -186,6 +189,7 @@ def write_batches(plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> list[Pe
         storage_options=plan.config.storage_options,
         job=plan.job,
         encrypt=plan.encrypted,
+        sort_by=plan.sort,
     )
 
 

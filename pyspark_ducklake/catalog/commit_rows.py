@@ -11,7 +11,7 @@ that silently missed its rows.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -24,16 +24,17 @@ from sqlalchemy.schema import CreateTable, DropTable
 from pyspark_ducklake.catalog import dialects, reader
 from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.catalog.catalog import uuid7
+from pyspark_ducklake.catalog.corrupt import corrupt, is_parse_error
 from pyspark_ducklake.catalog.entries import SchemaEntry, TableEntry
 from pyspark_ducklake.catalog.format_version import FormatVersion
 from pyspark_ducklake.catalog.geometry import geo_stats_text, parse_geo_stats
 from pyspark_ducklake.catalog.inlined_codec import encode_values, inlined_sql_type
 from pyspark_ducklake.catalog.partitioning import record_partition_values
 from pyspark_ducklake.catalog.paths import path_component
-from pyspark_ducklake.catalog.reserved import check_column_names, inlining_reserved
+from pyspark_ducklake.catalog.reserved import check_column_names, check_identifiers, inlining_obstacle
 from pyspark_ducklake.catalog.stats_values import array_min_max, storable_stat, widen
 from pyspark_ducklake.catalog.transaction import CommitContext, now_utc
-from pyspark_ducklake.catalog.types import NEVER_INLINED_TYPES, Column, TableSchema, find_folded, validate_columns
+from pyspark_ducklake.catalog.types import Column, TableSchema, find_folded, validate_columns
 from pyspark_ducklake.exceptions import (
     InvalidIdentifierError,
     NotATableError,
@@ -133,18 +134,16 @@ def create_table(ctx: CommitContext, schema: SchemaEntry, name: str, columns: tu
         insert(T.ducklake_schema_versions).values(begin_snapshot=ctx.snapshot_id, schema_version=sv, table_id=table_id)
     )
     # such tables never take inlined rows (DuckDB creates no inlined table for VARIANT on SQLite and PostgreSQL,
-    # nor for GEOMETRY: ducklake-format-2.md §5)
-    if takes_inlined_rows(columns, ctx.format):
+    # nor for GEOMETRY: ducklake-format-2.md §5, nor for a column name PostgreSQL would cut)
+    if takes_inlined_rows(columns, ctx.backend, ctx.format):
         create_inlined_table(ctx, table_id, sv, TableSchema(columns))
     ctx.changes.created_tables.append((schema.schema_name, name))
     return entry
 
 
-def takes_inlined_rows(columns: tuple[Column, ...], fmt: FormatVersion) -> bool:
-    """Whether a table of ``columns`` gets an inlined-data table: none with a name inlining reserves, none holding a
-    type DuckDB never inlines (VARIANT, GEOMETRY, at any depth)."""
-    never = any(c.type in NEVER_INLINED_TYPES for top in columns for c in top.walk())
-    return not never and not inlining_reserved((c.name for c in columns), fmt)
+def takes_inlined_rows(columns: tuple[Column, ...], backend: str, fmt: FormatVersion) -> bool:
+    """Whether a table of ``columns`` gets an inlined-data table on ``backend`` (see ``reserved.inlining_obstacle``)."""
+    return inlining_obstacle(columns, backend, fmt) is None
 
 
 def check_table_name_free(conn: Connection, schema: SchemaEntry, name: str, snapshot_id: int) -> None:
@@ -195,6 +194,8 @@ def create_inlined_table(ctx: CommitContext, table_id: int, schema_version: int,
     sink's merge_schema adds every new column) has one schema version: the table this commit created for it at an
     earlier alteration (empty, not yet visible to anyone) is replaced, so it holds every column."""
     name = T.inlined_data_table_name(table_id, schema_version)
+    # each column is an identifier: one the database would cut short would be a column DuckDB cannot find
+    check_identifiers(schema.names(), ctx.backend, f"inlined-data table {name}")
     created: dict[str, Table] = ctx.scratch("inlined_tables_created", dict)
     table = inlined_table(name, schema, ctx.backend, ctx.format)
     earlier = created.get(name)
@@ -329,16 +330,17 @@ def add_data_file(
     partition_values: tuple[str | None, ...] = (),
     path_is_relative: bool = True,
     mapping_id: int | None = None,
+    table_stats: bool = True,
 ) -> int:
     """Register a written Parquet file (or, with ``mapping_id``, an added one at an absolute path); returns its
-    data_file_id."""
+    data_file_id. ``table_stats=False`` leaves the table's statistics alone (a rewrite recomputes them)."""
     file_id = ctx.allocate_file_id()
     if row_id_start == -1:
         row_id_start = allocate_row_ids(ctx, table.table_id, written.record_count) if count_rows else None
     elif count_rows:
         _stats_delta(ctx, table.table_id).record_count += written.record_count
-    delta = _stats_delta(ctx, table.table_id)
-    delta.file_size_bytes += written.file_size_bytes
+    if table_stats:
+        _stats_delta(ctx, table.table_id).file_size_bytes += written.file_size_bytes
     ctx.conn.execute(
         insert(T.data_file_table(ctx.format)).values(
             **_row_group_count(ctx, written),
@@ -382,9 +384,10 @@ def add_data_file(
                 "extra_stats": geo_stats_text(s.geo) if s.geo is not None else None,
             }
         )
-        note_column_values(
-            ctx, table.table_id, column, s.min_value, s.max_value, s.null_count > 0, s.contains_nan, s.geo
-        )
+        if table_stats:
+            note_column_values(
+                ctx, table.table_id, column, s.min_value, s.max_value, s.null_count > 0, s.contains_nan, s.geo
+            )
     if rows:
         ctx.conn.execute(insert(T.ducklake_file_column_stats), rows)
     if count_rows:
@@ -624,6 +627,28 @@ def check_not_updated(ctx: CommitContext, table_id: int, data_file_id: int) -> N
             )
 
 
+def _widen_table_stats(
+    ctx: CommitContext, table_id: int, entry: dict[str, Any], old: ColumnStats
+) -> tuple[str | None, str | None]:
+    """The table's min/max widened by the commit's.
+
+    Raises:
+        CorruptCatalogError: the table's min or max does not parse as a value of the column (DuckDB's commit fails
+            on it too; a read only ignores it, as statistics are hints).
+    """
+    column: Column = entry["column"]
+    try:
+        return widen(column, old.min_value, old.max_value, entry["lo"], entry["hi"])
+    except Exception as e:
+        if not is_parse_error(e):
+            raise
+        where = f"ducklake_table_column_stats.min_value/max_value of table_id {table_id}, column {column.name!r}"
+        value = (old.min_value, old.max_value)
+        raise corrupt(
+            where, value, f"a minimum and maximum of type {column.type}", snapshot=ctx.base.snapshot_id
+        ) from e
+
+
 def _has_inlined_deletes(ctx: CommitContext, table_id: int) -> bool:
     known: dict[int, bool] = ctx.scratch("inlined_delete_tables", dict)
     if table_id not in known:
@@ -823,7 +848,7 @@ def write_table_stats(ctx: CommitContext) -> None:
                 extra = geo_stats_text(geo) if geo is not None else None
                 inserts.append({"table_id": table_id, "column_id": column_id, **asdict(new), "extra_stats": extra})
             else:
-                lo, hi = widen(e["column"], old.min_value, old.max_value, e["lo"], e["hi"])
+                lo, hi = _widen_table_stats(ctx, table_id, e, old)
                 nan = old.contains_nan
                 if e["nan"] is not None:
                     nan = bool(nan) or e["nan"]
@@ -850,6 +875,14 @@ def write_table_stats(ctx: CommitContext) -> None:
                 .values(extra_stats=None)
             )
         written_table_stats(ctx)[table_id] = replace(after, columns=columns)
+    for recompute in ctx.scratch("recompute_table_stats", list):
+        recompute(ctx)
+
+
+def recompute_table_stats(ctx: CommitContext, recompute: Callable[[CommitContext], None]) -> None:
+    """Run ``recompute`` after this commit's table statistics are written (a rewrite recomputes them from the live
+    files, as DuckDB does, rather than adding to them)."""
+    ctx.scratch("recompute_table_stats", list).append(recompute)
 
 
 def _widen_geo_stats(
@@ -906,6 +939,23 @@ def remove_data_files(ctx: CommitContext, files: list[tuple[int, str]]) -> None:
             ctx.conn.execute(delete(table).where(table.c.data_file_id.in_(ids[i : i + 500])))
     for file_id, path in files:
         schedule_file_deletion(ctx, file_id, path)
+
+
+def end_rewritten_files(ctx: CommitContext, files: Sequence[tuple[int, int | None]]) -> None:
+    """End ``(data_file_id, live delete_file_id or None)`` at this snapshot: files a rewrite replaced by one without
+    their deleted rows. Nothing is removed or scheduled for deletion (time travel before the rewrite still reads
+    them; expiry schedules them later), as DuckDB's ``WriteDeleteRewrites``."""
+    d, x = T.ducklake_data_file, T.ducklake_delete_file
+    data_ids = [f for f, _ in files]
+    delete_ids = [x_id for _, x_id in files if x_id is not None]
+    for i in range(0, len(data_ids), 500):
+        ctx.conn.execute(
+            update(d).where(d.c.data_file_id.in_(data_ids[i : i + 500])).values(end_snapshot=ctx.snapshot_id)
+        )
+    for i in range(0, len(delete_ids), 500):
+        ctx.conn.execute(
+            update(x).where(x.c.delete_file_id.in_(delete_ids[i : i + 500])).values(end_snapshot=ctx.snapshot_id)
+        )
 
 
 def add_compacted_file(

@@ -1,8 +1,10 @@
-"""Where the catalog backends differ in what SQLAlchemy does for us: reflection and counts of changed rows.
+"""Where the catalog backends differ in what SQLAlchemy does for us: reflection, counts of changed rows and the
+length of identifiers.
 
 SQLAlchemy's inspector reflects SQLite and PostgreSQL; duckdb-engine's inspector queries ``pg_catalog`` functions
 DuckDB does not serve, so DuckDB files are read through ``information_schema`` of the ``main`` schema. DuckDB's
 driver reports no row count for UPDATE and DELETE (-1): there the changed rows are counted through ``RETURNING``.
+PostgreSQL cuts identifiers (table and column names) longer than 63 bytes, silently; SQLite and DuckDB keep any.
 """
 
 from __future__ import annotations
@@ -12,6 +14,14 @@ from typing import Any
 
 from sqlalchemy import Connection, Delete, String, Update, case, cast, func, inspect, literal_column, or_, text
 from sqlalchemy.sql.elements import ColumnElement
+
+# DuckLake's PostgresMetadataManager::MaxIdentifierLength (NAMEDATALEN - 1), in UTF-8 bytes; others: no limit
+_MAX_IDENTIFIER_BYTES = {"postgresql": 63}
+
+
+def max_identifier_bytes(dialect: str) -> int | None:
+    """The longest identifier, in UTF-8 bytes, that the catalog database ``dialect`` keeps whole; None: any."""
+    return _MAX_IDENTIFIER_BYTES.get(dialect)
 
 
 def _duckdb(conn: Connection) -> bool:

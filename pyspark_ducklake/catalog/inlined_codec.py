@@ -78,8 +78,10 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.elements import ColumnElement
 
+from pyspark_ducklake.catalog.format_version import FormatVersion
 from pyspark_ducklake.catalog.inlined_duckdb import InlinedColumnType, duckdb_type, nested_storage, variant_storage
 from pyspark_ducklake.catalog.inlined_duckdb import select_expression as duckdb_select_expression
+from pyspark_ducklake.catalog.reserved import inlining_obstacle
 from pyspark_ducklake.catalog.stats_values import (
     conform_array,
     duckdb_text,
@@ -92,7 +94,7 @@ from pyspark_ducklake.catalog.stats_values import (
     storage_values,
     to_python,
 )
-from pyspark_ducklake.catalog.types import NEVER_INLINED_TYPES, Column, arrow_type, decimal_params
+from pyspark_ducklake.catalog.types import Column, arrow_type, decimal_params
 from pyspark_ducklake.exceptions import InlinedDataError, UnsupportedTypeError
 
 BACKENDS = ("sqlite", "postgresql", "duckdb")
@@ -837,12 +839,12 @@ def inline_obstacle(column: Column, array: pa.Array | pa.ChunkedArray, backend: 
     return _obstacle(column, conform_array(column, array), name)
 
 
-def table_inline_obstacle(columns: Sequence[Column], data: pa.Table, backend: str) -> str | None:
-    """:func:`inline_obstacle` of the first column of ``data`` (matched by name) that has one, naming it."""
-    for column in columns:
-        kinds = sorted({c.type.upper() for c in column.walk() if c.type in NEVER_INLINED_TYPES})
-        if kinds:
-            return f"column {column.name!r} holds {kinds[0]}, which DuckDB never inlines on SQLite or PostgreSQL"
+def table_inline_obstacle(columns: Sequence[Column], data: pa.Table, backend: str, fmt: FormatVersion) -> str | None:
+    """Why ``data`` cannot be inlined: the table never is (``reserved.inlining_obstacle``), or the
+    :func:`inline_obstacle` of the first column of ``data`` (matched by name) that has one, naming it."""
+    why = inlining_obstacle(columns, backend, fmt)
+    if why is not None:
+        return why
     for column in columns:
         if column.is_nested and column.name in data.column_names:
             why = inline_obstacle(column, data.column(column.name), backend)

@@ -17,9 +17,12 @@ from sqlalchemy.schema import DropTable
 
 from pyspark_ducklake.catalog import dialects, reader
 from pyspark_ducklake.catalog import tables as T
+from pyspark_ducklake.catalog.corrupt import corrupt, is_parse_error
 from pyspark_ducklake.catalog.format_version import V1_0, V1_1
 from pyspark_ducklake.catalog.inlined_codec import decode_values, inlined_select_expression
+from pyspark_ducklake.catalog.sqltypes import name_columns
 from pyspark_ducklake.catalog.types import Column, TableSchema
+from pyspark_ducklake.exceptions import CorruptCatalogError, InlinedDataError
 
 
 def columns_at_schema_version(
@@ -60,11 +63,13 @@ def _table(layout: InlinedLayout) -> Table:
 def _table_of(name: str, system: tuple[str, str, str], columns: tuple[tuple[str, int], ...]) -> Table:
     # one Table per shape: a statement's cache key holds the Table itself, so a new one each read would make
     # SQLAlchemy compile the read's inlined-row queries again every time
-    return Table(
-        name,
-        MetaData(),
-        *T.inlined_system_columns(system),
-        *[SAColumn(column_name, key=f"c{column_id}") for column_name, column_id in columns],
+    return name_columns(
+        Table(
+            name,
+            MetaData(),
+            *T.inlined_system_columns(system),
+            *[SAColumn(column_name, key=f"c{column_id}") for column_name, column_id in columns],
+        )
     )
 
 
@@ -99,9 +104,46 @@ def inlined_rows(
     return conn.execute(query.where(cond).order_by(t.c.row_id)).all()
 
 
-def decoded_values(rows: Sequence[Any], column: Column, backend: str, *, timetz_utc: bool = False) -> pa.Array:
-    """One column of :func:`inlined_rows` decoded to Arrow (``timetz`` as UTC times with ``timetz_utc``)."""
-    return decode_values(column, [r._mapping[f"c{column.column_id}"] for r in rows], backend, timetz_utc=timetz_utc)
+def decoded_values(
+    rows: Sequence[Any], column: Column, backend: str, *, table: str, timetz_utc: bool = False
+) -> pa.Array:
+    """One column of :func:`inlined_rows` of the inlined table ``table`` decoded to Arrow (``timetz`` as UTC times
+    with ``timetz_utc``).
+
+    Raises:
+        InlinedDataError: a stored value is not a value of the column's type (a hand-edited or corrupt catalog),
+            naming the inlined table, the column, the row and the snapshot that inserted it.
+        UnsupportedTypeError: a value does not fit the Arrow type (e.g. an INT128 beyond 38 digits).
+    """
+    key = f"c{column.column_id}"
+    try:
+        return decode_values(column, [r._mapping[key] for r in rows], backend, timetz_utc=timetz_utc)
+    except Exception as e:
+        if not is_parse_error(e):
+            raise
+        raise _bad_row(rows, column, backend, table, timetz_utc) or e from e
+
+
+def _bad_row(
+    rows: Sequence[Any], column: Column, backend: str, table: str, timetz_utc: bool
+) -> CorruptCatalogError | None:
+    """The error naming the first of ``rows`` whose value of ``column`` does not decode (on the error path only)."""
+    key = f"c{column.column_id}"
+    for r in rows:
+        try:
+            decode_values(column, [r._mapping[key]], backend, timetz_utc=timetz_utc)
+        except Exception as e:
+            if not is_parse_error(e):
+                raise
+            if isinstance(e, InlinedDataError):  # its message names the column and the value
+                error = InlinedDataError(
+                    f"inlined-data table {table}, row_id {r.row_id} (inserted by snapshot {r.begin_snapshot}): {e}"
+                )
+                error.snapshot_id = r.begin_snapshot
+                return error
+            where = f"inlined-data table {table}, column {column.name!r}, row_id {r.row_id}"
+            return corrupt(where, r._mapping[key], f"a value of type {column.type}", inserted_by=r.begin_snapshot)
+    return None
 
 
 def empty_inlined_table(conn: Connection, layout: InlinedLayout) -> int | None:

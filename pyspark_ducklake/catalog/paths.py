@@ -3,6 +3,7 @@ writes and deletions inside it whatever the catalog says (a catalog is not trust
 
 from __future__ import annotations
 
+import hashlib
 import os
 import posixpath
 import re
@@ -11,15 +12,21 @@ from pyspark_ducklake.exceptions import DataFileError
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
 MAX_FOLDER_NAME_BYTES = 255  # NAME_MAX of local filesystems; DuckDB fails on longer Hive folders too
+_NAME_HASH_CHARS = 16
 
 
 def path_component(name: str) -> str:
-    """A relative folder (with trailing ``/``) for a schema or table name: no separators, no leading dot."""
-    safe = _UNSAFE.sub("_", name)
+    """A relative folder (with trailing ``/``) for a schema or table name: no separators, no leading dot, at most
+    255 bytes. A longer name (DuckDB names such a folder after it and then fails every write) is cut, and a hash of
+    the whole name keeps it apart from other names cut alike; the catalog records the folder, so DuckDB finds it."""
+    safe = _UNSAFE.sub("_", name)  # ASCII only: one byte per character
     if not safe:
         safe = "_"
     if safe.startswith("."):
         safe = "_" + safe[1:]
+    if len(safe) > MAX_FOLDER_NAME_BYTES:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:_NAME_HASH_CHARS]
+        safe = safe[: MAX_FOLDER_NAME_BYTES - _NAME_HASH_CHARS - 1] + "-" + digest
     return safe + "/"
 
 

@@ -11,6 +11,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from pyspark_ducklake.catalog import dialects
 from pyspark_ducklake.catalog import tables as T
+from pyspark_ducklake.catalog.corrupt import corrupt
 from pyspark_ducklake.catalog.entries import (
     DataFileEntry,
     DeleteFileEntry,
@@ -44,6 +45,14 @@ def visible(table: Table, snapshot_id: int) -> ColumnElement[bool]:
 
 
 def _snapshot(row: Any) -> Snapshot:
+    """Raises: CorruptCatalogError: a NULL where DuckDB writes an id (schema version, next catalog or file id)."""
+    for name in ("schema_version", "next_catalog_id", "next_file_id"):
+        if getattr(row, name) is None:
+            error = corrupt(
+                f"ducklake_snapshot.{name} of snapshot {row.snapshot_id}", None, "an id (DuckDB writes one for each)"
+            )
+            error.snapshot_id = row.snapshot_id  # named already
+            raise error
     return Snapshot(row.snapshot_id, row.snapshot_time, row.schema_version, row.next_catalog_id, row.next_file_id)
 
 
@@ -58,6 +67,22 @@ def latest_snapshot(conn: Connection) -> Snapshot:
     if row is None:
         raise NoSuchSnapshotError("the catalog has no snapshots; it was not initialised")
     return _snapshot(row)
+
+
+def head_and_format(conn: Connection) -> tuple[Snapshot, FormatVersion]:
+    """The newest snapshot and the catalog's format version, in one statement (a commit reads both first).
+
+    Raises:
+        NoSuchSnapshotError: the catalog has no snapshot at all.
+        UnsupportedSpecVersionError: the version row is missing or names a version this library does not know.
+    """
+    s, m = T.ducklake_snapshot, T.ducklake_metadata
+    version = select(m.c.value).where(m.c.key == "version", m.c.scope.is_(None)).limit(1).scalar_subquery()
+    row = conn.execute(select(s, version.label("ducklake_version")).order_by(s.c.snapshot_id.desc()).limit(1)).first()
+    if row is None:
+        raise NoSuchSnapshotError("the catalog has no snapshots; it was not initialised")
+    tag = row.ducklake_version
+    return _snapshot(row), catalog_format("" if tag is None else tag, "(its ducklake_metadata 'version' row)")
 
 
 def snapshot_by_id(conn: Connection, snapshot_id: int) -> Snapshot:
@@ -219,15 +244,19 @@ def format_version(conn: Connection) -> FormatVersion:
     return catalog_format("" if tag is None else tag, "(its ducklake_metadata 'version' row)")
 
 
-def write_deletion_vectors(conn: Connection, table: TableEntry) -> str | None:
-    """The persisted ``write_deletion_vectors`` option of the table, else of its schema, else of the lake (None when
-    none is set): DuckDB's order (``TryGetScopedConfigOption``)."""
-    key = "write_deletion_vectors"
+def scoped_metadata_value(conn: Connection, key: str, table: TableEntry) -> str | None:
+    """A persisted option of the table, else of its schema, else of the lake (None when none is set): DuckDB's
+    order (``TryGetScopedConfigOption``)."""
     for scope, scope_id in (("table", table.table_id), ("schema", table.schema.schema_id)):
         value = metadata_value(conn, key, scope, scope_id)
         if value is not None:
             return value
     return metadata_value(conn, key)
+
+
+def write_deletion_vectors(conn: Connection, table: TableEntry) -> str | None:
+    """The persisted ``write_deletion_vectors`` option (see :func:`scoped_metadata_value`)."""
+    return scoped_metadata_value(conn, "write_deletion_vectors", table)
 
 
 def lake_encrypted(conn: Connection) -> bool:

@@ -4,6 +4,10 @@ DuckDB declares BOOLEAN, UUID and TIMESTAMPTZ columns; its SQLite backend stores
 and VARCHAR text, its PostgreSQL backend and a DuckDB file natively. These decorators give one Python value type on
 every backend. A DuckDB file's TIMESTAMPTZ travels as UTC text both ways (DuckDB's Python driver needs pytz to
 return it as a datetime).
+
+They also check what they read: SQLite keeps any value in any column, so a hand-edited catalog may hold ``'abc'``
+in a BIGINT column. Such a value is a ``CorruptCatalogError`` naming ``table.column`` (``where``, set by
+:func:`name_columns`), not a Python exception wherever the value is first used.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import BigInteger, Boolean, String
+from sqlalchemy import BigInteger, Boolean, String, Table
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.compiler import compiles
@@ -19,10 +23,30 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.visitors import InternalTraversal
 from sqlalchemy.types import TIMESTAMP, TypeDecorator, TypeEngine
 
+from pyspark_ducklake.catalog.corrupt import corrupt
+
 NATIVE = ("postgresql", "duckdb")  # dialects with native BOOLEAN, UUID and TIMESTAMPTZ
 
 
-class DuckLakeBoolean(TypeDecorator[bool]):
+class _Checked:
+    """A catalog column type that knows its ``table.column``, to name it when a value read does not parse."""
+
+    where = "a catalog column"
+
+
+class CatalogInteger(_Checked, TypeDecorator[int]):
+    """BIGINT; a value read that is not an integer (SQLite keeps text in any column) is a ``CorruptCatalogError``."""
+
+    impl = BigInteger
+    cache_ok = True
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> int | None:
+        if value is None or type(value) is int:
+            return value
+        raise corrupt(self.where, value, "an integer")
+
+
+class DuckLakeBoolean(_Checked, TypeDecorator[bool]):
     """BOOLEAN on PostgreSQL, BIGINT 0/1 on SQLite."""
 
     impl = BigInteger
@@ -41,7 +65,11 @@ class DuckLakeBoolean(TypeDecorator[bool]):
         return 1 if value else 0
 
     def process_result_value(self, value: Any, dialect: Dialect) -> bool | None:
-        return None if value is None else bool(value)
+        if value is None or isinstance(value, bool):
+            return value
+        if type(value) is int and value in (0, 1):
+            return bool(value)
+        raise corrupt(self.where, value, "a boolean (0 or 1)")
 
 
 class DuckLakeUUID(TypeDecorator[str]):
@@ -82,7 +110,7 @@ def parse_timestamptz(text: str) -> dt.datetime:
     return value.astimezone(dt.timezone.utc)
 
 
-class DuckLakeTimestampTZ(TypeDecorator[dt.datetime]):
+class DuckLakeTimestampTZ(_Checked, TypeDecorator[dt.datetime]):
     """TIMESTAMP WITH TIME ZONE on PostgreSQL, UTC text on SQLite; Python sees an aware UTC datetime."""
 
     impl = String
@@ -108,7 +136,10 @@ class DuckLakeTimestampTZ(TypeDecorator[dt.datetime]):
             return None
         if isinstance(value, dt.datetime):
             return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
-        return parse_timestamptz(str(value))
+        try:
+            return parse_timestamptz(str(value))
+        except ValueError:
+            raise corrupt(self.where, value, "a timestamp with time zone") from None
 
 
 class _TimestampText(ColumnElement[Any]):
@@ -126,3 +157,12 @@ class _TimestampText(ColumnElement[Any]):
 def _compile_timestamp(element: _TimestampText, compiler: Any, **kw: Any) -> str:
     text: str = compiler.process(element.column, **kw)
     return f"CAST({text} AS VARCHAR)" if compiler.dialect.name == "duckdb" else text
+
+
+def name_columns(table: Table) -> Table:
+    """``table`` with each checked column type told its ``table.column`` (for the message of a value that does not
+    parse); every Table of catalog rows goes through here once."""
+    for column in table.columns:
+        if isinstance(column.type, _Checked):
+            column.type.where = f"{table.name}.{column.name}"
+    return table

@@ -21,9 +21,8 @@ from sqlalchemy import Table, insert, select, update
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.catalog.column_rows import record_schema_version
-from pyspark_ducklake.catalog.commit_rows import check_table_name_free, create_inlined_table
+from pyspark_ducklake.catalog.commit_rows import check_table_name_free, create_inlined_table, takes_inlined_rows
 from pyspark_ducklake.catalog.entries import SchemaEntry, TableEntry
-from pyspark_ducklake.catalog.reserved import inlining_reserved
 from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.exceptions import CommitConflictError, InvalidIdentifierError
 
@@ -101,6 +100,6 @@ def rename_table(ctx: CommitContext, table: TableEntry, new_name: str) -> None:
     sv = ctx.bump_schema_version()
     record_schema_version(ctx.conn, table.table_id, ctx.snapshot_id, sv)
     schema = reader.table_schema(ctx.conn, table.table_id, ctx.base.snapshot_id)
-    if not inlining_reserved(schema.names(), ctx.format):
+    if takes_inlined_rows(schema.columns, ctx.backend, ctx.format):
         create_inlined_table(ctx, table.table_id, sv, schema)
     ctx.changes.created_tables.append((table.schema.schema_name, new_name))

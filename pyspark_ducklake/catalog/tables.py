@@ -13,16 +13,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import BigInteger, Column, MetaData, String, Table
+from sqlalchemy import Column, MetaData, String, Table
 
 from pyspark_ducklake.catalog.format_version import FormatVersion
-from pyspark_ducklake.catalog.sqltypes import DuckLakeBoolean, DuckLakeTimestampTZ, DuckLakeUUID
+from pyspark_ducklake.catalog.sqltypes import (
+    CatalogInteger,
+    DuckLakeBoolean,
+    DuckLakeTimestampTZ,
+    DuckLakeUUID,
+    name_columns,
+)
 
 metadata = MetaData()
 
 
 def _id(name: str, primary_key: bool = False) -> Column[int]:
-    return Column(name, BigInteger, primary_key=primary_key, autoincrement=False)
+    return Column(name, CatalogInteger(), primary_key=primary_key, autoincrement=False)
 
 
 def _str(name: str, nullable: bool = True) -> Column[str]:
@@ -30,7 +36,7 @@ def _str(name: str, nullable: bool = True) -> Column[str]:
 
 
 def _bool(name: str) -> Column[bool]:
-    return Column(name, DuckLakeBoolean)
+    return Column(name, DuckLakeBoolean())
 
 
 ducklake_metadata = Table(
@@ -307,6 +313,8 @@ ducklake_sort_expression = Table(
 
 # What DuckLake 1.1 adds (the reference's DuckLakeMetadataManagerV1_1): the 1.0 tables, the two file tables with
 # row_group_count as their last column, and the view column tags.
+for _table in metadata.tables.values():
+    name_columns(_table)
 metadata_v1_1 = MetaData()
 for _table in metadata.tables.values():
     if _table.name not in ("ducklake_data_file", "ducklake_delete_file"):
@@ -325,6 +333,11 @@ ducklake_view_column_tag = Table(
     _str("key"),
     _str("value"),
 )
+
+
+for _table in metadata_v1_1.tables.values():
+    name_columns(_table)
+del _table
 
 
 def catalog_metadata(fmt: FormatVersion) -> MetaData:
@@ -347,7 +360,7 @@ def inlined_system_columns(names: tuple[str, str, str]) -> list[Column[Any]]:
     :attr:`~FormatVersion.inlined_system_columns`, or as a table has them), keyed ``row_id``, ``begin_snapshot`` and
     ``end_snapshot`` whatever the spelling."""
     keys = ("row_id", "begin_snapshot", "end_snapshot")
-    return [Column(name, BigInteger, key=key) for name, key in zip(names, keys, strict=True)]
+    return [Column(name, CatalogInteger(), key=key) for name, key in zip(names, keys, strict=True)]
 
 
 def inlined_data_table_name(table_id: int, schema_version: int) -> str:
@@ -360,10 +373,8 @@ def inlined_delete_table_name(table_id: int) -> str:
 
 def inlined_delete_table(table_id: int, md: MetaData | None = None) -> Table:
     """``ducklake_inlined_delete_<tid>(file_id, row_id, begin_snapshot)``: small deletes against Parquet files."""
-    return Table(
-        inlined_delete_table_name(table_id),
-        md or MetaData(),
-        _id("file_id"),
-        _id("row_id"),
-        _id("begin_snapshot"),
+    return name_columns(
+        Table(
+            inlined_delete_table_name(table_id), md or MetaData(), _id("file_id"), _id("row_id"), _id("begin_snapshot")
+        )
     )

@@ -29,6 +29,7 @@ from sqlalchemy.exc import DBAPIError
 from pyspark_ducklake._faults import commit_starting
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import tables as T
+from pyspark_ducklake.catalog.corrupt import reading
 from pyspark_ducklake.catalog.entries import Snapshot
 from pyspark_ducklake.catalog.format_version import V1_0, FormatVersion
 from pyspark_ducklake.catalog.snapshot_changes import ChangeSet
@@ -242,7 +243,7 @@ def run_commit(
             try:
                 with conn.begin():
                     _take_commit_lock(conn, backend)
-                    head = reader.latest_snapshot(conn)
+                    head, fmt = reader.head_and_format(conn)
                     ctx = CommitContext(
                         conn=conn,
                         base=head,
@@ -254,7 +255,7 @@ def run_commit(
                         backend=backend,
                         storage_options=storage_options,
                         planned_snapshot_id=base_snapshot_id,
-                        format=reader.format_version(conn),
+                        format=fmt,
                     )
                     # The snapshot row goes first: its primary key serialises concurrent committers.
                     conn.execute(
@@ -266,9 +267,10 @@ def run_commit(
                             next_file_id=head.next_file_id,
                         )
                     )
-                    apply(ctx)
-                    if finalize is not None:
-                        finalize(ctx)
+                    with reading(head.snapshot_id):
+                        apply(ctx)
+                        if finalize is not None:
+                            finalize(ctx)
                     if ctx.changes.is_empty():
                         raise StalePlanError(
                             "the commit would change nothing (the rows it planned to change are gone); "

@@ -8,6 +8,7 @@ DuckLake stores a type as a string in ``ducklake_column.column_type`` (``int32``
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -249,6 +250,15 @@ def empty_table(schema: pa.Schema) -> pa.Table:
     """A table of no rows; unlike ``schema.empty_table()`` it allows extension types (UUID, JSON) inside lists,
     structs and maps."""
     return pa.table([pa.nulls(0, f.type) for f in schema], schema=schema)
+
+
+def table_of(arrays: Sequence[pa.Array | pa.ChunkedArray], schema: pa.Schema, num_rows: int) -> pa.Table:
+    """``pa.Table.from_arrays(arrays, schema=schema)`` of ``num_rows`` rows; with no arrays (a read that selects
+    only ``rowid``/``snapshot_id``, or none of a file's columns) a table of no columns that still has them all,
+    where ``from_arrays`` would give a table of no rows."""
+    if arrays:
+        return pa.Table.from_arrays(list(arrays), schema=schema)
+    return pa.table({"rows": pa.nulls(num_rows)}).select([])
 
 
 def ducklake_type(dtype: pa.DataType, *, where: str = "") -> str:

@@ -20,7 +20,7 @@ from pyspark_ducklake.options import (
     option_as_bool,
     option_as_int,
     option_value,
-    parse_int,
+    parse_snapshot_id,
     parse_timestamp,
 )
 from pyspark_ducklake.spark.type_mapping import arrow_schema_for_spark, spark_schema, to_spark_batch
@@ -109,7 +109,7 @@ def resolve_start(lake: Lake, options: FeedOptions) -> int:
             return latest + 1
         if value == "earliest":
             return R.oldest_snapshot(conn).snapshot_id
-        start = parse_int(options.starting, "startingSnapshot", minimum=0)
+        start = parse_snapshot_id(options.starting, "startingSnapshot")
         if start > latest + 1:
             raise InvalidOptionError(
                 f"option startingSnapshot {start} is beyond the newest snapshot {latest} of the lake; give an "

@@ -53,6 +53,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pyspark_ducklake.catalog import reader
+from pyspark_ducklake.catalog.corrupt import reading
 from pyspark_ducklake.catalog.db import Connection, Engine
 from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
 from pyspark_ducklake.catalog.inlined_tables import inlined_file_deletes
@@ -62,6 +63,7 @@ from pyspark_ducklake.catalog.types import TableSchema, arrow_field, empty_table
 from pyspark_ducklake.exceptions import InvalidOptionError, NoSuchColumnError, NoSuchSnapshotError
 from pyspark_ducklake.io.deletion_vector import PARQUET, delete_file_format
 from pyspark_ducklake.io.parquet import field_id, read_columns
+from pyspark_ducklake.options import parse_snapshot_id
 from pyspark_ducklake.table.projection import project
 from pyspark_ducklake.table.scan import (
     FILE_POSITION,
@@ -144,11 +146,9 @@ def _snapshot_id(conn: Connection, ref: SnapshotRef, *, lower: bool, what: str) 
     """A snapshot id for an id (which must exist) or a time (``lower``: first at or after; else last at or before).
 
     Raises:
-        InvalidOptionError: not an int or datetime, or a negative id.
+        InvalidOptionError: not an int (a float, a bool, text) or datetime, or a negative id.
         NoSuchSnapshotError: the snapshot does not exist.
     """
-    if isinstance(ref, bool) or not isinstance(ref, (int, np.integer, dt.datetime)):
-        raise InvalidOptionError(f"{what} snapshot must be a snapshot id (int) or a datetime, got {ref!r}")
     if isinstance(ref, dt.datetime):
         if not lower:
             return reader.snapshot_at_time(conn, ref).snapshot_id
@@ -157,9 +157,11 @@ def _snapshot_id(conn: Connection, ref: SnapshotRef, *, lower: bool, what: str) 
             when = ref if ref.tzinfo is not None else ref.replace(tzinfo=dt.timezone.utc)
             raise NoSuchSnapshotError(f"no snapshot at or after {when.isoformat()}")
         return first.snapshot_id
-    if int(ref) < 0:
-        raise InvalidOptionError(f"{what} snapshot must be >= 0, got {ref}")
-    return reader.snapshot_by_id(conn, int(ref)).snapshot_id
+    try:
+        snapshot_id = parse_snapshot_id(ref, what, text=False)
+    except InvalidOptionError as e:
+        raise InvalidOptionError(f"{e}; or give a datetime") from e
+    return reader.snapshot_by_id(conn, snapshot_id).snapshot_id
 
 
 def resolve_range(conn: Connection, start: SnapshotRef, end: SnapshotRef) -> tuple[int, int]:
@@ -247,7 +249,17 @@ def plan_changes(
     Only catalog rows that may hold a change of the range are read (the data files written, ended or deleted from
     in it, their delete files, the inlined rows begun or ended in it, and the snapshots and commit times these
     name), so the plan costs what the range changed, however long the history before it.
+
+    Raises:
+        CorruptCatalogError: a catalog value that does not parse, naming where it is and the snapshots read.
     """
+    with reading(start, end):
+        return _plan_changes(conn, table, start, end, data_path, columns)
+
+
+def _plan_changes(
+    conn: Connection, table: TableEntry, start: int, end: int, data_path: str, columns: Sequence[str] | None
+) -> ChangePlan:
     # Nullable: a range may span ALTER ... SET NOT NULL, and older rows may hold NULL there (DuckDB reports them).
     schema = project(reader.table_schema(conn, table.table_id, end).nullable(), columns)
     plan = ChangePlan(table, schema, start, end)

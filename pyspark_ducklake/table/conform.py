@@ -14,8 +14,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pyspark_ducklake.catalog.corrupt import corrupt, is_parse_error
 from pyspark_ducklake.catalog.stats_values import parse_stat
-from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_field, arrow_type
+from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_field, arrow_type, table_of
 from pyspark_ducklake.exceptions import UnsupportedTypeError
 from pyspark_ducklake.io.parquet import field_id
 from pyspark_ducklake.io.variant import repeated_string, unshred
@@ -30,7 +31,15 @@ def default_array(column: Column, n: int, *, current: bool = False) -> pa.Array:
         return repeated_string(raw, n)  # DuckDB reads a VARIANT column's default as the VARCHAR variant of its text
     if raw is None or raw == "NULL" or column.is_nested or column.type == "variant":
         return pa.nulls(n, t)
-    value: Any = parse_stat(column, raw, inlined=True)
+    try:
+        value: Any = parse_stat(column, raw, inlined=True)
+    except Exception as e:
+        if not is_parse_error(e):
+            raise
+        field = "default_value" if current else "initial_default"
+        raise corrupt(
+            f"ducklake_column.{field} of column {column.name!r}", raw, f"a value of type {column.type}"
+        ) from e
     if isinstance(t, pa.BaseExtensionType):
         return pa.ExtensionArray.from_storage(t, pa.array([_storage_value(t, value)] * n, t.storage_type))
     return pa.array([value] * n, t)
@@ -67,7 +76,7 @@ def conform_table(data: pa.Table, schema: TableSchema, columns: list[str] | None
             arrays.append(m[1])  # already the table's type: kept as read, row groups and all (no copy)
         else:
             arrays.append(conform_array(m[1].combine_chunks(), column))
-    return pa.Table.from_arrays(arrays, schema=pa.schema([arrow_field(c) for c in wanted]))
+    return table_of(arrays, pa.schema([arrow_field(c) for c in wanted]), data.num_rows)
 
 
 # Conformed child by child (matched by field id, so equal Arrow types are not enough), and VARIANT (un-shredded).

@@ -32,6 +32,7 @@ from pyspark_ducklake.table.conform import default_array
 from pyspark_ducklake.table.geometry_values import geometry_in, geometry_values
 from pyspark_ducklake.table.job_files import JobToken
 from pyspark_ducklake.table.partition_values import PartitionKey, partition_dir, split_by_partition
+from pyspark_ducklake.table.sort_rows import SortKey, sort_table
 
 DELETE_FILE_PATH_ID = 2147483646
 DELETE_POS_ID = 2147483645
@@ -351,9 +352,11 @@ def write_data_files(
     job: JobToken | None = None,
     encrypt: bool = False,
     table_name: str = "",
+    sort_by: tuple[SortKey, ...] = (),
 ) -> list[PendingFile]:
     """Write ``data`` as one file per partition (one file when unpartitioned), named for ``job`` when given
-    (encrypted, each file with its own key, with ``encrypt``: the lake is encrypted).
+    (encrypted, each file with its own key, with ``encrypt``: the lake is encrypted), each file's rows in the
+    order of ``sort_by`` (the table's sort order, as DuckDB sorts an insert).
 
     Raises:
         DataFileError: a partition folder name would be too long (checked before any file is written).
@@ -367,7 +370,12 @@ def write_data_files(
     try:
         for values, part, folder in groups:
             name, written = write_data_file(
-                part, table_dir + folder, schema, storage_options=storage_options, job=job, encrypt=encrypt
+                sort_table(part, sort_by, schema),
+                table_dir + folder,
+                schema,
+                storage_options=storage_options,
+                job=job,
+                encrypt=encrypt,
             )
             out.append(PendingFile(folder + name, written, values))
     except BaseException:
@@ -447,9 +455,11 @@ def write_rolling(
     storage_options: dict[str, Any] | None = None,
     job: JobToken | None = None,
     encrypt: bool = False,
+    sort_by: tuple[SortKey, ...] = (),
 ) -> list[PendingFile]:
-    """Conform batches to the table and write them, rolling to a new file every ``target_file_rows`` rows; files
-    are named for ``job`` (so the driver finds them when the job fails, whatever became of this task).
+    """Conform batches to the table and write them, rolling to a new file every ``target_file_rows`` rows, each
+    file sorted by ``sort_by``; files are named for ``job`` (so the driver finds them when the job fails, whatever
+    became of this task).
 
     Files already written are removed when a later batch fails, so a failed task leaves nothing behind.
 
@@ -475,6 +485,7 @@ def write_rolling(
                 job=job,
                 encrypt=encrypt,
                 table_name=table_name,
+                sort_by=sort_by,
             )
             written.extend(files)
         pending, rows = [], 0

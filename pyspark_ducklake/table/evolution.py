@@ -10,6 +10,7 @@ from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog.commit_rows import column_rows, create_inlined_table, takes_inlined_rows
 from pyspark_ducklake.catalog.db import Connection
 from pyspark_ducklake.catalog.entries import TableEntry
+from pyspark_ducklake.catalog.sort_order import check_column_not_sorted, rename_sorted_column
 from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.catalog.types import Column, TableSchema, can_promote, find_folded
 from pyspark_ducklake.exceptions import InvalidIdentifierError, NoSuchColumnError, SchemaMismatchError
@@ -104,13 +105,18 @@ def finish_alter(ctx: CommitContext, table: TableEntry) -> None:
         recorded.add(table.table_id)
         column_rows_sql.record_schema_version(ctx.conn, table.table_id, ctx.snapshot_id, sv)
     schema = reader.table_schema(ctx.conn, table.table_id, ctx.snapshot_id)
-    if takes_inlined_rows(schema.columns, ctx.format):  # else the table never takes inlined rows (as in DuckDB)
+    # else the table never takes inlined rows (as in DuckDB)
+    if takes_inlined_rows(schema.columns, ctx.backend, ctx.format):
         create_inlined_table(ctx, table.table_id, sv, schema)
     ctx.changes.altered_tables.add(table.table_id)
 
 
 def _end_column(ctx: CommitContext, table_id: int, column: Column) -> None:
     column_rows_sql.end_columns(ctx.conn, table_id, [x.column_id for x in column.walk()], ctx.snapshot_id)
+
+
+def _qualified(table: TableEntry) -> str:
+    return f"{table.schema.schema_name}.{table.table_name}"
 
 
 def _find(schema: TableSchema, name: str, table: TableEntry) -> Column:
@@ -199,6 +205,7 @@ def rename_column(ctx: CommitContext, table: TableEntry, old: str, new: str) -> 
         )
     _replace_column_row(ctx, table, column, column_name=new)
     finish_alter(ctx, table)
+    rename_sorted_column(ctx, table.table_id, column.name, new, _qualified(table))
 
 
 def _replace_column_row(ctx: CommitContext, table: TableEntry, column: Column, **changes: Any) -> None:
@@ -211,6 +218,7 @@ def drop_column(ctx: CommitContext, table: TableEntry, name: str) -> None:
     column = _find(schema, name, table)
     if len(schema.columns) == 1:
         raise SchemaMismatchError(f"cannot drop {name!r}: it is the only column of {table.table_name}")
+    check_column_not_sorted(ctx.conn, table.table_id, ctx.snapshot_id, column.name, _qualified(table))
     _end_column(ctx, table.table_id, column)
     finish_alter(ctx, table)
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_field, arrow_type
+from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_field, arrow_type, table_of
 from pyspark_ducklake.io.parquet import field_id, iter_row_groups
 from pyspark_ducklake.table.conform import conform_array, default_array
 from pyspark_ducklake.table.scan import (
@@ -95,7 +95,7 @@ def stream_file_task(
         if keep is not None:
             raw = raw.filter(pa.array(keep))
             n = raw.num_rows
-        yield pa.Table.from_arrays(_columns(raw, schema, layout, n), schema=out_schema)
+        yield table_of(_columns(raw, schema, layout, n), out_schema, n)
     if foreign and first_range:
         yield _whole(task, schema, storage_options)
 

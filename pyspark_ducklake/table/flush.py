@@ -1,9 +1,10 @@
 """Flushing inlined rows to Parquet inside a commit, as the reference's ``ducklake_flush_inlined_data`` does.
 
 Each registered inlined table becomes one Parquet file in that table's own schema version, holding every row
-version (dead ones included) ordered by (row_id, begin_snapshot), with ``_ducklake_internal_row_id`` and
-``_ducklake_internal_snapshot_id``. Rows that had ended get a delete file whose per-row snapshot ids are their
-``end_snapshot``. So time travel and the change feed read the same before and after the flush.
+version (dead ones included) ordered by (row_id, begin_snapshot) (by the table's current sort order first, when it
+has one, as DuckDB's flush sorts), with ``_ducklake_internal_row_id`` and ``_ducklake_internal_snapshot_id``. Rows
+that had ended get a delete file whose per-row snapshot ids are their ``end_snapshot``. So time travel and the
+change feed read the same before and after the flush.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pyspark_ducklake.catalog.inlined_tables import (
     inlined_rows,
 )
 from pyspark_ducklake.catalog.paths import checked_table_dir
+from pyspark_ducklake.catalog.sort_order import sort_order
 from pyspark_ducklake.catalog.time_types import parquet_obstacle, utc_time_field_ids
 from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.catalog.types import TableSchema, arrow_field
@@ -39,6 +41,7 @@ from pyspark_ducklake.table.data_files import (
     new_delete_file_name,
 )
 from pyspark_ducklake.table.scan import ROW_ID_FIELD_ID, SNAPSHOT_ID_FIELD_ID
+from pyspark_ducklake.table.sort_rows import SortKey, sort_keys, sort_permutation
 
 INTERNAL_ROW_ID = "_ducklake_internal_row_id"
 INTERNAL_SNAPSHOT_ID = "_ducklake_internal_snapshot_id"
@@ -65,6 +68,7 @@ def flush_inlined(ctx: CommitContext, table: TableEntry, *, strict: bool = False
 
     Raises:
         UnsupportedTypeError: with ``strict`` (the user named this table), instead of keeping the rows inlined.
+        UnsupportedSortOrderError: the table's sort order has a key this library cannot evaluate.
     """
     registered = reader.inlined_tables(ctx.conn, table.table_id)
     table_dir = reader.table_path(table, ctx.data_path)
@@ -81,6 +85,7 @@ def flush_inlined(ctx: CommitContext, table: TableEntry, *, strict: bool = False
             raise obstacle
         return FlushResult(0, 0, str(obstacle))
     files = rows_flushed = 0
+    keys: tuple[SortKey, ...] | None = None
     for position, (name, sv) in enumerate(registered):
         if not reader.has_table(ctx.conn, name):
             continue
@@ -90,8 +95,10 @@ def flush_inlined(ctx: CommitContext, table: TableEntry, *, strict: bool = False
         rows = inlined_rows(ctx.conn, layout)
         is_latest = position == len(registered) - 1
         if rows:
+            if keys is None:  # the table's sort order now, not when the rows were written (as DuckDB's flush)
+                keys = sort_keys(sort_order(ctx.conn, table.table_id, ctx.snapshot_id), current, qualified)
             name_ = f"{table.schema.schema_name}.{table.table_name}"
-            _write_flush_files(ctx, table, schema, checked_table_dir(table_dir, ctx.data_path, name_), rows)
+            _write_flush_files(ctx, table, schema, checked_table_dir(table_dir, ctx.data_path, name_), name, rows, keys)
             files += 1
             rows_flushed += len(rows)
             moved = empty_inlined_table(ctx.conn, layout)
@@ -105,10 +112,16 @@ def flush_inlined(ctx: CommitContext, table: TableEntry, *, strict: bool = False
 
 
 def _write_flush_files(
-    ctx: CommitContext, table: TableEntry, schema: TableSchema, table_dir: str, rows: Sequence[Any]
+    ctx: CommitContext,
+    table: TableEntry,
+    schema: TableSchema,
+    table_dir: str,
+    inlined: str,
+    rows: Sequence[Any],
+    keys: tuple[SortKey, ...],
 ) -> None:
     # TIMETZ goes to Parquet as its UTC time, as DuckDB's flush writes it (inlined text keeps the offset)
-    arrays = [decoded_values(rows, c, ctx.backend, timetz_utc=True) for c in schema.columns]
+    arrays = [decoded_values(rows, c, ctx.backend, table=inlined, timetz_utc=True) for c in schema.columns]
     row_ids = pa.array([r.row_id for r in rows], pa.int64())
     begins = pa.array([r.begin_snapshot for r in rows], pa.int64())
     fields = [arrow_field(c) for c in schema.columns]
@@ -117,6 +130,11 @@ def _write_flush_files(
         internal_field(INTERNAL_SNAPSHOT_ID, SNAPSHOT_ID_FIELD_ID),
     ]
     data = pa.Table.from_arrays([*arrays, row_ids, begins], schema=pa.schema(fields))
+    # DuckDB's flush: the sort keys, then (row_id, begin_snapshot), the order its delete positions assume
+    order = sort_permutation(data, keys, schema, (INTERNAL_ROW_ID, INTERNAL_SNAPSHOT_ID)) if keys else None
+    if order is not None:
+        data = data.take(pa.array(order))
+        rows = [rows[i] for i in order]
     name = new_data_file_name()
     ctx.attempt_files.append(table_dir + name)
     encrypt = reader.lake_encrypted(ctx.conn)  # read in the attempt, as every catalog fact of a commit

@@ -30,7 +30,8 @@ from pyspark_ducklake.catalog.partitioning import (
     partition_spec,
 )
 from pyspark_ducklake.catalog.paths import checked_table_dir
-from pyspark_ducklake.catalog.reserved import check_column_names, inlining_reserved
+from pyspark_ducklake.catalog.reserved import check_column_names, name_obstacle
+from pyspark_ducklake.catalog.sort_order import sort_order
 from pyspark_ducklake.catalog.transaction import CommitContext, RetryConfig, SkipCommit
 from pyspark_ducklake.catalog.types import Column, TableSchema, empty_table, find_folded, validate_columns
 from pyspark_ducklake.exceptions import (
@@ -48,6 +49,7 @@ from pyspark_ducklake.table.identifiers import parse_identifier
 from pyspark_ducklake.table.job_files import JobToken, remove_job_files
 from pyspark_ducklake.table.maintenance.retention import RetentionSchedule, RetentionSpec
 from pyspark_ducklake.table.partition_values import PartitionKey, resolve_keys
+from pyspark_ducklake.table.sort_rows import InsertOrder, insert_order
 from pyspark_ducklake.table.target import create_target, new_partition_keys, plan_new_table
 
 log = logging.getLogger("pyspark_ducklake.sink")
@@ -119,6 +121,7 @@ class BatchPlan:
     # names the files of one attempt at the batch, so a failed attempt's files are found (see table.job_files)
     job: JobToken = field(default_factory=JobToken.new, compare=False)
     encrypted: bool = False  # the lake is encrypted: every file gets its own key
+    order: InsertOrder = field(default_factory=InsertOrder)  # the table's sort order (SET SORTED BY)
 
 
 @dataclass(frozen=True)
@@ -181,6 +184,7 @@ def write_task(plan: BatchPlan, batches: Iterable[pa.RecordBatch]) -> TaskOutput
                 storage_options=plan.storage_options,
                 job=plan.job,
                 encrypt=plan.encrypted,
+                sort_by=plan.order.keys,
             )
             return TaskOutput(sum(f.written.record_count for f in files), None, tuple(files))
     if rows == 0:
@@ -299,11 +303,11 @@ class MicroBatchCommitter:
             and all(known.schema.by_name(c.name) is not None for c in incoming.columns)
             and not (self.settings.merge_schema and self._new_fields(known.schema, incoming))
         ):
-            key = (known.entry, known.schema, known.spec, incoming)
+            key = (known.entry, known.schema, known.spec, known.order, incoming)
             memo = self._plan_memo
             if memo is not None and memo[0] == key:
                 return memo[1], replace(memo[2], snapshot_id=snapshot)
-            entry, current, spec, max_id = known.entry, known.schema, known.spec, 0
+            entry, current, spec, order, max_id = known.entry, known.schema, known.spec, known.order, 0
         else:
             key = None
             try:
@@ -329,6 +333,8 @@ class MicroBatchCommitter:
                 return self._batch_plan(new.table_dir, incoming, tplan.keys_for(incoming)), tplan
             current = R.table_schema(conn, entry.table_id, snapshot)
             spec = partition_spec(conn, entry.table_id, snapshot, current)
+            # a sort order this library cannot follow fails here, before any task writes a file
+            order = insert_order(conn, entry, sort_order(conn, entry.table_id, snapshot), current)
             max_id = evolution.max_column_id_conn(conn, entry.table_id)
         new_columns = [c for c in incoming.columns if current.by_name(c.name) is None]
         if new_columns and not self.settings.merge_schema:
@@ -352,7 +358,7 @@ class MicroBatchCommitter:
         conform_to_table(empty_table(incoming.arrow_schema()), target, self.qualified_name)
         tplan = TablePlan(snapshot, entry, target, added, spec, ())
         table_dir = checked_table_dir(R.table_path(entry, lake.data_path), lake.data_path, self.qualified_name)
-        bplan = self._batch_plan(table_dir, target, resolve_keys(spec, target))
+        bplan = self._batch_plan(table_dir, target, resolve_keys(spec, target), order)
         if key is not None:
             self._plan_memo = (key, bplan, tplan)
         return bplan, tplan
@@ -361,17 +367,27 @@ class MicroBatchCommitter:
         """Whether ``incoming`` has struct fields ``current`` lacks (those need the table's largest column id)."""
         return bool(evolution.merge_new_fields(current, incoming, 1, self.qualified_name)[1])
 
-    def _batch_plan(self, table_dir: str, schema: TableSchema, keys: tuple[PartitionKey, ...]) -> BatchPlan:
+    def _batch_plan(
+        self,
+        table_dir: str,
+        schema: TableSchema,
+        keys: tuple[PartitionKey, ...],
+        order: InsertOrder | None = None,
+    ) -> BatchPlan:
         return BatchPlan(
             self.qualified_name,
             table_dir,
             schema,
             keys,
-            # a table with a reserved column name (row_id, end_snapshot...) cannot take inlined rows
-            -1 if inlining_reserved(schema.names(), self.lake.info.format) else self.settings.data_inlining_row_limit,
+            # a table with a reserved column name (row_id, end_snapshot...) or one too long for the catalog
+            # database's identifiers cannot take inlined rows
+            -1
+            if name_obstacle(schema.names(), self.lake.engine.dialect.name, self.lake.info.format) is not None
+            else self.settings.data_inlining_row_limit,
             self.settings.target_file_rows,
             self.lake.storage_options,
             encrypted=self.lake.info.encrypted,
+            order=order or InsertOrder(),
         )
 
     def commit(
@@ -394,7 +410,7 @@ class MicroBatchCommitter:
         if small:
             leftovers = pa.concat_tables(small)
             if not files and leftovers.num_rows <= plan.inline_limit and self.inlinable(plan, leftovers):
-                inline_rows = leftovers
+                inline_rows = plan.order.inlined_rows(leftovers, plan.schema)
             else:
                 files += write_data_files(
                     leftovers,
@@ -405,6 +421,7 @@ class MicroBatchCommitter:
                     job=plan.job,
                     encrypt=plan.encrypted,
                     table_name=plan.table_name,
+                    sort_by=plan.order.keys,
                 )
         flushed = [0]
         skipped = [False]
@@ -417,7 +434,7 @@ class MicroBatchCommitter:
             if known is not None and (tplan.entry is None or tplan.entry.table_id != known.entry.table_id):
                 known = None
             if known is not None and not tplan.added:
-                entry, spec, schema = known.entry, known.spec, known.schema
+                entry, spec, schema, order = known.entry, known.spec, known.schema, known.order
                 last = known.batches.get(app_id)
                 if last is None:
                     last = app_progress.last_batch(ctx.conn, app_id, entry.table_id)
@@ -428,6 +445,7 @@ class MicroBatchCommitter:
                 entry, spec = self.target_in_commit(ctx, tplan)
                 last = app_progress.last_batch(ctx.conn, app_id, entry.table_id)
                 schema = R.table_schema(ctx.conn, entry.table_id, ctx.snapshot_id)
+                order = insert_order(ctx.conn, entry, sort_order(ctx.conn, entry.table_id, ctx.snapshot_id), schema)
             if last is not None and batch_id <= last[0]:
                 skipped[0] = True
                 raise SkipCommit()
@@ -458,7 +476,7 @@ class MicroBatchCommitter:
             batches = dict(known.batches) if known is not None else {}
             batches[app_id] = (batch_id, ctx.snapshot_id)
             staged[0] = ctx
-            staged[1] = _Known(ctx.snapshot_id, entry, schema, spec, inlined, None, count, oldest, batches)
+            staged[1] = _Known(ctx.snapshot_id, entry, schema, spec, inlined, None, count, oldest, batches, order)
 
         crash_point(AFTER_FILES_WRITTEN, batch_id)
         commit_started = time.monotonic()
@@ -499,7 +517,7 @@ class MicroBatchCommitter:
 
     def inlinable(self, plan: BatchPlan, rows: pa.Table) -> bool:
         """Whether DuckDB reads every one of ``rows`` back exactly from the catalog (else they go to Parquet)."""
-        why = table_inline_obstacle(plan.schema.columns, rows, self.lake.engine.dialect.name)
+        why = table_inline_obstacle(plan.schema.columns, rows, self.lake.engine.dialect.name, self.lake.info.format)
         if why is not None:
             log.info(
                 "ducklake sink %s: %d rows written to Parquet, not inlined: %s", plan.table_name, rows.num_rows, why
@@ -562,6 +580,7 @@ class _Known:
     inlined_rows: int
     oldest_inlined: dt.datetime | None
     batches: dict[str, tuple[int, int]]  # app_id -> (batch_id, snapshot_id) of its last batch
+    order: InsertOrder = field(default_factory=InsertOrder)  # the table's sort order
 
 
 @dataclass(frozen=True)

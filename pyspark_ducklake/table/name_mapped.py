@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from pyspark_ducklake.catalog.name_mapping import MappingNode, NameMapping
 from pyspark_ducklake.catalog.stats_values import parse_stat
-from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_type
+from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_type, table_of
 from pyspark_ducklake.exceptions import DataFileError, InvalidGeometryError, UnsupportedTypeError
 from pyspark_ducklake.io.parquet import FIELD_ID_KEY, field_id
 from pyspark_ducklake.table.conform import conform_table
@@ -140,9 +140,7 @@ def apply_name_mapping(raw: pa.Table, mapping: NameMapping, path: str, schema: T
             arr = _map_array(raw.column(i).combine_chunks(), node, path)
         arrays.append(arr)
         fields.append(_tagged(node.source_name, arr.type, node.target_field_id))
-    if not fields:  # no mapped column left: keep the row count (an id no column has)
-        arrays, fields = [pa.nulls(n)], [_tagged("__rows", pa.null(), -1)]
-    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+    return table_of(arrays, pa.schema(fields), n)
 
 
 def conform_foreign(raw: pa.Table, schema: TableSchema, path: str) -> pa.Table:
@@ -193,9 +191,7 @@ def apply_positional(raw: pa.Table, schema: TableSchema) -> pa.Table:
     places = schema.positions if schema.positions is not None else tuple(range(len(schema.columns)))
     bound = [(i, c) for i, c in zip(places, schema.columns, strict=True) if i < raw.num_columns]
     fields = [_tagged(raw.schema.field(i).name, raw.schema.field(i).type, c.column_id) for i, c in bound]
-    if not fields:
-        return pa.Table.from_arrays([pa.nulls(raw.num_rows)], schema=pa.schema([_tagged("__rows", pa.null(), -1)]))
-    return pa.Table.from_arrays([raw.column(i) for i, _ in bound], schema=pa.schema(fields))
+    return table_of([raw.column(i) for i, _ in bound], pa.schema(fields), raw.num_rows)
 
 
 __all__ = [

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pyspark_ducklake.catalog import reader
+from pyspark_ducklake.catalog.corrupt import reading
 from pyspark_ducklake.catalog.db import Connection
 from pyspark_ducklake.catalog.entries import DataFileEntry, DeleteFileEntry, TableEntry
 from pyspark_ducklake.catalog.inlined_tables import (
@@ -85,18 +86,23 @@ def plan_scan(
     """Everything needed to read ``table`` at ``snapshot_id``; files whose stats exclude ``filters`` (as
     :func:`filter_expression` takes them) are pruned. With ``columns`` the plan reads only the table columns
     named there (the filter's columns must be among them), so a column of a type this library cannot read blocks
-    only reads that select it. ``full``: the table's schema at the snapshot, when the caller has read it already."""
-    if full is None:
-        full = reader.table_schema(conn, table.table_id, snapshot_id)
-    schema = project(full, columns)
-    plan = ScanPlan(table, schema, snapshot_id)
-    files = reader.data_files(conn, table, snapshot_id, data_path)
-    if filters is not None:
-        files, plan.pruned_files = prune_files(conn, table, full, files, filters)
-    inlined_deletes = read_inlined_file_deletes(conn, table.table_id, snapshot_id)
-    for f in files:
-        plan.files.append(FileTask(f, snapshot_id, tuple(sorted(inlined_deletes.get(f.data_file_id, ())))))
-    plan.inlined = InlinedTask(read_inlined_rows(conn, table.table_id, schema, snapshot_id))
+    only reads that select it. ``full``: the table's schema at the snapshot, when the caller has read it already.
+
+    Raises:
+        CorruptCatalogError: a catalog value that does not parse, naming where it is and the snapshot.
+    """
+    with reading(snapshot_id):
+        if full is None:
+            full = reader.table_schema(conn, table.table_id, snapshot_id)
+        schema = project(full, columns)
+        plan = ScanPlan(table, schema, snapshot_id)
+        files = reader.data_files(conn, table, snapshot_id, data_path)
+        if filters is not None:
+            files, plan.pruned_files = prune_files(conn, table, full, files, filters)
+        inlined_deletes = read_inlined_file_deletes(conn, table.table_id, snapshot_id)
+        for f in files:
+            plan.files.append(FileTask(f, snapshot_id, tuple(sorted(inlined_deletes.get(f.data_file_id, ())))))
+        plan.inlined = InlinedTask(read_inlined_rows(conn, table.table_id, schema, snapshot_id))
     return plan
 
 
@@ -136,7 +142,7 @@ def read_inlined_rows(
             if src is None:
                 arrays.append(default_array(column, n))
                 continue
-            decoded = decoded_values(rows, src, backend)
+            decoded = decoded_values(rows, src, backend, table=name)
             arrays.append(_retype(decoded, src, column))
         arrays.append(pa.array([r.row_id for r in rows], pa.int64()))
         arrays.append(pa.array([r.begin_snapshot for r in rows], pa.int64()))

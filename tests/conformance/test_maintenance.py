@@ -21,12 +21,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from sqlalchemy import create_engine, text
 
 import pyspark_ducklake as pdl
 from pyspark_ducklake.exceptions import CommitConflictError, InvalidOptionError, NoSuchSnapshotError, NoSuchTableError
 from pyspark_ducklake.table.change_feed import CHANGE_COLUMNS
 from pyspark_ducklake.table.maintenance.compaction import rewrite_group
+from tests.support.catalogs import compaction_catalog_rows
 from tests.support.compare import canonical, canonical_rows
 from tests.support.data import BROAD_SCHEMA, broad_rows
 from tests.support.duck import attach_sql, connect_duckdb
@@ -224,25 +224,6 @@ def test_our_maintenance_reads_identically_in_duckdb(duck: Any, catalog: Any) ->
     lake.close()
 
 
-def _catalog_rows(path: Path) -> dict[str, list[tuple[Any, ...]]]:
-    """Every ducklake_* table of a SQLite catalog, without what differs between two writers of the same change
-    (file names, sizes, times, and the order in which new files were numbered)."""
-    skip = {"path", "file_size_bytes", "footer_size", "column_size_bytes", "schedule_start", "snapshot_time"}
-    # New files take ids in the order groups are committed, which in DuckDB is a hash map's order.
-    renumbered = {"ducklake_data_file", "ducklake_file_column_stats", "ducklake_file_partition_value"}
-    engine = create_engine(f"sqlite:///{path}")
-    out = {}
-    with engine.connect() as conn:
-        names = [r[0] for r in conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'table'"))]
-        for name in sorted(n for n in names if n.startswith("ducklake_") and n != "ducklake_metadata"):
-            drop = skip | ({"data_file_id"} if name in renumbered else set())
-            cols = [r[1] for r in conn.execute(text(f'PRAGMA table_info("{name}")')) if r[1] not in drop]
-            rows = conn.execute(text(f'SELECT {", ".join(cols)} FROM "{name}"')).all()
-            out[name] = sorted((tuple(r) for r in rows), key=repr)
-    engine.dispose()
-    return out
-
-
 def test_same_catalog_rows_as_duckdb(duck: Any, sqlite_catalog: Any, tmp_path: Path) -> None:
     catalog = sqlite_catalog
     lake = pdl.connect(catalog.url, catalog.data_path, data_inlining_row_limit=5)
@@ -281,7 +262,10 @@ def test_same_catalog_rows_as_duckdb(duck: Any, sqlite_catalog: Any, tmp_path: P
     assert expired.snapshots == tuple(s for s in range(last - 2) if s not in (2, 3, 4, 5))
     assert expired.tables_removed and expired.files_scheduled  # the dropped table; the overwritten files
     lake.close()
-    mine, theirs_rows = _catalog_rows(tmp_path / "ours.sqlite"), _catalog_rows(tmp_path / "theirs.sqlite")
+    mine, theirs_rows = (
+        compaction_catalog_rows(tmp_path / "ours.sqlite"),
+        compaction_catalog_rows(tmp_path / "theirs.sqlite"),
+    )
     assert mine.keys() == theirs_rows.keys()
     for name in mine:
         assert mine[name] == theirs_rows[name], f"{name} differs from DuckDB's"

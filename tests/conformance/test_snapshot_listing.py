@@ -62,7 +62,8 @@ def test_limit_and_since_cut_the_listing_in_sql(catalog: CatalogLocation) -> Non
         ({"limit": -3}, "option limit must be >= 1, got -3"),
         ({"limit": True}, "could not parse option limit to an integer: True"),
         ({"since": -1}, "option since must be >= 0, got -1"),
-        ({"since": 1.5}, "could not parse option since to an integer: 1.5"),
+        ({"since": 1.5}, "could not parse option since as a snapshot id: 1.5"),
+        ({"since": "3"}, "as an int, not text"),
     ],
 )
 def test_bad_bounds_are_typed_errors(sqlite_catalog: CatalogLocation, kw: dict[str, Any], message: str) -> None:

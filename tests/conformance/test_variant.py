@@ -24,6 +24,7 @@ import pyspark_ducklake as pdl
 from pyspark_ducklake.exceptions import InvalidVariantError
 from pyspark_ducklake.io.variant import VARIANT_TYPE, decode, from_python
 from tests.support.bad_inputs import expect_bad_input
+from tests.support.duck import connect_duckdb, sql_string
 
 # DuckDB expressions: objects shredded in part (a residual decimal, a missing field), lists of objects, mixed rows,
 # keys with quotes, dots and unicode, deep nesting, every scalar type, NULL and JSON null, a long string.
@@ -147,6 +148,53 @@ def test_duckdb_shredded_variants_read_equal_at_every_snapshot_and_in_the_change
         ).fetchall()
     )
     assert mine == theirs
+
+
+def test_reads_without_the_variant_column_keep_every_row_with_or_without_rowid_and_snapshot_id(
+    catalog: Any, duckdb_lake: Any, tmp_path: Any
+) -> None:
+    # DuckDB's variant tests make tables whose only other columns are the virtual ones: a read of only rowid and
+    # snapshot_id decodes no column of the file, and it must still give every row (it gave none, then failed)
+    con = duckdb_lake(catalog, inlining_row_limit=10)
+    duckdb_history(con)
+    con.execute("CREATE TABLE lake.only (v VARIANT)")
+    con.execute(f"INSERT INTO lake.only SELECT {shape_sql(0).replace('{i}', 'i')} FROM range(30) r(i)")
+    con.execute("DELETE FROM lake.only WHERE rowid % 7 = 3")
+    lake = pdl.connect(catalog.url)
+    for s in snapshots(con)[2:]:
+        at = f" AT (VERSION => {s})"
+        for table, cols in (("t", ["id", "rowid", "snapshot_id"]), ("t", ["rowid"]), ("t", ["id"])):
+            theirs = sorted(con.execute(f"SELECT {', '.join(cols)} FROM lake.{table}{at}").fetchall())
+            mine = lake.scan(f"main.{table}", snapshot=s, columns=cols)
+            assert sorted(tuple(r.values()) for r in mine.to_pylist()) == theirs, (table, cols, s)
+        if s >= snapshots(con)[-3]:  # main.only exists
+            theirs = sorted(con.execute(f"SELECT rowid, snapshot_id FROM lake.only{at}").fetchall())
+            mine = lake.scan("main.only", snapshot=s, columns=["rowid", "snapshot_id"])
+            assert sorted(tuple(r.values()) for r in mine.to_pylist()) == theirs, s
+    last = lake.current_snapshot_id()
+    feed = lake.table_changes("main.only", 0, last, columns=[])
+    assert sorted(
+        zip(*(feed.column(c).to_pylist() for c in ("_change_type", "_rowid", "_snapshot_id")), strict=True)
+    ) == sorted(
+        con.execute(
+            f"SELECT change_type, rowid, snapshot_id FROM ducklake_table_changes('lake', 'main', 'only', 0, {last})"
+        ).fetchall()
+    )
+
+    # a DuckDB-file catalog, where DuckDB inlines VARIANT rows
+    path = str(tmp_path / "v.ducklake")
+    duck = connect_duckdb()
+    try:
+        duck.execute(f"ATTACH {sql_string('ducklake:' + path)} AS lake (DATA_PATH {sql_string(str(tmp_path / 'f'))})")
+        duck.execute("CREATE TABLE lake.only (v VARIANT)")
+        duck.execute("INSERT INTO lake.only VALUES (1::VARIANT), (NULL), ({'a': 2}::VARIANT)")
+        duck.execute("INSERT INTO lake.only SELECT i::VARIANT FROM range(20) r(i)")
+        theirs = sorted(duck.execute("SELECT rowid, snapshot_id FROM lake.only").fetchall())
+    finally:
+        duck.close()
+    with pdl.connect(f"ducklake:{path}") as inlined:
+        mine = inlined.scan("main.only", columns=["rowid", "snapshot_id"])
+    assert sorted(tuple(r.values()) for r in mine.to_pylist()) == theirs and len(theirs) == 23
 
 
 HOSTILE = [
@@ -294,6 +342,15 @@ def test_spark_reads_and_writes_variant(sqlite_catalog: Any, duckdb_lake: Any, s
             f"SELECT change_type, rowid, v FROM ducklake_table_changes('lake', 'main', 't', 0, {last})"
         ).fetchall()
     )
+    # without the VARIANT column, on every path: the data source's columns option, the fast path, the feed
+    ids = sorted(i for i, _ in duck(con))
+    assert (
+        sorted(r["id"] for r in spark.read.format("ducklake").option("columns", "id").load("main.t").collect()) == ids
+    )
+    assert sorted(r["id"] for r in pdl.read_table(spark, "main.t", columns=["id"]).collect()) == ids
+    feed_ids = feed.select("_change_type", "_rowid", "id").collect()
+    narrow = spark.read.format("ducklake").option("startingSnapshot", 0).option("columns", "id").load("main.t")
+    assert sorted(map(tuple, narrow.select("_change_type", "_rowid", "id").collect())) == sorted(map(tuple, feed_ids))
 
     texts = ['{"a": 1, "b": [1.5, null, "x"]}', "42", "null", None, '"s"', '{"k\\"q": {"a.b": "ü", "": {}}}', "[]"]
     df = spark.createDataFrame(list(enumerate(texts)), "id int, j string").select("id", F.parse_json("j").alias("v"))

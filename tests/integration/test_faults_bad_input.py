@@ -7,6 +7,7 @@ says what to do, and the lake is untouched: same snapshot count, same files unde
 from __future__ import annotations
 
 import shutil
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,32 @@ def test_spark_writes(spark: SparkSession, lake: pdl.Lake) -> None:
     with expect_bad_input("spark-no-table", lake):
         spark.read.format("ducklake").option("catalog", url).load().collect()
     assert "main.new" not in lake.tables()
+
+
+def test_spark_snapshot_options_that_are_not_integers(spark: SparkSession, lake: pdl.Lake) -> None:
+    read = spark.read.format("ducklake").option("catalog", lake.location.url)
+    assert read.option("versionAsOf", "1").load("main.t").count() == 0  # text is how Spark passes every option
+    for key, value in (("versionAsOf", "2.7"), ("snapshot", "true"), ("endingSnapshot", "2.0")):
+        options = {key: value, "startingSnapshot": "0"} if key == "endingSnapshot" else {key: value}
+        with expect_bad_input("snapshot-not-integer", lake):
+            read.options(**options).load("main.t").collect()
+    with expect_bad_input("snapshot-not-integer", lake):
+        read.option("startingSnapshot", "1.5").load("main.t").collect()
+    with expect_bad_input("snapshot-not-integer", lake):
+        pdl.read_table(spark, "main.t", catalog=lake.location.url, snapshot=2.7)
+
+
+def test_spark_reads_of_a_corrupt_catalog_value(spark: SparkSession, lake: pdl.Lake, tmp_path: Path) -> None:
+    url = lake.location.url
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+        db.execute("UPDATE ducklake_data_file SET record_count = 'x'")
+    with expect_bad_input("catalog-value-corrupt", lake) as err:
+        spark.read.format("ducklake").option("catalog", url).load("main.t").collect()
+    assert "ducklake_data_file.record_count" in str(err.value)
+    with expect_bad_input("catalog-value-corrupt", lake):
+        pdl.read_table(spark, "main.t", catalog=url).collect()
+    with expect_bad_input("catalog-value-corrupt", lake):
+        spark.read.format("ducklake").option("catalog", url).option("startingSnapshot", "0").load("main.t").collect()
 
 
 def run_until_done(df: Any, sink: Any, checkpoint: Path) -> None:

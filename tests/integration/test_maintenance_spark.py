@@ -1,18 +1,21 @@
-"""Maintenance with Spark: the merge's rewriting as a Spark job; the change-feed stream after our expiry."""
+"""Maintenance with Spark: the merge's and rewrite's files written by a Spark job (into a sorted table too); the
+change-feed stream after our expiry."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
 import pyspark_ducklake as pdl
-from pyspark_ducklake.batch.compaction_job import merge_adjacent_files
+from pyspark_ducklake.batch.compaction_job import merge_adjacent_files, rewrite_data_files
 from pyspark_ducklake.exceptions import DataLossError
 from pyspark_ducklake.spark.change_feed import feed_schema
 from pyspark_ducklake.spark.lake_config import LakeConfig
+from pyspark_ducklake.spark_parquet_write import write_table
 from pyspark_ducklake.streaming.change_feed_stream import DuckLakeChangeFeedReader
 from tests.support.compare import canonical_rows
 
@@ -111,4 +114,37 @@ def test_stream_fails_when_expiry_lands_while_it_plans(sqlite_catalog: Any, monk
     monkeypatch.setattr(feed_stream, "change_partitions", expiry_lands_first)
     with pytest.raises(DataLossError, match=f"needs snapshots {later[0]}..{later[1]}"):
         _stream(catalog, lake, "true").partitions({"snapshot_id": done}, {"snapshot_id": later[-1]})
+    lake.close()
+
+
+def test_spark_writes_sorted_and_rewrites_deletes(spark: SparkSession, sqlite_catalog: Any) -> None:
+    """A sorted, partitioned table: Spark's writes (write_table falls back to the data source, which sorts each
+    file), then rewrite_data_files as a Spark job: one task per partition, the files' rows in the sort order, every
+    row with its id, time travel before the rewrite unchanged."""
+    catalog = sqlite_catalog
+    lake = pdl.connect(catalog.url, catalog.data_path, data_inlining_row_limit=0)
+    lake.create_table("main.w", SCHEMA, partition_by=["k"])
+    lake.set_sort_order("main.w", ["id DESC"])
+    df = spark.createDataFrame([(i, "ab"[i % 2]) for i in range(40)], "id bigint, k string").repartition(3)
+    assert not write_table(df.coalesce(1), "main.w", catalog=catalog.url).native  # a file per partition
+    lake.create_table("main.u", SCHEMA)
+    lake.set_sort_order("main.u", ["k", "id DESC"])
+    outcome = write_table(df, "main.u", catalog=catalog.url)
+    assert not outcome.native and outcome.reason == "the table is sorted (SET SORTED BY)"
+    for path in lake.list_files("main.u").column("data_file").to_pylist():  # one file per Spark task
+        keys = [(r["k"], -r["id"]) for r in pq.read_table(path).to_pylist()]
+        assert keys == sorted(keys)
+    for path in lake.list_files("main.w").column("data_file").to_pylist():
+        ids = pq.read_table(path).column("id").to_pylist()
+        assert ids == sorted(ids, reverse=True)
+    lake.delete("main.w", [("id", "<", 30)])
+    head = lake.current_snapshot_id()
+    before = canonical_rows(lake.scan("main.w", columns=["rowid", "id", "k"]))
+    report = rewrite_data_files(spark, "main.w", catalog=catalog.url, delete_threshold=0.5)
+    assert report.files_created == 2 and report.rows_removed == 30 and report.snapshot_id == head + 1
+    assert canonical_rows(lake.scan("main.w", columns=["rowid", "id", "k"])) == before
+    assert lake.scan("main.w", snapshot=head - 1).num_rows == 40  # before the delete: the old files
+    for path in lake.list_files("main.w").column("data_file").to_pylist():
+        ids = pq.read_table(path).column("id").to_pylist()
+        assert ids == sorted(ids, reverse=True) and len(ids) == 5  # 30..39 of each partition
     lake.close()

@@ -246,6 +246,26 @@ CASES: tuple[BadInput, ...] = (
         E.NoSuchSnapshotError,
         "list them with lake.snapshots()",
     ),
+    BadInput(
+        "snapshot-not-integer",
+        "a snapshot id that is not an integer: `scan(snapshot=2.7)` (it read snapshot 2), `True`, `'3'` where Python "
+        "takes ints (`scan`, `table`, `list_files`, `table_changes`, `expire_snapshots(versions=)`, `read_table`); "
+        "Spark's `versionAsOf`, `startingSnapshot`, `endingSnapshot` of `'2.7'` or `'true'` (`'3'` is fine there); "
+        "`changes t 2.7` on the command line",
+        E.InvalidOptionError,
+        "give a whole number such as 3 (list them with lake.snapshots())",
+        match="as a snapshot id",
+    ),
+    BadInput(
+        "catalog-value-corrupt",
+        "a catalog value that does not parse (a hand-edited or corrupt catalog): an inlined BIGINT holding `'abc'`, a "
+        "data file's `record_count` of `'x'`, a snapshot's `next_file_id` NULL, a column default that is no value of "
+        "its type, a table's min/max statistics that do not parse (on a write); on any path: scan, change feed, "
+        "flush, append, Spark",
+        E.CorruptCatalogError,
+        "names the catalog table, column, value and snapshot: restore the catalog from a backup, or correct that value",
+        match="restore it from a backup, or correct that value",
+    ),
     # --- values (the inlined-data codec and what it uses)
     BadInput(
         "invalid-utf8",
@@ -803,7 +823,62 @@ CASES: tuple[BadInput, ...] = (
         E.InvalidIdentifierError,
         "pass cascade=True",
     ),
+    # --- sorted tables and rewrite_data_files (#33 item 4)
+    BadInput(
+        "sort-key-expression",
+        "`lake.set_sort_order` with a key that is not a column (`'lower(b)'`, `'s.x'`, `'a DESCENDING'`)",
+        E.InvalidOptionError,
+        "use 'col [ASC|DESC] [NULLS FIRST|NULLS LAST]' with a column name",
+    ),
+    BadInput(
+        "sort-key-unknown-column",
+        "`lake.set_sort_order` naming a column the table lacks",
+        E.NoSuchColumnError,
+        "the message lists the table's columns",
+        match="(columns: [",
+    ),
+    BadInput(
+        "sort-order-unsupported",
+        "a write, flush or compaction of a table DuckDB sorted by an expression (`SET SORTED BY (lower(b))`), or a "
+        "sort key of a VARIANT, GEOMETRY or TIMETZ column",
+        E.UnsupportedSortOrderError,
+        "sort it by columns (Lake.set_sort_order) or reset its sort order, else write to it with DuckDB",
+    ),
+    BadInput(
+        "drop-sorted-column",
+        "`lake.drop_column` of a column the table is sorted by",
+        E.SchemaMismatchError,
+        "reset or change the sort order (Lake.set_sort_order) to drop it",
+    ),
+    BadInput(
+        "rewrite-delete-threshold",
+        "`rewrite_data_files(delete_threshold=...)` (or the catalog's `rewrite_delete_threshold`) outside 0..1 or "
+        "not a number",
+        E.InvalidOptionError,
+        "must be between 0 and 1",
+    ),
     # --- accepted
+    BadInput(
+        "column-name-too-long-for-catalog",
+        "a column name longer than the catalog database keeps as an identifier (PostgreSQL: 63 bytes of UTF-8, e.g. "
+        "100 characters or 40 `é`), at create, `add_column` or `rename_column`",
+        None,
+        "as DuckDB: the table is never inlined (each column of an inlined-data table is an identifier PostgreSQL would "
+        "cut); its rows go to Parquet",
+    ),
+    BadInput(
+        "name-too-long-for-folder",
+        "a schema or table name whose folder name would exceed 255 bytes",
+        None,
+        "its folder is cut to 238 characters plus a hash of the name (DuckDB's own such table fails every write); the "
+        "catalog records it, DuckDB reads and writes it",
+    ),
+    BadInput(
+        "file-stats-corrupt",
+        "a data file's min/max statistics (`ducklake_file_column_stats`) that do not parse",
+        None,
+        "ignored, as DuckDB ignores them: statistics are hints, the file is read rather than pruned",
+    ),
     BadInput(
         "hostile-identifiers",
         "hostile names: quotes, spaces, `; DROP TABLE x;--`, `../escape`",

@@ -11,7 +11,7 @@ import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
@@ -125,3 +125,22 @@ def postgres_location(server: PgServer, database: str, folder: Path) -> CatalogL
         duckdb=f"ducklake:postgres:{server.conninfo(database)}",
         data_path=new_data_path(folder),
     )
+
+
+def compaction_catalog_rows(path: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Every ducklake_* table of a SQLite catalog, without what differs between two writers of the same change
+    (file names, sizes, times, and the order in which new files were numbered)."""
+    skip = {"path", "file_size_bytes", "footer_size", "column_size_bytes", "schedule_start", "snapshot_time"}
+    # New files take ids in the order groups are committed, which in DuckDB is a hash map's order.
+    renumbered = {"ducklake_data_file", "ducklake_file_column_stats", "ducklake_file_partition_value"}
+    engine = create_engine(f"sqlite:///{path}")
+    out = {}
+    with engine.connect() as conn:
+        names = [r[0] for r in conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'table'"))]
+        for name in sorted(n for n in names if n.startswith("ducklake_") and n != "ducklake_metadata"):
+            drop = skip | ({"data_file_id"} if name in renumbered else set())
+            cols = [r[1] for r in conn.execute(text(f'PRAGMA table_info("{name}")')) if r[1] not in drop]
+            rows = conn.execute(text(f'SELECT {", ".join(cols)} FROM "{name}"')).all()
+            out[name] = sorted((tuple(r) for r in rows), key=repr)
+    engine.dispose()
+    return out

@@ -50,12 +50,16 @@ def open_duckdb(
 
 @contextlib.contextmanager
 def attached(
-    con: duckdb.DuckDBPyConnection, location: LakeLocation, alias: str = "lake"
+    con: duckdb.DuckDBPyConnection,
+    location: LakeLocation,
+    alias: str = "lake",
+    *,
+    inlining_row_limit: int | None = None,
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """``con`` (a connection kept for many checks: loading the extensions costs about ten times an attach) with the
-    lake at ``location`` attached afresh as ``alias``, detached after, so nothing DuckDB cached survives and DuckDB
-    holds no SQLite catalog file between checks."""
-    con.execute(attach_sql(location, alias))
+    lake at ``location`` attached afresh as ``alias`` (with DuckDB's ``DATA_INLINING_ROW_LIMIT`` when given),
+    detached after, so nothing DuckDB cached survives and DuckDB holds no SQLite catalog file between checks."""
+    con.execute(attach_sql(location, alias, inlining_row_limit))
     try:
         yield con
     finally:

@@ -16,6 +16,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -23,6 +24,7 @@ import pyspark_ducklake as pdl
 from pyspark_ducklake import ducklake_sink
 from pyspark_ducklake.exceptions import (
     CatalogUnreachableError,
+    CorruptCatalogError,
     DataFileError,
     DuckLakeError,
     InvalidOptionError,
@@ -31,6 +33,7 @@ from pyspark_ducklake.exceptions import (
     SchemaMismatchError,
     UnsupportedTypeError,
 )
+from pyspark_ducklake.options import Entry, check_options
 from pyspark_ducklake.spark.lake_config import LakeConfig
 from tests.support.bad_inputs import (
     CASES,
@@ -252,6 +255,118 @@ def test_unknown_column_and_snapshot(lake: pdl.Lake) -> None:
     assert "99" in str(err.value)
     with expect_bad_input("unknown-snapshot", lake):
         lake.scan("main.t", timestamp="1990-01-01T00:00:00")
+
+
+def test_a_snapshot_id_that_is_not_an_integer_is_refused_on_every_entry_point(
+    lake: pdl.Lake, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # scan(snapshot=2.7) read snapshot 2; True read snapshot 1; '2' was taken where the API takes ints
+    from pyspark_ducklake.__main__ import main
+    from pyspark_ducklake.batch.reader import resolve_read_snapshot
+
+    lake.append("main.t", pa.table({"id": [100], "name": ["b"]}))
+    reads = (
+        lambda bad: lake.scan("main.t", snapshot=bad),
+        lambda bad: lake.table("main.t", snapshot=bad),
+        lambda bad: lake.list_files("main.t", snapshot=bad),
+        lambda bad: lake.resolve_snapshot(snapshot=bad),
+        lambda bad: lake.table_changes("main.t", bad),
+        lambda bad: lake.table_changes("main.t", 0, bad),
+        lambda bad: lake.expire_snapshots(versions=[bad], dry_run=True),
+    )
+    for bad in (2.7, 2.0, True, "2", b"2", np.float64(2), np.bool_(True)):
+        for read in reads:
+            with expect_bad_input("snapshot-not-integer", lake) as err:
+                read(bad)
+            assert repr(bad) in str(err.value)
+    assert lake.scan("main.t", snapshot=np.int64(2)).num_rows == 20  # NumPy's integers are integers
+    # Spark options are text: "2" is a snapshot id there, "2.7" and "true" are not (the parser of the registry, and
+    # of the read's pinned snapshot)
+    assert resolve_read_snapshot(lake, {"versionAsOf": "2"}) == 2
+    for key, bad_text in (("versionAsOf", "2.7"), ("snapshot", "true"), ("endingSnapshot", "2.0")):
+        with expect_bad_input("snapshot-not-integer", lake):
+            check_options({key: bad_text}, Entry.READ)
+    with expect_bad_input("snapshot-not-integer", lake):
+        resolve_read_snapshot(lake, {"versionAsOf": "3_000"})
+    with expect_bad_input("snapshot-not-integer", lake) as err:
+        check_options({"startingSnapshot": "2.7"}, Entry.READ)
+    assert "'earliest' or 'latest'" in str(err.value)
+    # the command line: a usage error naming the argument
+    url = lake.location.url
+    for args in (["changes", "main.t", "2.7"], ["changes", "main.t", "0", "true"], ["expire", "--versions", "1,2.5"]):
+        assert main(["--catalog", url, *args]) == 2
+        err_text = capsys.readouterr().err
+        assert "as a snapshot id" in err_text and "Traceback" not in err_text, args
+    assert len(lake.snapshots()) == 4
+
+
+CORRUPTIONS = [
+    # (what the catalog row holds, the statement that makes it so, the place the message names)
+    (
+        "inlined-bigint",
+        "UPDATE ducklake_inlined_data_1_1 SET id = 'abc' WHERE row_id = 20",
+        "ducklake_inlined_data_1_1",
+    ),
+    ("record-count", "UPDATE ducklake_data_file SET record_count = 'x'", "ducklake_data_file.record_count"),
+    ("row-id-start", "UPDATE ducklake_data_file SET row_id_start = 2.5", "ducklake_data_file.row_id_start"),
+    ("next-file-id", "UPDATE ducklake_snapshot SET next_file_id = NULL", "ducklake_snapshot.next_file_id of snapshot"),
+    ("flag", "UPDATE ducklake_data_file SET path_is_relative = 'yes'", "ducklake_data_file.path_is_relative"),
+    ("default", "UPDATE ducklake_column SET initial_default = 'abc' WHERE column_name = 'n'", "initial_default"),
+]
+
+
+@pytest.mark.parametrize(("sql", "where"), [c[1:] for c in CORRUPTIONS], ids=[c[0] for c in CORRUPTIONS])
+def test_a_catalog_value_that_does_not_parse_is_a_corrupt_catalog_error_on_every_path(
+    tmp_path: Path, sql: str, where: str
+) -> None:
+    # scan raised a bare ValueError for an inlined BIGINT holding 'abc'; a NULL next_file_id a TypeError
+    lake = pdl.connect(f"sqlite:///{tmp_path}/c.sqlite", str(tmp_path / "data"))
+    lake.create_table("main.t", pa.schema([("id", pa.int64())]))
+    lake.append("main.t", pa.table({"id": list(range(20))}))  # a Parquet file
+    lake.append("main.t", pa.table({"id": [20, 21]}))  # inlined, row ids 20 and 21
+    lake.add_column("main.t", "n", pa.int64(), default=5)  # old rows read its initial default
+    with sqlite3.connect(tmp_path / "c.sqlite") as db:
+        db.execute(sql)
+    operations = {
+        "scan": lambda: lake.scan("main.t"),
+        "change feed": lambda: lake.table_changes("main.t", 0),
+        "flush": lambda: lake.flush_inlined_data("main.t"),
+        "append": lambda: lake.append("main.t", pa.table({"id": list(range(30))})),
+    }
+
+    def snapshots() -> int:  # counted in SQL: lake.snapshots() reads the corrupt row too
+        with sqlite3.connect(tmp_path / "c.sqlite") as db:
+            return int(db.execute("SELECT count(*) FROM ducklake_snapshot").fetchone()[0])
+
+    before, failed = snapshots(), []
+    for name, operation in operations.items():
+        try:
+            operation()
+        except DuckLakeError:
+            failed.append(name)
+            with expect_bad_input("catalog-value-corrupt", watch=[tmp_path / "data"]) as err:
+                operation()
+            assert where in str(err.value) and "snapshot" in str(err.value), (name, str(err.value))
+            assert isinstance(err.value, CorruptCatalogError) and snapshots() == before
+    assert failed, "no operation noticed the corruption"
+    if "inlined" in where:  # an append does not read the inlined rows
+        assert "row_id 20 (inserted by snapshot 3)" in str(err.value)
+        assert failed == ["scan", "change feed", "flush"]
+
+
+def test_a_table_min_max_that_does_not_parse_is_refused_on_a_write_and_ignored_by_reads(tmp_path: Path) -> None:
+    # as DuckDB: its commit fails on such table statistics; file statistics are hints it ignores (file-stats-corrupt)
+    accepted_input("file-stats-corrupt")
+    lake = pdl.connect(f"sqlite:///{tmp_path}/c.sqlite", str(tmp_path / "data"))
+    lake.create_table("main.t", pa.schema([("id", pa.int64())]))
+    lake.append("main.t", pa.table({"id": list(range(20))}))
+    with sqlite3.connect(tmp_path / "c.sqlite") as db:
+        db.execute("UPDATE ducklake_table_column_stats SET min_value = 'abc'")
+        db.execute("UPDATE ducklake_file_column_stats SET min_value = 'abc', max_value = '1e999x'")
+    assert lake.scan("main.t", filter=[("id", ">", 5)]).num_rows == 14  # read, not pruned
+    with expect_bad_input("catalog-value-corrupt", lake, watch=[tmp_path / "data"]) as err:
+        lake.append("main.t", pa.table({"id": list(range(30))}))
+    assert "ducklake_table_column_stats.min_value/max_value of table_id 1, column 'id'" in str(err.value)
 
 
 def test_missing_data_file_is_a_data_file_error(lake: pdl.Lake) -> None:

@@ -59,6 +59,15 @@ def test_cli_maintenance(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert lake.current_snapshot_id() == head
     code, out, _ = run("merge", "--target-file-size", "1MB")
     assert code == 0 and "merged 3 files" in out and f"in snapshot {head + 1}" in out
+    lake.delete("main.t", [("id", "in", [0, 1])])
+    code, out, _ = run("rewrite", "main.t", "--dry-run", "--json")
+    report = json.loads(out)
+    assert code == 0 and report == {**report, "dry_run": True, "files_processed": 0}  # 2 of 6 rows: below 0.95
+    code, out, _ = run("rewrite", "--delete-threshold", "0.3")
+    assert code == 0 and "rewrote 1 files (" in out and "2 deleted rows" in out and f"in snapshot {head + 3}" in out
+    code, _, err = run("rewrite", "--delete-threshold", "1.5")
+    assert code == 2 and "--delete-threshold must be <= 1" in err
+    head += 2
     code, _, err = run("expire", "--versions", str(head + 1))
     assert code == 1 and "current snapshot" in err
     code, _, err = run("merge", "--target-file-size", "lots")
@@ -70,15 +79,15 @@ def test_cli_maintenance(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert code == 0 and f"expired {head + 1} snapshots" in out
     assert [s.snapshot_id for s in lake.snapshots()] == [head + 1]
     code, out, _ = run("cleanup", "--all", "--dry-run")
-    assert code == 0 and "would delete 3 files" in out
+    assert code == 0 and "would delete 5 files" in out  # the merge's 3 sources; the rewritten file and its deletes
     code, out, _ = run("cleanup", "--older-than-hours", "1", "--json")  # scheduled just now: too young
     assert json.loads(out)["files"] == []
     code, out, _ = run("cleanup", "--all", "--json")
     deleted = json.loads(out)["files"]
-    assert code == 0 and len(deleted) == 3 and not any(Path(p).exists() for p in deleted)
+    assert code == 0 and len(deleted) == 5 and not any(Path(p).exists() for p in deleted)
     code, out, _ = run("orphans", "--older-than-hours", "0", "--json")
     assert json.loads(out)["orphans"] == []
-    assert sorted(lake.scan("main.t").column("id").to_pylist()) == [0, 1, 2, 10, 11, 12]
+    assert sorted(lake.scan("main.t").column("id").to_pylist()) == [2, 10, 11, 12]
 
 
 def test_cli_errors_exit_1_stay_json_and_huge_ages_are_usage_errors(
@@ -110,7 +119,8 @@ def test_cli_errors_exit_1_stay_json_and_huge_ages_are_usage_errors(
     code, out, err = run("--json", "tables")
     assert (
         code == 2
-        and "--json is an option of the command changes, cleanup, expire, flush, indexes, merge, migrate, orphans, retention, snapshots, tables"
+        and "--json is an option of the command changes, cleanup, expire, flush, indexes, merge, migrate, orphans, "
+        "retention, rewrite, snapshots, tables"
         in err
     )
     code, out, err = run("expire", "--versions", "99")
@@ -196,6 +206,7 @@ def test_cli_json_for_every_command(tmp_path: Path, capsys: pytest.CaptureFixtur
         str(tmp_path / "data" / "main" / "t" / "ducklake-crashed.parquet")
     ]
     assert command("merge", "--dry-run")["dry_run"] is True  # type: ignore[index]
+    assert command("rewrite", "--dry-run")["operation"] == "rewrite_data_files"  # type: ignore[index]
     assert command("expire", "--versions", str(first), "--dry-run")["snapshots"] == [first]  # type: ignore[index]
     assert command("cleanup", "--all", "--dry-run")["files"] == []  # type: ignore[index]
     assert command("migrate", "--to", "1.1", "--dry-run")["to_version"] == "1.1"  # type: ignore[index]

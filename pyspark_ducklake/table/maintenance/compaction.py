@@ -7,8 +7,11 @@ alone too. They are grouped by the table's schema version at the file's ``begin_
 target become one file. The merged file keeps every row's snapshot in ``_ducklake_internal_snapshot_id`` and its
 row id (in ``_ducklake_internal_row_id`` unless the ids are one contiguous range from ``row_id_start``); it begins at
 the first source's ``begin_snapshot`` with ``partial_max`` the newest source snapshot, so time travel and the change
-feed read the same as before. The sources' rows are removed from the catalog and their files scheduled for
-deletion (``ducklake_files_scheduled_for_deletion``), all in one ``merge_adjacent:<table_id>`` snapshot.
+feed read the same as before. A sorted table's merged file holds its rows in the table's current sort order, as
+DuckDB's merge sorts them (their row ids then go to ``_ducklake_internal_row_id``, which DuckDB leaves out when the
+sources were adjacent, renumbering the rows). The sources' rows are removed from the catalog and their files
+scheduled for deletion (``ducklake_files_scheduled_for_deletion``), all in one ``merge_adjacent:<table_id>``
+snapshot.
 
 Planning reads the catalog; :func:`rewrite_group` needs only its group (frozen, picklable), so Spark executors can
 rewrite groups in parallel (:mod:`pyspark_ducklake.batch.compaction_job`); :func:`apply_merge` commits them.
@@ -32,6 +35,7 @@ from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
 from pyspark_ducklake.catalog.file_stats import stats_function
 from pyspark_ducklake.catalog.inlined_tables import files_with_inlined_deletes
 from pyspark_ducklake.catalog.paths import is_inside
+from pyspark_ducklake.catalog.sort_order import sort_order
 from pyspark_ducklake.catalog.time_types import check_parquet_writable, utc_time_field_ids
 from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.catalog.types import TableSchema
@@ -49,6 +53,7 @@ from pyspark_ducklake.table.scan import (
     execute_file_task,
     internal_column,
 )
+from pyspark_ducklake.table.sort_rows import SortKey, sort_keys, sort_table
 
 log = logging.getLogger("pyspark_ducklake.maintenance")
 
@@ -77,6 +82,7 @@ class MergeGroup:
     sources: tuple[DataFileEntry, ...]
     partition_id: int | None = None
     partition_values: tuple[str | None, ...] = ()
+    sort: tuple[SortKey, ...] = ()  # the table's current sort order: the rewritten file's row order
 
     @property
     def source_bytes(self) -> int:
@@ -130,11 +136,10 @@ class MergedGroupReport:
 
 
 @dataclass(frozen=True)
-class CompactionReport(MaintenanceReport):
-    """What ``merge_adjacent_files`` merged (or, in a dry run, would merge)."""
+class FileGroupsReport(MaintenanceReport):
+    """What a compaction rewrote: groups of source files, each into (at most) one new file, in one snapshot."""
 
-    operation: ClassVar[str] = "merge_adjacent_files"
-    groups: tuple[MergedGroupReport, ...] = ()
+    groups: tuple[Any, ...] = ()  # each with .sources, .bytes_before and .bytes_after
     snapshot_id: int | None = None
 
     @property
@@ -142,16 +147,32 @@ class CompactionReport(MaintenanceReport):
         return sum(len(g.sources) for g in self.groups)
 
     @property
-    def files_created(self) -> int:
-        return len(self.groups)
-
-    @property
     def bytes_before(self) -> int:
-        return sum(g.bytes_before for g in self.groups)
+        return sum(int(g.bytes_before) for g in self.groups)
 
     @property
     def bytes_after(self) -> int:
-        return sum(g.bytes_after or 0 for g in self.groups)
+        return sum(int(g.bytes_after or 0) for g in self.groups)
+
+    @property
+    def files_created(self) -> int:
+        return len(self.groups)
+
+    def extra_dict(self) -> dict[str, Any]:
+        return {
+            "files_processed": self.files_processed,
+            "files_created": self.files_created,
+            "bytes_before": self.bytes_before,
+            "bytes_after": self.bytes_after,
+        }
+
+
+@dataclass(frozen=True)
+class CompactionReport(FileGroupsReport):
+    """What ``merge_adjacent_files`` merged (or, in a dry run, would merge)."""
+
+    operation: ClassVar[str] = "merge_adjacent_files"
+    groups: tuple[MergedGroupReport, ...] = ()
 
     def summary(self) -> str:
         if not self.groups:
@@ -165,14 +186,6 @@ class CompactionReport(MaintenanceReport):
             f"merge_adjacent_files: merged {self.files_processed} files ({self.bytes_before} bytes) into "
             f"{self.files_created} ({self.bytes_after} bytes) in snapshot {self.snapshot_id}"
         )
-
-    def extra_dict(self) -> dict[str, Any]:
-        return {
-            "files_processed": self.files_processed,
-            "files_created": self.files_created,
-            "bytes_before": self.bytes_before,
-            "bytes_after": self.bytes_after,
-        }
 
 
 def group_report(group: MergeGroup, merged: MergedFile | None = None) -> MergedGroupReport:
@@ -188,18 +201,85 @@ def group_report(group: MergeGroup, merged: MergedFile | None = None) -> MergedG
 
 def scoped_option(conn: Connection, key: str, table: TableEntry) -> str | None:
     """A ``ducklake_metadata`` option for the table: table scope, then schema scope, then global."""
-    for scope, scope_id in (("table", table.table_id), ("schema", table.schema.schema_id)):
-        value = reader.metadata_value(conn, key, scope, scope_id)
-        if value is not None:
-            return value
-    return reader.metadata_value(conn, key)
+    return reader.scoped_metadata_value(conn, key, table)
+
+
+def auto_compact(conn: Connection, table: TableEntry) -> bool:
+    """Whether maintenance may rewrite the table's files (its ``auto_compact`` option is not false)."""
+    return (scoped_option(conn, "auto_compact", table) or "true").lower() == "true"
+
+
+def file_order(f: DataFileEntry) -> tuple[int, bool, int, int]:
+    """The order the reference lists a table's files for compaction: begin snapshot, row_id_start, id."""
+    return (f.begin_snapshot, f.row_id_start is None, f.row_id_start or 0, f.data_file_id)
+
+
+@dataclass(frozen=True)
+class FileGrouping:
+    """How compaction groups a table's files: by the schema version at a file's ``begin_snapshot`` and by its
+    partition (id and values); a group's output goes to its first file's folder under the table's."""
+
+    table: TableEntry
+    base: str  # the table's folder
+    versions: list[tuple[int, int]]
+    partitions: dict[int, tuple[str | None, ...]]
+
+    @classmethod
+    def read(cls, conn: Connection, table: TableEntry, data_path: str, operation: str) -> FileGrouping | None:
+        """None when the table's folder lies outside the data path (its files are left alone, with a warning)."""
+        base = reader.table_path(table, data_path)
+        if not is_inside(base, data_path):
+            log.warning(
+                "%s: skipping %s, whose folder %s lies outside the data path", operation, table.table_name, base
+            )
+            return None
+        return cls(
+            table,
+            base,
+            reader.schema_version_starts(conn, table.table_id),
+            reader.file_partition_values(conn, table.table_id),
+        )
+
+    def key(self, f: DataFileEntry) -> tuple[Any, ...]:
+        return (_version_at(self.versions, f.begin_snapshot), f.partition_id, self.partitions.get(f.data_file_id, ()))
+
+    def group(self, conn: Connection, sources: tuple[DataFileEntry, ...], snapshot_id: int) -> MergeGroup:
+        """One group of ``sources`` to rewrite into one file, sorted by the table's sort order at ``snapshot_id``
+        (the order now, not when the files were written, as DuckDB's compaction sorts).
+
+        Raises:
+            UnsupportedSortOrderError: the table's sort order has a key this library cannot evaluate.
+        """
+        table, base, first = self.table, self.base, sources[0]
+        # The merged file goes where the first source lives (its partition folder), as the reference does.
+        relative_folder = ""
+        if first.path.startswith(base) and "/" in first.path[len(base) :]:
+            relative_folder = first.path[len(base) :].rsplit("/", 1)[0] + "/"
+            if not is_inside(base + relative_folder + "x", base):
+                relative_folder = ""  # a catalog path with ../ segments: the merged file stays in the table folder
+        schema = reader.table_schema(conn, table.table_id, first.begin_snapshot)
+        name = f"{table.schema.schema_name}.{table.table_name}"
+        check_parquet_writable(schema.columns, name)
+        order = sort_order(conn, table.table_id, snapshot_id)
+        keys = () if order is None else sort_keys(order, reader.table_schema(conn, table.table_id, snapshot_id), name)
+        return MergeGroup(
+            table.table_id,
+            name,
+            schema,
+            base + relative_folder,
+            relative_folder,
+            sources,
+            first.partition_id,
+            self.partitions.get(first.data_file_id, ()),
+            keys,
+        )
 
 
 def plan_table(
     conn: Connection, table: TableEntry, snapshot_id: int, data_path: str, options: MergeOptions
 ) -> list[MergeGroup]:
     """The groups ``ducklake_merge_adjacent_files`` would merge for one table at the snapshot."""
-    if (scoped_option(conn, "auto_compact", table) or "true").lower() != "true":
+    if not auto_compact(conn, table):
         return []
     if options.target_file_size is not None:
         target = options.target_file_size
@@ -213,22 +293,16 @@ def plan_table(
     ]
     if len(files) < 2:
         return []
-    files.sort(key=lambda f: (f.begin_snapshot, f.row_id_start is None, f.row_id_start or 0, f.data_file_id))
+    files.sort(key=file_order)
     with_deletes = _files_with_deletes(conn, table.table_id, snapshot_id)
-    versions = _schema_version_ranges(conn, table.table_id)
-    partitions = _partition_values(conn, table.table_id)
-    base = reader.table_path(table, data_path)
-    if not is_inside(base, data_path):
-        log.warning(
-            "merge_adjacent_files: skipping %s, whose folder %s lies outside the data path", table.table_name, base
-        )
+    grouping = FileGrouping.read(conn, table, data_path, "merge_adjacent_files")
+    if grouping is None:
         return []
     groups: dict[tuple[Any, ...], list[DataFileEntry]] = {}
     for f in files:
         if (f.file_size_bytes or 0) >= target or f.data_file_id in with_deletes or f.mapping_id is not None:
             continue
-        key = (_version_at(versions, f.begin_snapshot), f.partition_id, partitions.get(f.data_file_id, ()))
-        groups.setdefault(key, []).append(f)
+        groups.setdefault(grouping.key(f), []).append(f)
     out: list[MergeGroup] = []
     processed = 0
     max_files = options.max_compacted_files
@@ -245,7 +319,7 @@ def plan_table(
                 size += file_size
                 end += 1
             if end - start >= 2:
-                out.append(_group(conn, table, base, tuple(candidates[start:end]), partitions))
+                out.append(grouping.group(conn, tuple(candidates[start:end]), snapshot_id))
                 start = end - 1
             processed += 1
             start += 1
@@ -254,41 +328,9 @@ def plan_table(
     return out
 
 
-def _group(
-    conn: Connection,
-    table: TableEntry,
-    base: str,
-    sources: tuple[DataFileEntry, ...],
-    partitions: dict[int, tuple[str | None, ...]],
-) -> MergeGroup:
-    first = sources[0]
-    # The merged file goes where the first source lives (its partition folder), as the reference does.
-    relative_folder = ""
-    if first.path.startswith(base) and "/" in first.path[len(base) :]:
-        relative_folder = first.path[len(base) :].rsplit("/", 1)[0] + "/"
-        if not is_inside(base + relative_folder + "x", base):
-            relative_folder = ""  # a catalog path with ../ segments: the merged file stays in the table folder
-    schema = reader.table_schema(conn, table.table_id, first.begin_snapshot)
-    check_parquet_writable(schema.columns, f"{table.schema.schema_name}.{table.table_name}")
-    return MergeGroup(
-        table.table_id,
-        f"{table.schema.schema_name}.{table.table_name}",
-        schema,
-        base + relative_folder,
-        relative_folder,
-        sources,
-        first.partition_id,
-        partitions.get(first.data_file_id, ()),
-    )
-
-
 def _files_with_deletes(conn: Connection, table_id: int, snapshot_id: int) -> set[int]:
     """Data files that ever had a delete file, or have inlined file deletes (merging skips them)."""
     return reader.files_with_delete_files(conn, table_id) | files_with_inlined_deletes(conn, table_id, snapshot_id)
-
-
-def _schema_version_ranges(conn: Connection, table_id: int) -> list[tuple[int, int]]:
-    return reader.schema_version_starts(conn, table_id)
 
 
 def _version_at(ranges: list[tuple[int, int]], snapshot_id: int) -> int | None:
@@ -300,39 +342,60 @@ def _version_at(ranges: list[tuple[int, int]], snapshot_id: int) -> int | None:
     return found
 
 
-def _partition_values(conn: Connection, table_id: int) -> dict[int, tuple[str | None, ...]]:
-    return reader.file_partition_values(conn, table_id)
-
-
 def rewrite_group(group: MergeGroup, storage_options: dict[str, Any] | None = None) -> MergedFile:
     """Read the group's files and write them as one Parquet file in the group's folder (no catalog access)."""
     parts = [
         execute_file_task(FileTask(source, _ALL_ROWS), group.schema, storage_options=storage_options)
         for source in group.sources
     ]
-    data = pa.concat_tables(parts)
+    data = sort_table(pa.concat_tables(parts), group.sort, group.schema)
     row_ids = internal_column(data, group.schema, ROWID).combine_chunks().cast(pa.int64())
     first = group.sources[0].row_id_start
     contiguous = first is not None and np.array_equal(
         row_ids.to_numpy(zero_copy_only=False), np.arange(first, first + data.num_rows, dtype=np.int64)
     )
-    columns = [data.column(i) for i in range(len(group.schema.columns))]
-    fields = [data.schema.field(i) for i in range(len(group.schema.columns))]
-    if not contiguous:
-        columns.append(row_ids)
-        fields.append(internal_field(INTERNAL_ROW_ID, ROW_ID_FIELD_ID))
-    columns.append(internal_column(data, group.schema, SNAPSHOT_ID).combine_chunks().cast(pa.int64()))
-    fields.append(internal_field(INTERNAL_SNAPSHOT_ID, SNAPSHOT_ID_FIELD_ID))
-    name = new_data_file_name()
+    snapshots = internal_column(data, group.schema, SNAPSHOT_ID).combine_chunks().cast(pa.int64())
+    return write_group_file(
+        group,
+        data,
+        storage_options,
+        row_ids=None if contiguous else row_ids,
+        snapshot_ids=snapshots,
+        row_id_start=first if contiguous else None,
+    )
+
+
+def write_group_file(
+    group: MergeGroup,
+    data: pa.Table,
+    storage_options: dict[str, Any] | None,
+    *,
+    row_ids: pa.Array | None,
+    snapshot_ids: pa.Array | None,
+    row_id_start: int | None,
+) -> MergedFile:
+    """Write ``data``'s columns of the group's schema, with ``_ducklake_internal_row_id`` / ``_snapshot_id`` where
+    given, as one file in the group's folder (encrypted in an encrypted lake)."""
+    n = len(group.schema.columns)
+    columns = [data.column(i) for i in range(n)]
+    fields = [data.schema.field(i) for i in range(n)]
+    for values, name, field_id in (
+        (row_ids, INTERNAL_ROW_ID, ROW_ID_FIELD_ID),
+        (snapshot_ids, INTERNAL_SNAPSHOT_ID, SNAPSHOT_ID_FIELD_ID),
+    ):
+        if values is not None:
+            columns.append(values)
+            fields.append(internal_field(name, field_id))
+    file_name = new_data_file_name()
     written = write_table(
         pa.Table.from_arrays(columns, schema=pa.schema(fields)),
-        group.folder + name,
+        group.folder + file_name,
         stats=stats_function(group.schema),
         storage_options=storage_options,
         encrypt=any(s.encryption_key for s in group.sources),  # sources have keys in encrypted lakes only
         utc_time_ids=utc_time_field_ids(group.schema.columns),
     )
-    return MergedFile(group.relative_folder + name, written, first if contiguous else None)
+    return MergedFile(group.relative_folder + file_name, written, row_id_start)
 
 
 def apply_merge(
@@ -391,12 +454,17 @@ def _check_unchanged(ctx: CommitContext, group: MergeGroup) -> None:
 __all__ = [
     "DEFAULT_TARGET_FILE_SIZE",
     "CompactionReport",
+    "FileGrouping",
+    "FileGroupsReport",
     "MergeGroup",
     "MergeOptions",
     "MergedFile",
     "apply_merge",
+    "auto_compact",
+    "file_order",
     "group_report",
     "parse_size",
     "plan_table",
     "rewrite_group",
+    "write_group_file",
 ]

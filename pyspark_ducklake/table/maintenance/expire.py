@@ -26,7 +26,7 @@ from pyspark_ducklake.catalog.paths import is_inside, normalize
 from pyspark_ducklake.catalog.transaction import now_utc
 from pyspark_ducklake.exceptions import CommitFailedError, DataFileError, InvalidOptionError
 from pyspark_ducklake.io.fileio import delete_files, file_size
-from pyspark_ducklake.options import parse_duration, parse_int
+from pyspark_ducklake.options import parse_duration, parse_int, parse_snapshot_id
 from pyspark_ducklake.table.maintenance.orphans import MaintenanceReport, log
 
 DEFAULT_DELETE_OLDER_THAN = "2 days"  # the reference's default for ducklake_cleanup_old_files
@@ -324,14 +324,14 @@ class _Run:
 
 
 def _snapshot_ids(versions: Sequence[int]) -> set[int]:
-    """The snapshot ids of ``versions`` (a list of ints, or of their decimal text).
+    """The snapshot ids of ``versions`` (a list of ints).
 
     Raises:
         InvalidOptionError: not a list, or an item that is not a snapshot id.
     """
     if isinstance(versions, (str, bytes, int)) or not isinstance(versions, Iterable):
         raise InvalidOptionError(f"option versions must be a list of snapshot ids such as [3, 4], got {versions!r}")
-    return {parse_int(v, "versions", minimum=0) for v in versions}
+    return {parse_snapshot_id(v, "versions", text=False) for v in versions}
 
 
 def cleanup_old_files(

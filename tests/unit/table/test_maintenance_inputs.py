@@ -93,7 +93,11 @@ def test_expire_older_than_dates_intervals_and_extremes(tmp_path: Path) -> None:
     assert [s.snapshot_id for s in lake.snapshots()] == ids  # dry runs only
 
 
-@pytest.mark.parametrize("versions", ["3,4", 3, ["x"], [-1], [1.5]], ids=["text", "int", "word", "negative", "float"])
+@pytest.mark.parametrize(
+    "versions",
+    ["3,4", 3, ["x"], [-1], [1.5], ["1"]],
+    ids=["text", "int", "word", "negative", "float", "id-as-text"],
+)
 def test_expire_versions_that_are_not_a_list_of_ids_are_refused(tmp_path: Path, versions: Any) -> None:
     """'3,4' raised a bare ValueError, 3 a TypeError, 1.5 was truncated to snapshot 1."""
     lake = small_lake(tmp_path)
@@ -102,10 +106,10 @@ def test_expire_versions_that_are_not_a_list_of_ids_are_refused(tmp_path: Path, 
     assert len(lake.snapshots()) == 5
 
 
-def test_expire_versions_empty_missing_and_as_text(tmp_path: Path) -> None:
+def test_expire_versions_empty_and_missing(tmp_path: Path) -> None:
     lake = small_lake(tmp_path)
     assert lake.expire_snapshots(versions=[]).snapshots == ()  # DuckDB fails with a SQL syntax error here
-    report = lake.expire_snapshots(versions=["1", 99])
+    report = lake.expire_snapshots(versions=[1, 99])
     assert report.snapshots == (1,) and report.not_found == (99,)
     assert "no snapshot 99 (never existed or already expired)" in report.summary()
     assert [s.snapshot_id for s in lake.snapshots()] == [0, 2, 3, 4]
