@@ -805,7 +805,8 @@ OPTIONS: tuple[Option, ...] = (
         frozenset({Entry.READ, Entry.STREAM_READ}),
         parse_snapshot_start,
         "`read`: none (required); `readStream`: the table's rows first",
-        "first snapshot to emit: an id (at most the newest + 1), `earliest` (the oldest snapshot not expired) or "
+        "first snapshot to emit: an id (at most the newest + 1), `earliest` (the oldest snapshot from which on none "
+        "was expired) or "
         "`latest` (only what comes after the query starts). A `readStream` without it (nor `startingTimestamp`) "
         "first emits the table's rows at the newest snapshot as inserts, then the changes after it (as Delta's "
         "change-data-feed stream does); `latest` is what such a stream did before",

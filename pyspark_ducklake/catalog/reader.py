@@ -143,6 +143,16 @@ def _snapshots_in_pages(conn: Connection, query: Any, *, newest_first: bool) -> 
         last, page = snaps[-1].snapshot_id, 500
 
 
+def oldest_unbroken(conn: Connection) -> int:
+    """The oldest snapshot from which on none is missing (snapshot ids are consecutive, so a missing one was
+    expired): where a reader of every change still recorded can start. -1 when the catalog has none."""
+    s = T.ducklake_snapshot
+    previous = s.alias("previous")
+    gap_before = ~select(previous.c.snapshot_id).where(previous.c.snapshot_id == s.c.snapshot_id - 1).exists()
+    found = conn.execute(select(func.max(s.c.snapshot_id)).where(gap_before)).scalar()
+    return -1 if found is None else int(found)
+
+
 def oldest_snapshot(conn: Connection) -> Snapshot:
     """The oldest snapshot not expired.
 

@@ -84,9 +84,13 @@ def test_metadata_option_errors(spark: SparkSession, sqlite_catalog: Any) -> Non
         r.option("metadata", "files").load().collect()
     with pytest.raises(Exception, match="about the whole lake"):
         r.option("metadata", "snapshots").load("main.t").collect()
+
+    def fresh() -> Any:  # a DataFrameReader keeps the options given to it
+        return spark.read.format("ducklake").option("catalog", sqlite_catalog.url)
+
     with pytest.raises(Exception, match="option limit must be >= 1, got 0"):
-        r.option("metadata", "snapshots").option("limit", 0).load().collect()
+        fresh().option("metadata", "snapshots").option("limit", 0).load().collect()
     with pytest.raises(Exception, match="option since bounds the listing of snapshots"):
-        r.option("metadata", "table_info").option("since", 3).load().collect()
+        fresh().option("metadata", "table_info").option("since", 3).load().collect()
     with pytest.raises(Exception, match="option limit bounds the listing of snapshots"):
-        r.option("limit", 3).load("main.t").collect()
+        fresh().option("limit", 3).load("main.t").collect()
