@@ -57,7 +57,7 @@ from _common import Catalogs, ForeignLoad, fmt, git_commit, machine_info, pct
 
 from pyspark_ducklake.lake import Lake
 from pyspark_ducklake.table.microbatch import MicroBatchCommitter, SinkSettings
-from tests.support.history import QUIET, STREAM, Churn, History, sink_batch
+from tests.support.history import QUIET, STREAM, Churn, History, feed_micro_batch, feed_stream, sink_batch
 from tests.support.query_count import STEP, counting
 
 CHURN = Churn(delete_every=250, upsert_every=500, alter_every=50_000)
@@ -102,27 +102,6 @@ class Subject:
             return int(conn.execute(text("SELECT pg_database_size(current_database())")).scalar_one())
 
 
-def _stream_reader(subject: Subject, options: dict[str, str]) -> Any:
-    from pyspark_ducklake.spark.change_feed import feed_schema
-    from pyspark_ducklake.spark.lake_config import LakeConfig
-    from pyspark_ducklake.streaming.change_feed_stream import DuckLakeChangeFeedReader
-
-    config = LakeConfig.resolve({"catalog": subject.catalog["url"]})
-    schema = feed_schema(subject.lake.table(STREAM).table_schema)
-    return DuckLakeChangeFeedReader(config, STREAM, options, schema)
-
-
-def _micro_batch(subject: Subject) -> None:
-    head = subject.head()
-    reader = _stream_reader(subject, {"startingSnapshot": str(head - 9)})
-    start = reader.initialOffset()
-    end = reader.latestOffset(start, reader.getDefaultReadLimit())
-    for part in reader.partitions(start, end):
-        for _ in reader.read(part):
-            pass
-    reader.stop()
-
-
 def _cli_snapshots(subject: Subject) -> None:
     from pyspark_ducklake.__main__ import main
 
@@ -154,8 +133,8 @@ def operations(spark: Any) -> dict[str, Callable[[Subject], Any]]:
         "point read": lambda s: s.lake.scan(QUIET, filter=[("id", "=", -5)]),
         "feed last 10": _feed_last_10,
         "feed unchanged, whole history": _feed_whole,
-        "stream start": lambda s: _stream_reader(s, {"startingSnapshot": "latest"}).initialOffset(),
-        "stream micro-batch": _micro_batch,
+        "stream start": lambda s: feed_stream(s.catalog["url"], {"startingSnapshot": "latest"}).initialOffset(),
+        "stream micro-batch": lambda s: feed_micro_batch(s.catalog["url"], s.head()),
         "snapshots (limit 100)": lambda s: s.lake.snapshots(limit=100),
         "snapshots_table (limit 100)": lambda s: s.lake.snapshots_table(limit=100),
         "table_info": lambda s: s.lake.table_info(),

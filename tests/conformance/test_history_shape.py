@@ -27,7 +27,16 @@ from pyspark_ducklake.table.microbatch import MicroBatchCommitter, SinkSettings
 from tests.support.catalog_rows import catalog_rows
 from tests.support.catalogs import CatalogLocation, create_database, drop_database, postgres_location, sqlite_location
 from tests.support.duck import attached, connect_duckdb
-from tests.support.history import QUIET, STREAM, STREAMING, Churn, History, sink_batch
+from tests.support.history import (
+    QUIET,
+    STREAM,
+    STREAMING,
+    Churn,
+    History,
+    feed_micro_batch,
+    feed_stream,
+    sink_batch,
+)
 from tests.support.query_count import Queries, counting
 
 # the SQLite work of a probe may differ by this much between the two sizes (a deeper B-tree, longer texts)
@@ -81,32 +90,9 @@ def _probes(lake: Lake, history: History, size: int, location: CatalogLocation) 
     head = _window(lake, history, mixed=True)
     probe("feed of the last 10 snapshots, mixed", lambda: lake.table_changes(STREAM, head - 9, head))
     probe("feed of an unchanged table, whole history", lambda: lake.table_changes(QUIET, 1, head))
-    probe("stream start", lambda: _stream(location, {"startingSnapshot": "latest"}).initialOffset())
-    probe("stream micro-batch", lambda: _micro_batch(location, head))
+    probe("stream start", lambda: feed_stream(location.url, {"startingSnapshot": "latest"}).initialOffset())
+    probe("stream micro-batch", lambda: feed_micro_batch(location.url, head))
     return out
-
-
-def _stream(location: CatalogLocation, options: dict[str, str]) -> Any:
-    """The change-feed stream reader of ``spark.readStream.format("ducklake")`` (no Spark engine needed to plan)."""
-    from pyspark_ducklake.spark.change_feed import feed_schema
-    from pyspark_ducklake.spark.lake_config import LakeConfig
-    from pyspark_ducklake.streaming.change_feed_stream import DuckLakeChangeFeedReader
-
-    lake = Lake(location.url)
-    schema = feed_schema(lake.table(STREAM).table_schema)
-    lake.close()
-    return DuckLakeChangeFeedReader(LakeConfig.resolve({"catalog": location.url}), STREAM, options, schema)
-
-
-def _micro_batch(location: CatalogLocation, head: int) -> None:
-    """One micro-batch of the last ten snapshots: the driver's offsets and plan, and the task's read."""
-    reader = _stream(location, {"startingSnapshot": str(head - 9)})
-    start = reader.initialOffset()
-    end = reader.latestOffset(start, reader.getDefaultReadLimit())
-    for part in reader.partitions(start, end):
-        for _ in reader.read(part):
-            pass
-    reader.stop()
 
 
 # PostgreSQL shows no database work to count (SQLite's steps), and its lakes grow slower: smaller sizes there

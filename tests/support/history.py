@@ -208,6 +208,31 @@ def sink_batch(committer: MicroBatchCommitter, app: str, batch_id: int, data: pa
     committer.commit(plan, tplan, outputs, app_id=app, batch_id=batch_id, started=time.monotonic())
 
 
+def feed_stream(catalog: str, options: dict[str, str]) -> Any:
+    """The change-feed stream reader ``spark.readStream.format("ducklake")`` makes for ``main.stream`` (planning and
+    reading a micro-batch need no Spark engine)."""
+    from pyspark_ducklake.spark.change_feed import feed_schema
+    from pyspark_ducklake.spark.lake_config import LakeConfig
+    from pyspark_ducklake.streaming.change_feed_stream import DuckLakeChangeFeedReader
+
+    lake = Lake(catalog)
+    schema = feed_schema(lake.table(STREAM).table_schema)
+    lake.close()
+    return DuckLakeChangeFeedReader(LakeConfig.resolve({"catalog": catalog}), STREAM, options, schema)
+
+
+def feed_micro_batch(catalog: str, head: int) -> None:
+    """One micro-batch of the stream's change feed over its last ten snapshots up to ``head``: the driver's offsets
+    and plan, and the tasks' reads."""
+    reader = feed_stream(catalog, {"startingSnapshot": str(head - 9)})
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    for part in reader.partitions(start, end):
+        for _ in reader.read(part):
+            pass
+    reader.stop()
+
+
 def build_history(lake: Lake, snapshots: int, churn: Churn = Churn()) -> History:
     """A :class:`History` of ``lake`` grown to ``snapshots`` snapshots."""
     history = History(lake, churn)
