@@ -107,6 +107,10 @@ bench-feed: install ## Change feed vs DuckDB's table_changes and Delta Lake's CD
 	bash bench/fetch_delta.sh --venv >/dev/null
 	$(PYTHON) bench/feed_bench.py --backends sqlite,postgres --out bench/results/feed.json --plot bench/results/feed.png
 
+bench-history: install ## A stream's history: lakes of 1k, 100k and 1M snapshots, every per-commit/read/micro-batch cost vs the 1k lake, expiry of 90%, both catalogs; hours, on a quiet machine (bench/README.md)
+	$(PYTHON) bench/history_bench.py --sizes 1000,100000,1000000 --backends sqlite,postgres --repeat 5 --spark \
+		--out bench/results/history.json
+
 bench-kafka: install ## Kafka -> Spark -> DuckLake vs Delta Lake: end-to-end throughput and latency (bench/README.md)
 	bash bench/fetch_delta.sh --venv >/dev/null
 	$(PYTHON) -m pip install --quiet duckdb-extension-delta==1.5.5

@@ -1,6 +1,6 @@
 """``pyspark-ducklake`` (or ``python -m pyspark_ducklake``): inspect and maintain a lake from the command line.
 
-    pyspark-ducklake --catalog sqlite:///lake.sqlite snapshots
+    pyspark-ducklake --catalog sqlite:///lake.sqlite snapshots [--limit N] [--since ID]
     pyspark-ducklake --catalog ... tables
     pyspark-ducklake --catalog ... flush [TABLE]
     pyspark-ducklake --catalog ... orphans [--older-than-hours 1] [--delete] (a dry run without --delete)
@@ -9,6 +9,8 @@
     pyspark-ducklake --catalog ... rewrite [TABLE] [--delete-threshold 0.95] [--dry-run] [--json]
     pyspark-ducklake --catalog ... expire (--older-than TIME | --older-than-hours H | --versions 3,4)
     pyspark-ducklake --catalog ... cleanup (--older-than TIME | --older-than-hours H | --all)
+    pyspark-ducklake --catalog ... retention [--expire-older-than '7 days'] [--delete-older-than '2 days'] [--apply]
+    pyspark-ducklake --catalog ... indexes [--create]
 
 Every command takes ``--json``: its output as one JSON document on stdout (``snapshots``: a list of objects with
 the snapshot's columns; ``tables``: a list of names; ``flush``: ``{"snapshot_id": ...}``, null when there was
@@ -27,6 +29,7 @@ The catalog also comes from ``DUCKLAKE_CATALOG``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import decimal
 import difflib
@@ -111,7 +114,15 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     as_json = _Parser(add_help=False)
     as_json.add_argument("--json", action="store_true", help="print the output as JSON")
-    sub.add_parser("snapshots", parents=[as_json], help="list snapshots with their changes")
+    listing = sub.add_parser("snapshots", parents=[as_json], help="list snapshots with their changes, oldest first")
+    listing.add_argument(
+        "--limit",
+        type=_arg(_positive, "--limit"),
+        help="at most N: the newest N, or with --since the first N from it (a long history is a long list)",
+    )
+    listing.add_argument(
+        "--since", type=_arg(parse_snapshot_id, "--since"), help="from this snapshot id on (inclusive)"
+    )
     sub.add_parser("tables", parents=[as_json], help="list tables")
     flush = sub.add_parser("flush", parents=[as_json], help="write inlined rows to Parquet (one snapshot)")
     flush.add_argument("table", nargs="?")
@@ -154,6 +165,12 @@ def main(argv: list[str] | None = None) -> int:
         help="expire snapshots older than this many hours",
     )
     which.add_argument("--versions", type=_id_list, help="comma-separated snapshot ids")
+    expire.add_argument(
+        "--batch-size",
+        type=_arg(_positive, "--batch-size"),
+        default=1000,
+        help="snapshots expired per catalog transaction (writers wait for one batch at most; default 1000)",
+    )
     cleanup = sub.add_parser("cleanup", parents=[report], help="delete files scheduled for deletion")
     cutoff = cleanup.add_mutually_exclusive_group()
     cutoff.add_argument("--older-than", help="ISO time: files scheduled before it (default: 2 days ago)")
@@ -165,6 +182,25 @@ def main(argv: list[str] | None = None) -> int:
         help="migrate the catalog to another DuckLake format version in one transaction (DuckDB 1.5 cannot open 1.1)",
     )
     migrate.add_argument("--to", required=True, choices=["1.1"], help="the format version to migrate to")
+    keep = sub.add_parser(
+        "retention",
+        parents=[report],
+        help="show or set how long the lake keeps its history (expire_older_than, delete_older_than); --apply "
+        "expires and cleans up by it (from cron)",
+    )
+    keep.add_argument("--expire-older-than", help="expire snapshots older than this interval ('7 days'; '' unsets)")
+    keep.add_argument("--delete-older-than", help="delete the files they leave this long after ('2 days'; '' unsets)")
+    keep.add_argument("--apply", action="store_true", help="expire and clean up by the settings now")
+    keep.add_argument(
+        "--max-batches", type=_arg(_positive, "--max-batches"), help="with --apply: at most N expiry batches"
+    )
+    indexes = sub.add_parser(
+        "indexes",
+        parents=[as_json],
+        help="the indexes pyspark-ducklake adds to SQLite and PostgreSQL catalogs (so long histories stay fast), "
+        "present or missing",
+    )
+    indexes.add_argument("--create", action="store_true", help="create the missing ones")
     changes = sub.add_parser("changes", parents=[as_json], help="the change feed of a table between two snapshots")
     changes.add_argument("table")
     changes.add_argument("start", type=_arg(parse_snapshot_id, "START"))
@@ -178,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         lake = connect(args.catalog)
         if args.command == "snapshots":
-            snapshots = lake.snapshots()
+            snapshots = lake.snapshots(limit=args.limit, since=args.since)
             if args.json:
                 _print_json([_snapshot_dict(s) for s in snapshots])
             else:
@@ -233,7 +269,9 @@ def main(argv: list[str] | None = None) -> int:
             )
         elif args.command == "expire":
             older = args.older_than_hours if args.older_than_hours is not None else args.older_than
-            expired = lake.expire_snapshots(older_than=older, versions=args.versions, dry_run=args.dry_run)
+            expired = lake.expire_snapshots(
+                older_than=older, versions=args.versions, dry_run=args.dry_run, batch_size=args.batch_size
+            )
             _print_report(expired, args.json, [f"  {p}" for p in expired.files_scheduled])
         elif args.command == "cleanup":
             older = args.older_than_hours if args.older_than_hours is not None else args.older_than
@@ -242,6 +280,36 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "migrate":
             migrated = lake.migrate(args.to, dry_run=args.dry_run)
             _print_report(migrated, args.json, [f"  {step}" for step in migrated.steps])
+        elif args.command == "retention":
+            kept = lake.retention()
+            if args.expire_older_than is not None or args.delete_older_than is not None:
+                if args.dry_run:
+                    raise InvalidOptionError("--dry-run applies to --apply only; settings are set or not")
+                kept = lake.set_retention(
+                    expire_older_than=args.expire_older_than, delete_older_than=args.delete_older_than
+                )
+            out: dict[str, Any] = {"retention": kept.to_dict()}
+            if args.apply:
+                expired, cleaned = lake.apply_retention(dry_run=args.dry_run, max_batches=args.max_batches)
+                out.update(expire=expired.to_dict(), cleanup=cleaned.to_dict())
+            if args.json:
+                _print_json(out)
+            else:
+                print(kept.summary())
+                if args.apply:
+                    print(expired.summary())
+                    print(cleaned.summary())
+        elif args.command == "indexes":
+            created = lake.create_indexes() if args.create else []
+            states = lake.indexes()
+            if args.json:
+                _print_json([dataclasses.asdict(i) for i in states])
+            elif not states:
+                print("this catalog's database gets no indexes from pyspark-ducklake (DuckDB-file catalog)")
+            else:
+                for i in states:
+                    state = "created" if i.name in created else "present" if i.present else "missing (--create)"
+                    print(f"{i.name}\t{i.definition}\t{state}")
         elif args.command == "changes":
             rows = lake.table_changes(args.table, args.start, args.end).to_pylist()
             if args.json:

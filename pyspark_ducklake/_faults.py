@@ -19,6 +19,7 @@ GROUP_ENV = "PYSPARK_DUCKLAKE_CRASH_GROUP"
 AFTER_FILES_WRITTEN = "after_files_written"  # Parquet files written, catalog not committed
 AFTER_CATALOG_COMMIT = "after_catalog_commit"  # snapshot committed, Spark's commit log not yet written
 DURING_FLUSH = "during_flush"  # flush files written inside the open catalog transaction
+EXPIRE_BATCH = "expire_batch"  # an expiry committed its n-th batch (:<n>), more batches to go
 
 
 def crash_point(point: str, batch_id: int | None = None) -> None:
@@ -29,6 +30,11 @@ def crash_point(point: str, batch_id: int | None = None) -> None:
     if name != point or (batch and batch_id is not None and int(batch) != batch_id):
         return
     os.killpg(int(os.environ.get(GROUP_ENV) or os.getpgid(0)), signal.SIGKILL)
+
+
+def expire_batch_committed(batch: int) -> None:
+    """Called by snapshot expiry after each committed batch that more will follow (``expire_batch:<n>``)."""
+    crash_point(EXPIRE_BATCH, batch)
 
 
 # Actions to run once, just before the next commit in this process starts (after the change was planned).

@@ -122,11 +122,12 @@ class DuckLakeDataSource(DataSource):
         Raises:
             InvalidOptionError: an unknown kind, or the change feed asked for too.
         """
-        from pyspark_ducklake.batch.metadata_read import metadata_kind
+        from pyspark_ducklake.batch.metadata_read import check_listing_options, metadata_kind
 
         kind = metadata_kind(dict(self.options))
         if kind is not None and _feed_options(dict(self.options)):
             raise InvalidOptionError("option metadata reads the lake's metadata, not the change feed: give one")
+        check_listing_options(dict(self.options), kind)
         return kind
 
     def _change_feed(self) -> bool:

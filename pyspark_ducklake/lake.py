@@ -18,6 +18,8 @@ from pyspark_ducklake.catalog.catalog import CatalogInfo, open_catalog
 from pyspark_ducklake.catalog.db import Connection
 from pyspark_ducklake.catalog.entries import SnapshotInfo, TableEntry
 from pyspark_ducklake.catalog.format_version import FormatVersion
+from pyspark_ducklake.catalog.indexes import IndexState, create_indexes, index_states
+from pyspark_ducklake.catalog.indexes import supported as indexes_supported
 from pyspark_ducklake.catalog.inlined_codec import table_inline_obstacle
 from pyspark_ducklake.catalog.location import CatalogLocation, parse_location, with_storage_version
 from pyspark_ducklake.catalog.migration import MigrationReport, migrate_catalog
@@ -89,6 +91,7 @@ if TYPE_CHECKING:
     from pyspark_ducklake.table.maintenance.compaction import CompactionReport, MergedFile, MergeGroup
     from pyspark_ducklake.table.maintenance.expire import CleanupReport, ExpireReport
     from pyspark_ducklake.table.maintenance.orphans import OrphanReport
+    from pyspark_ducklake.table.maintenance.retention import Retention
     from pyspark_ducklake.table.maintenance.rewrite import RewriteGroup, RewriteReport
 
 log = logging.getLogger(__name__)
@@ -177,6 +180,22 @@ class Lake:
             self.info = dataclasses.replace(self.info, format=target)
         return report
 
+    def indexes(self) -> list[IndexState]:
+        """The indexes this library adds to SQLite and PostgreSQL catalogs (so reads, change feeds and commits do not
+        slow down as history grows), each with whether this catalog has it; empty for a DuckDB-file catalog."""
+        if not indexes_supported(self.engine):
+            return []
+        with self.engine.connect() as conn:
+            return index_states(conn)
+
+    def create_indexes(self) -> list[str]:
+        """Create the indexes of :meth:`indexes` the catalog lacks (a catalog DuckDB created has none); their names.
+
+        Each is built in a transaction of its own; writers wait while it builds (PostgreSQL lets readers through).
+        DuckDB reads and writes the catalog as before.
+        """
+        return create_indexes(self.engine)
+
     def close(self) -> None:
         self.engine.dispose()
 
@@ -209,14 +228,35 @@ class Lake:
         with self.engine.connect() as conn:
             return reader.latest_snapshot(conn).snapshot_id
 
-    def snapshots(self) -> list[SnapshotInfo]:
-        """Every snapshot with its changes, author, message and extra info, oldest first."""
-        with self.engine.connect() as conn:
-            return reader.snapshots(conn)
+    def snapshots(self, *, limit: int | None = None, since: int | None = None) -> list[SnapshotInfo]:
+        """Snapshots with their changes, author, message and extra info, oldest first.
 
-    def snapshots_table(self) -> pa.Table:
-        """Every snapshot as DuckDB's ``ducklake_snapshots()`` lists it (same columns, ``changes`` as a map)."""
-        return M.snapshots_table(self.snapshots())
+        Without arguments every snapshot: on a lake with a long history that is a long list (a stream committing
+        every second makes 86,400 a day), so give ``limit`` and ``since``, which the catalog database applies.
+
+        Args:
+            limit: at most this many (>= 1): the newest ones, or with ``since`` the first ones from it on (page
+                on with ``since`` = the last id + 1), as Delta's ``DESCRIBE HISTORY ... LIMIT`` bounds a listing.
+            since: only snapshots from this id on (inclusive); beyond the newest, none.
+
+        Raises:
+            InvalidOptionError: ``limit`` below 1 or ``since`` below 0 (or either not an integer).
+        """
+        if limit is not None:
+            limit = parse_int(limit, "limit", minimum=1)
+        if since is not None:
+            since = parse_snapshot_id(since, "since", text=False)
+        with self.engine.connect() as conn:
+            return reader.snapshots(conn, limit=limit, since=since)
+
+    def snapshots_table(self, *, limit: int | None = None, since: int | None = None) -> pa.Table:
+        """Snapshots as DuckDB's ``ducklake_snapshots()`` lists them (same columns, ``changes`` as a map); ``limit``
+        and ``since`` as :meth:`snapshots` takes them.
+
+        Raises:
+            InvalidOptionError: as :meth:`snapshots`.
+        """
+        return M.snapshots_table(self.snapshots(limit=limit, since=since))
 
     def table_info(self) -> pa.Table:
         """Every table with its data and delete files' counts and sizes, as DuckDB's ``ducklake_table_info()``."""
@@ -1185,6 +1225,8 @@ class Lake:
         older_than: dt.datetime | dt.date | dt.timedelta | str | None = None,
         versions: Sequence[int] | None = None,
         dry_run: bool = False,
+        batch_size: int = 1000,
+        max_batches: int | None = None,
     ) -> ExpireReport:
         """Expire snapshots, as DuckDB's ``ducklake_expire_snapshots``: those committed before ``older_than`` (a time,
         or an age such as ``timedelta(days=7)``), or the ids in ``versions``. The newest snapshot is never expired.
@@ -1193,16 +1235,29 @@ class Lake:
         scheduled for deletion (:meth:`cleanup_old_files` deletes them), dropped tables disappear. No snapshot is
         written. Without either argument the catalog's ``expire_older_than`` option applies (else nothing happens).
 
+        Oldest first, ``batch_size`` snapshots per catalog transaction: writers wait for one batch at most, memory
+        holds one batch however long the history, and an interrupted run keeps what it committed (run it again to
+        finish). ``max_batches`` stops after that many (``report.complete`` says whether more are due).
+
         Returns:
-            An :class:`~pyspark_ducklake.table.maintenance.expire.ExpireReport` (``snapshots``, ``files_scheduled``,
-            ``bytes_scheduled``).
+            An :class:`~pyspark_ducklake.table.maintenance.expire.ExpireReport` (``snapshots``, ``expired``,
+            ``files_scheduled``, ``bytes_scheduled``).
 
         Raises:
-            InvalidOptionError: both criteria, or ``versions`` naming the current snapshot.
+            InvalidOptionError: both criteria, ``versions`` naming the current snapshot, a batch size or count < 1.
+            CommitFailedError: the catalog refused a batch (earlier batches stay expired).
         """
         from pyspark_ducklake.table.maintenance.expire import expire_snapshots
 
-        return expire_snapshots(self.engine, self.data_path, older_than=older_than, versions=versions, dry_run=dry_run)
+        return expire_snapshots(
+            self.engine,
+            self.data_path,
+            older_than=older_than,
+            versions=versions,
+            dry_run=dry_run,
+            batch_size=batch_size,
+            max_batches=max_batches,
+        )
 
     def cleanup_old_files(
         self,
@@ -1210,10 +1265,12 @@ class Lake:
         older_than: dt.datetime | dt.date | dt.timedelta | str | None = None,
         cleanup_all: bool = False,
         dry_run: bool = False,
+        batch_size: int = 1000,
     ) -> CleanupReport:
         """Delete the files scheduled for deletion (by compaction, expiry, or rewritten delete files) before
         ``older_than`` (a time or an age), or all of them with ``cleanup_all``, as DuckDB's
         ``ducklake_cleanup_old_files``; default age: the catalog's ``delete_older_than`` option, else two days.
+        The scheduled files are worked through ``batch_size`` at a time.
 
         Returns:
             A :class:`~pyspark_ducklake.table.maintenance.expire.CleanupReport` (``files``, ``bytes``).
@@ -1227,6 +1284,43 @@ class Lake:
             cleanup_all=cleanup_all,
             dry_run=dry_run,
             storage_options=self.storage_options,
+            batch_size=batch_size,
+        )
+
+    def retention(self) -> Retention:
+        """The lake's retention settings, ``expire_older_than`` and ``delete_older_than`` (None: not set), which
+        :meth:`apply_retention`, a sink's retention and DuckDB's maintenance functions follow."""
+        from pyspark_ducklake.table.maintenance.retention import retention
+
+        return retention(self.engine)
+
+    def set_retention(self, *, expire_older_than: str | None = None, delete_older_than: str | None = None) -> Retention:
+        """Set how long the lake keeps its history: snapshots older than ``expire_older_than`` (``'7 days'``, as
+        Delta's ``logRetentionDuration``) are expired, and the files they leave deleted ``delete_older_than`` after
+        (default ``'2 days'``, as Delta's ``deletedFileRetentionDuration``); ``''`` unsets one. The same catalog
+        rows DuckDB's ``set_option`` writes; no snapshot.
+
+        Raises:
+            InvalidOptionError: a value that is not an interval; nothing is set.
+        """
+        from pyspark_ducklake.table.maintenance.retention import set_retention
+
+        return set_retention(self.engine, expire_older_than=expire_older_than, delete_older_than=delete_older_than)
+
+    def apply_retention(
+        self, *, dry_run: bool = False, max_batches: int | None = None
+    ) -> tuple[ExpireReport, CleanupReport]:
+        """Expire and clean up once by the lake's retention settings (:meth:`set_retention`), as a scheduled job
+        would: :meth:`expire_snapshots` then :meth:`cleanup_old_files` without arguments.
+
+        Raises:
+            InvalidOptionError: a stored setting that is not an interval.
+            CommitFailedError: the catalog refused an expiry batch (earlier batches stay expired).
+        """
+        from pyspark_ducklake.table.maintenance.retention import apply_retention
+
+        return apply_retention(
+            self.engine, self.data_path, storage_options=self.storage_options, dry_run=dry_run, max_batches=max_batches
         )
 
     # --- schema evolution ------------------------------------------------------------------------------------

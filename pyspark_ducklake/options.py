@@ -259,6 +259,11 @@ def parse_seconds(value: object, name: str) -> float:
     return parse_duration(value, name).total_seconds()
 
 
+def parse_interval(value: object, name: str) -> dt.timedelta:
+    """An age as DuckDB's interval text (``'7 days'``, ``'12 hours'``) or a ``timedelta``: a unit is required."""
+    return parse_duration(value, name, unit=None, what="an interval")
+
+
 def parse_text(value: object, name: str) -> str:
     """A non-empty string without NUL characters.
 
@@ -692,6 +697,34 @@ OPTIONS: tuple[Option, ...] = (
         SINK_TABLE,
     ),
     Option(
+        "expire_older_than",
+        frozenset({Entry.SINK, Entry.STREAM_WRITE}),
+        parse_interval,
+        "the lake's `expire_older_than`",
+        "retention: every `retention_interval` the sink expires the snapshots older than this (an interval such "
+        "as `'7 days'`, as Delta's `logRetentionDuration`) and deletes the files they leave; giving it turns the "
+        "sink's retention on (see [Retention](maintenance.md#retention-for-streams))",
+        SINK_TABLE,
+    ),
+    Option(
+        "delete_older_than",
+        frozenset({Entry.SINK, Entry.STREAM_WRITE}),
+        parse_interval,
+        "the lake's `delete_older_than`, else `'2 days'`",
+        "retention: files the expired snapshots left are deleted once scheduled this long (as Delta's "
+        "`deletedFileRetentionDuration`: readers of an old snapshot keep their files until then)",
+        SINK_TABLE,
+    ),
+    Option(
+        "retention_interval",
+        frozenset({Entry.SINK, Entry.STREAM_WRITE}),
+        parse_seconds,
+        "3600 (once `expire_older_than` is given)",
+        "retention: seconds (or `'1 hour'`) between the sink's expiry and cleanup runs; giving it alone applies the "
+        "lake's `expire_older_than`/`delete_older_than` settings",
+        SINK_TABLE,
+    ),
+    Option(
         "create_table",
         frozenset({Entry.SINK, Entry.STREAM_WRITE}),
         parse_bool,
@@ -778,9 +811,9 @@ OPTIONS: tuple[Option, ...] = (
         parse_snapshot_start,
         "`read`: none (required); `readStream`: the table's rows first",
         "first snapshot of the change feed to emit: an id (at most the newest + 1), `earliest` (the oldest snapshot "
-        "not expired) or `latest` (only what comes after the query starts). A `readStream` with `readChangeFeed` "
-        "and without it (nor `startingTimestamp`) first emits the table's rows at the newest snapshot as inserts, "
-        "then the changes after it (as Delta's change-data-feed stream does)",
+        "from which on none was expired) or `latest` (only what comes after the query starts). A `readStream` with "
+        "`readChangeFeed` and without it (nor `startingTimestamp`) first emits the table's rows at the newest "
+        "snapshot as inserts, then the changes after it (as Delta's change-data-feed stream does)",
         FEED,
         aliases=("startingVersion",),
     ),
@@ -880,6 +913,23 @@ OPTIONS: tuple[Option, ...] = (
         "read the lake's metadata instead, with DuckDB's columns: `snapshots` (`ducklake_snapshots()`, no table), "
         "`table_info` (`ducklake_table_info()`, no table) or `files` (`ducklake_list_files()` of the `load()` table, "
         "at `snapshot` if given); see [Metadata](#metadata-as-dataframes)",
+        SPARK_TABLE,
+    ),
+    Option(
+        "limit",
+        frozenset({Entry.READ}),
+        _int(1),
+        "every snapshot",
+        "with `metadata` `snapshots`: at most this many snapshots, the newest (or with `since` the first from it), "
+        "as Delta's `DESCRIBE HISTORY ... LIMIT`; applied by the catalog database",
+        SPARK_TABLE,
+    ),
+    Option(
+        "since",
+        frozenset({Entry.READ}),
+        parse_snapshot_id,
+        "the oldest",
+        "with `metadata` `snapshots`: only snapshots from this id on (inclusive; beyond the newest: none)",
         SPARK_TABLE,
     ),
     # --- set by Spark itself: load()/save()/start() put the table in `path`; a stream writer gets its checkpoint

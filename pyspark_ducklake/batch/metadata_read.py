@@ -14,7 +14,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from pyspark_ducklake.exceptions import InvalidOptionError
-from pyspark_ducklake.options import option_as_snapshot, option_value
+from pyspark_ducklake.options import option_as_int, option_as_snapshot, option_value
 from pyspark_ducklake.spark.lake_config import LakeConfig
 from pyspark_ducklake.table.metadata import KINDS
 
@@ -36,6 +36,20 @@ def metadata_kind(options: dict[str, str]) -> str | None:
     return kind
 
 
+def check_listing_options(options: dict[str, str], kind: str | None) -> None:
+    """Options ``limit`` and ``since`` bound the snapshot listing and nothing else.
+
+    Raises:
+        InvalidOptionError: one of them given to another read.
+    """
+    for key in ("limit", "since"):
+        if kind != "snapshots" and option_value(options, key) is not None:
+            raise InvalidOptionError(
+                f"option {key} bounds the listing of snapshots: it goes with option metadata 'snapshots' (to limit "
+                "the rows of another read, use the DataFrame's limit())"
+            )
+
+
 def metadata_schema(kind: str) -> StructType:
     """The Spark schema of a metadata table (DuckDB's column names and types)."""
     return from_arrow_schema(KINDS[kind])
@@ -54,7 +68,8 @@ def metadata_table(config: LakeConfig, kind: str, identifier: str | None, option
     lake = config.connect(keep_engine=True)
     try:
         if kind == "snapshots":
-            return lake.snapshots_table()
+            limit = option_as_int(options, "limit", None, minimum=1)
+            return lake.snapshots_table(limit=limit, since=option_as_snapshot(options, "since"))
         if kind == "table_info":
             return lake.table_info()
         assert identifier is not None

@@ -13,6 +13,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from pyspark_ducklake.catalog import dialects, reader
 from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.catalog.format_version import DEFAULT, FormatVersion, catalog_format
+from pyspark_ducklake.catalog.indexes import create_indexes_in
 from pyspark_ducklake.catalog.kept_engines import kept_catalog_engine
 from pyspark_ducklake.catalog.location import CatalogLocation, create_catalog_engine, parse_location
 from pyspark_ducklake.catalog.transaction import now_utc
@@ -217,6 +218,7 @@ def create_catalog(
     path = normalize_data_path(data_path)
     with engine.connect().execution_options(ducklake_write=True) as conn, conn.begin():
         T.catalog_metadata(fmt).create_all(conn)
+        create_indexes_in(conn)
         conn.execute(
             insert(T.ducklake_snapshot).values(
                 snapshot_id=0, snapshot_time=now_utc(), schema_version=0, next_catalog_id=1, next_file_id=0

@@ -9,7 +9,11 @@ PostgreSQL cuts identifiers (table and column names) longer than 63 bytes, silen
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, Delete, Update, inspect, literal_column, text
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import Connection, Delete, String, Update, case, cast, func, inspect, literal_column, or_, text
+from sqlalchemy.sql.elements import ColumnElement
 
 # DuckLake's PostgresMetadataManager::MaxIdentifierLength (NAMEDATALEN - 1), in UTF-8 bytes; others: no limit
 _MAX_IDENTIFIER_BYTES = {"postgresql": 63}
@@ -69,3 +73,38 @@ def changed_rows(conn: Connection, statement: Update | Delete) -> int:
     if _duckdb(conn):
         return len(conn.execute(statement.returning(literal_column("1"))).all())
     return max(conn.execute(statement).rowcount or 0, 0)
+
+
+def native_timestamps(conn: Connection) -> bool:
+    """Whether the database stores TIMESTAMPTZ as a timestamp it compares (PostgreSQL, DuckDB), not text (SQLite)."""
+    return conn.dialect.name in ("postgresql", "duckdb")
+
+
+def time_at_least(conn: Connection, column: ColumnElement[Any], when: dt.datetime) -> ColumnElement[bool]:
+    """``column >= when`` for a stored TIMESTAMPTZ, where the database can tell; on SQLite, whose times are text in
+    several spellings (``+00``, ISO ``T...+00:00``, naive, other offsets), a second wider, through SQLite's own time
+    parser (``julianday``, millisecond precision; a spelling it cannot read passes): the caller compares exactly."""
+    if native_timestamps(conn):
+        return column >= when
+    parsed = _julianday(column)
+    return or_(parsed.is_(None), parsed >= func.julianday(_utc_text(when - dt.timedelta(seconds=1))))
+
+
+def time_at_most(conn: Connection, column: ColumnElement[Any], when: dt.datetime) -> ColumnElement[bool]:
+    """``column <= when``, as :func:`time_at_least` compares."""
+    if native_timestamps(conn):
+        return column <= when
+    parsed = _julianday(column)
+    return or_(parsed.is_(None), parsed <= func.julianday(_utc_text(when + dt.timedelta(seconds=1))))
+
+
+def _julianday(column: ColumnElement[Any]) -> ColumnElement[Any]:
+    # SQLite reads '+HH:MM' offsets, not DuckDB's bare '+00': give it the minutes
+    text_value = cast(column, String)
+    short_offset = func.substr(text_value, -3, 1).in_(["+", "-"])
+    return func.julianday(case((short_offset, text_value + ":00"), else_=text_value))
+
+
+def _utc_text(when: dt.datetime) -> str:
+    utc = when.astimezone(dt.timezone.utc) if when.tzinfo else when
+    return utc.strftime("%Y-%m-%d %H:%M:%S.%f") + "+00:00"

@@ -5,15 +5,16 @@ what to expire and deletes the files.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, MetaData, Table, and_, delete, insert, or_, select
+from sqlalchemy import Connection, MetaData, Table, and_, delete, insert, or_, select, update
 from sqlalchemy.schema import DropTable
 from sqlalchemy.sql.elements import ColumnElement
 
-from pyspark_ducklake.catalog import reader
+from pyspark_ducklake.catalog import dialects, reader
 from pyspark_ducklake.catalog import tables as T
 from pyspark_ducklake.catalog.transaction import now_utc
 
@@ -29,26 +30,54 @@ class RemovedEntries:
     tables_removed: tuple[int, ...]
 
 
-def snapshot_times(conn: Connection) -> list[Any]:
-    """Every snapshot's ``(snapshot_id, snapshot_time)``, oldest first."""
+def snapshots_before(conn: Connection, cutoff: dt.datetime, *, after: int, limit: int) -> list[Any]:
+    """Up to ``limit`` snapshots after id ``after`` that may have been committed before ``cutoff``, oldest first:
+    ``(snapshot_id, snapshot_time)``. The database compares the times (on SQLite roughly, through its own time
+    parser: the caller compares them exactly)."""
     s = T.ducklake_snapshot
-    return list(conn.execute(select(s.c.snapshot_id, s.c.snapshot_time).order_by(s.c.snapshot_id)).all())
+    query = (
+        select(s.c.snapshot_id, s.c.snapshot_time)
+        .where(s.c.snapshot_id > after, dialects.time_at_most(conn, s.c.snapshot_time, cutoff))
+        .order_by(s.c.snapshot_id)
+        .limit(limit)
+    )
+    return list(conn.execute(query).all())
 
 
-def _unreferenced(table: Table) -> ColumnElement[bool]:
-    """Rows ended before every remaining snapshot could see them: no snapshot in ``[begin, end)``."""
+def existing_snapshots(conn: Connection, ids: Sequence[int]) -> set[int]:
+    """Which of these snapshot ids exist."""
+    s = T.ducklake_snapshot
+    out: set[int] = set()
+    for i in range(0, len(ids), _CHUNK):
+        out.update(
+            int(r[0]) for r in conn.execute(select(s.c.snapshot_id).where(s.c.snapshot_id.in_(ids[i : i + _CHUNK])))
+        )
+    return out
+
+
+def _unreferenced(table: Table, lo: int | None = None, hi: int | None = None) -> ColumnElement[bool]:
+    """Rows ended before every remaining snapshot could see them: no snapshot in ``[begin, end)``; with ``lo`` and
+    ``hi``, only rows that some snapshot in ``[lo, hi]`` could see (the ones expiring those can leave unseen)."""
     s = T.ducklake_snapshot
     visible_somewhere = (
         select(s.c.snapshot_id)
         .where(s.c.snapshot_id >= table.c.begin_snapshot, s.c.snapshot_id < table.c.end_snapshot)
         .exists()
     )
-    return and_(table.c.end_snapshot.is_not(None), ~visible_somewhere)
+    cond = and_(table.c.end_snapshot.is_not(None), ~visible_somewhere)
+    if lo is not None and hi is not None:
+        cond = and_(table.c.begin_snapshot <= hi, table.c.end_snapshot > lo, cond)
+    return cond
 
 
 def remove_snapshots(conn: Connection, data_path: str, chosen: Sequence[int]) -> RemovedEntries:
-    """Delete the ``chosen`` snapshots' rows and the metadata only they referenced; schedule unreachable files."""
+    """Delete the ``chosen`` snapshots' rows and the metadata only they referenced; schedule unreachable files.
+
+    Only file rows that a chosen snapshot could see are examined (no other row's visibility changes), so a batch
+    costs what it expires, not the history.
+    """
     chosen = list(chosen)
+    lo, hi = min(chosen), max(chosen)
     for table in (T.ducklake_snapshot, T.ducklake_snapshot_changes):
         for i in range(0, len(chosen), _CHUNK):
             conn.execute(delete(table).where(table.c.snapshot_id.in_(chosen[i : i + _CHUNK])))
@@ -58,7 +87,7 @@ def remove_snapshots(conn: Connection, data_path: str, chosen: Sequence[int]) ->
     size = 0
 
     d = T.ducklake_data_file
-    cond = _unreferenced(d)
+    cond = _unreferenced(d, lo, hi)
     if gone_tables:
         cond = or_(d.c.table_id.in_(gone_tables), cond)
     files = conn.execute(
@@ -75,7 +104,7 @@ def remove_snapshots(conn: Connection, data_path: str, chosen: Sequence[int]) ->
             conn.execute(delete(table).where(table.c.data_file_id.in_(file_ids[i : i + _CHUNK])))
 
     x = T.ducklake_delete_file
-    cond = _unreferenced(x)
+    cond = _unreferenced(x, lo, hi)
     if gone_tables:
         cond = or_(x.c.table_id.in_(gone_tables), cond)
     deletes = {r.delete_file_id: r for r in conn.execute(select(x).where(cond))}
@@ -173,10 +202,28 @@ def _drop_unreachable_entries(conn: Connection) -> None:
     conn.execute(delete(n).where(n.c.mapping_id.not_in(select(c.c.mapping_id).where(c.c.mapping_id.is_not(None)))))
 
 
-def scheduled_files(conn: Connection) -> list[Any]:
-    """The rows of ``ducklake_files_scheduled_for_deletion``."""
+def scheduled_files(conn: Connection, *, after: int | None = None, limit: int | None = None) -> list[Any]:
+    """Rows of ``ducklake_files_scheduled_for_deletion`` by file id: those after id ``after``, at most ``limit``;
+    with no ``after`` (the first page) the rows without a file id too."""
     f = T.ducklake_files_scheduled_for_deletion
-    return list(conn.execute(select(f.c.data_file_id, f.c.path, f.c.path_is_relative, f.c.schedule_start)).all())
+    query = select(f.c.data_file_id, f.c.path, f.c.path_is_relative, f.c.schedule_start)
+    paged = query.where(f.c.data_file_id > (-1 if after is None else after)).order_by(f.c.data_file_id)
+    if limit is not None:
+        paged = paged.limit(limit)
+    rows = list(conn.execute(paged).all())
+    if after is None:
+        rows = list(conn.execute(query.where(f.c.data_file_id.is_(None))).all()) + rows
+    return rows
+
+
+def set_global_option(conn: Connection, key: str, value: str) -> None:
+    """Set a lake-wide ``ducklake_metadata`` option (scope NULL), as DuckDB's ``set_option`` writes it."""
+    m = T.ducklake_metadata
+    where = and_(m.c.key == key, m.c.scope.is_(None))
+    if conn.execute(select(m.c.key).where(where).limit(1)).first() is None:
+        conn.execute(insert(m).values(key=key, value=value, scope=None, scope_id=None))
+    else:
+        conn.execute(update(m).where(where).values(value=value))
 
 
 def unschedule(conn: Connection, rows: Sequence[Any]) -> None:

@@ -79,10 +79,12 @@ def inlined_rows(
     *,
     snapshot_id: int | None = None,
     include_ended: bool = False,
+    changed_since: int | None = None,
 ) -> Sequence[Any]:
     """Rows of an inlined table (``row_id``, ``begin_snapshot``, ``end_snapshot`` and each column's encoded value
     under ``c<column_id>``): those begun by ``snapshot_id`` and, unless ``include_ended``, not ended by it, in row
-    id order; with no snapshot, every row, in (row id, begin snapshot) order."""
+    id order; with no snapshot, every row, in (row id, begin snapshot) order. ``changed_since`` (with
+    ``snapshot_id`` and ``include_ended``) keeps only the rows begun or ended in ``[changed_since, snapshot_id]``."""
     t = _table(layout)
     backend = conn.dialect.name
     values = [
@@ -96,6 +98,9 @@ def inlined_rows(
     cond = t.c.begin_snapshot <= snapshot_id
     if not include_ended:
         cond = and_(cond, or_(t.c.end_snapshot.is_(None), t.c.end_snapshot > snapshot_id))
+    elif changed_since is not None:
+        ended = and_(t.c.end_snapshot >= changed_since, t.c.end_snapshot <= snapshot_id)
+        cond = and_(cond, or_(t.c.begin_snapshot >= changed_since, ended))
     return conn.execute(query.where(cond).order_by(t.c.row_id)).all()
 
 
@@ -153,15 +158,24 @@ def drop_inlined_table(conn: Connection, table_id: int, layout: InlinedLayout) -
     conn.execute(delete(i).where(i.c.table_id == table_id, i.c.table_name == layout.name))
 
 
-def inlined_file_deletes(conn: Connection, table_id: int, snapshot_id: int) -> dict[int, list[tuple[int, int]]]:
+def inlined_file_deletes(
+    conn: Connection, table_id: int, snapshot_id: int, file_ids: Sequence[int] | None = None
+) -> dict[int, list[tuple[int, int]]]:
     """``{data_file_id: [(position, begin_snapshot)]}`` from ``ducklake_inlined_delete_<table_id>``: deletions of
-    rows of Parquet files begun by ``snapshot_id``."""
+    rows of Parquet files (of ``file_ids`` only, when given) begun by ``snapshot_id``."""
     if not reader.has_table(conn, T.inlined_delete_table_name(table_id)):
         return {}
     t = T.inlined_delete_table(table_id)
     out: dict[int, list[tuple[int, int]]] = {}
-    for r in conn.execute(select(t).where(t.c.begin_snapshot <= snapshot_id)):
-        out.setdefault(int(r.file_id), []).append((int(r.row_id), int(r.begin_snapshot)))
+    query = select(t).where(t.c.begin_snapshot <= snapshot_id)
+    chunks = (
+        [query]
+        if file_ids is None
+        else [query.where(t.c.file_id.in_(list(file_ids[i : i + 500]))) for i in range(0, len(file_ids), 500)]
+    )
+    for chunk in chunks:
+        for r in conn.execute(chunk):
+            out.setdefault(int(r.file_id), []).append((int(r.row_id), int(r.begin_snapshot)))
     return out
 
 

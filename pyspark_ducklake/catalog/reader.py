@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, MetaData, Table, and_, func, or_, select
+from sqlalchemy import Connection, MetaData, Table, and_, func, or_, select, union
 from sqlalchemy.sql.elements import ColumnElement
 
 from pyspark_ducklake.catalog import dialects
@@ -32,6 +32,8 @@ from pyspark_ducklake.exceptions import (
     NotATableError,
 )
 from pyspark_ducklake.io.deletion_vector import delete_file_format
+
+_IN_CHUNK = 500  # ids bound into one IN (...): statements stay small (SQLite allows 32,766 parameters)
 
 
 def visible(table: Table, snapshot_id: int) -> ColumnElement[bool]:
@@ -102,29 +104,53 @@ def snapshot_at_time(conn: Connection, when: dt.datetime) -> Snapshot:
     Raises:
         NoSuchSnapshotError: every snapshot is newer than ``when``.
     """
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
-    best: Snapshot | None = None
-    # Compared in Python: SQLite stores the time as text in more than one spelling.
-    for row in conn.execute(select(T.ducklake_snapshot).order_by(T.ducklake_snapshot.c.snapshot_id)):
-        snap = _snapshot(row)
+    when = when if when.tzinfo is not None else when.replace(tzinfo=dt.timezone.utc)
+    s = T.ducklake_snapshot
+    query = select(s).where(dialects.time_at_most(conn, s.c.snapshot_time, when))
+    for snap in _snapshots_in_pages(conn, query, newest_first=True):
         if snap.snapshot_time is not None and snap.snapshot_time <= when:
-            best = snap
-    if best is None:
-        raise NoSuchSnapshotError(f"no snapshot at or before {when.isoformat()}; list them with lake.snapshots()")
-    return best
+            return snap
+    raise NoSuchSnapshotError(f"no snapshot at or before {when.isoformat()}; list them with lake.snapshots()")
 
 
 def first_snapshot_from(conn: Connection, when: dt.datetime) -> Snapshot | None:
     """The oldest snapshot committed at or after ``when`` (naive means UTC), as DuckDB's ``table_changes`` takes a
     start time; None when every snapshot is older."""
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
-    for row in conn.execute(select(T.ducklake_snapshot).order_by(T.ducklake_snapshot.c.snapshot_id)):
-        snap = _snapshot(row)
+    when = when if when.tzinfo is not None else when.replace(tzinfo=dt.timezone.utc)
+    s = T.ducklake_snapshot
+    query = select(s).where(dialects.time_at_least(conn, s.c.snapshot_time, when))
+    for snap in _snapshots_in_pages(conn, query, newest_first=False):
         if snap.snapshot_time is not None and snap.snapshot_time >= when:
             return snap
     return None
+
+
+def _snapshots_in_pages(conn: Connection, query: Any, *, newest_first: bool) -> Iterator[Snapshot]:
+    """The snapshots ``query`` selects, in id order, fetched a page at a time (a small one first: the caller
+    mostly wants the first)."""
+    s = T.ducklake_snapshot
+    last: int | None = None
+    page = 8
+    while True:
+        q = query
+        if last is not None:
+            q = q.where(s.c.snapshot_id < last if newest_first else s.c.snapshot_id > last)
+        rows = conn.execute(q.order_by(s.c.snapshot_id.desc() if newest_first else s.c.snapshot_id).limit(page))
+        snaps = [_snapshot(r) for r in rows]
+        yield from snaps
+        if len(snaps) < page:
+            return
+        last, page = snaps[-1].snapshot_id, 500
+
+
+def oldest_unbroken(conn: Connection) -> int:
+    """The oldest snapshot from which on none is missing (snapshot ids are consecutive, so a missing one was
+    expired): where a reader of every change still recorded can start. -1 when the catalog has none."""
+    s = T.ducklake_snapshot
+    previous = s.alias("previous")
+    gap_before = ~select(previous.c.snapshot_id).where(previous.c.snapshot_id == s.c.snapshot_id - 1).exists()
+    found = conn.execute(select(func.max(s.c.snapshot_id)).where(gap_before)).scalar()
+    return -1 if found is None else int(found)
 
 
 def oldest_snapshot(conn: Connection) -> Snapshot:
@@ -140,15 +166,56 @@ def oldest_snapshot(conn: Connection) -> Snapshot:
     return _snapshot(row)
 
 
-def snapshots(conn: Connection) -> list[SnapshotInfo]:
+def snapshots(conn: Connection, *, limit: int | None = None, since: int | None = None) -> list[SnapshotInfo]:
+    """Snapshots with their changes, oldest first: every one, those from ``since`` on (inclusive), and with
+    ``limit`` at most that many: the first ones from ``since`` on, or without ``since`` the newest ones (as
+    Delta's ``DESCRIBE HISTORY ... LIMIT``). Bounded in SQL: a limited listing reads only its rows."""
     s, c = T.ducklake_snapshot, T.ducklake_snapshot_changes
     q = select(s, c.c.changes_made, c.c.author, c.c.commit_message, c.c.commit_extra_info).select_from(
         s.outerjoin(c, s.c.snapshot_id == c.c.snapshot_id)
     )
-    return [
+    if since is not None:
+        q = q.where(s.c.snapshot_id >= since)
+    newest = limit is not None and since is None
+    q = q.order_by(s.c.snapshot_id.desc() if newest else s.c.snapshot_id)
+    if limit is not None:
+        q = q.limit(limit)
+    out = [
         SnapshotInfo(_snapshot(r), r.changes_made, r.author, r.commit_message, r.commit_extra_info)
-        for r in conn.execute(q.order_by(s.c.snapshot_id))
+        for r in conn.execute(q)
     ]
+    return out[::-1] if newest else out
+
+
+def expired_between(conn: Connection, first: int, last: int) -> tuple[int, int] | None:
+    """The first run of snapshot ids missing from ``[first, last]`` (expired; ids are consecutive), as
+    ``(from, to)``, or None when every one exists. Counts the range by the primary key; looks for the run only
+    when some are missing."""
+    if first > last:
+        return None
+    s = T.ducklake_snapshot
+    inside = and_(s.c.snapshot_id >= first, s.c.snapshot_id <= last)
+    if conn.execute(select(func.count()).where(inside)).scalar_one() == last - first + 1:
+        return None
+    oldest = conn.execute(select(func.min(s.c.snapshot_id)).where(inside)).scalar()
+    if oldest is None:
+        return first, last
+    if oldest > first:
+        return first, int(oldest) - 1
+    later = s.alias("later")
+    gap = conn.execute(
+        select(func.min(s.c.snapshot_id + 1)).where(
+            inside,
+            s.c.snapshot_id < last,
+            ~select(later.c.snapshot_id).where(later.c.snapshot_id == s.c.snapshot_id + 1).exists(),
+        )
+    ).scalar()
+    if gap is None:  # expired meanwhile and a newer one committed: count again next time
+        return None
+    after = conn.execute(
+        select(func.min(s.c.snapshot_id)).where(s.c.snapshot_id > gap, s.c.snapshot_id <= last)
+    ).scalar()
+    return int(gap), (last if after is None else int(after) - 1)
 
 
 def snapshot_changes_after(conn: Connection, snapshot_id: int) -> list[SnapshotInfo]:
@@ -481,12 +548,17 @@ def table_column_stats(conn: Connection, table_id: int) -> dict[int, Any]:
     return {r.column_id: r for r in conn.execute(select(s).where(s.c.table_id == table_id))}
 
 
-def file_column_stats(conn: Connection, table_id: int, column_ids: list[int]) -> dict[int, dict[int, Any]]:
-    """``{data_file_id: {column_id: row}}`` for pruning."""
+def file_column_stats(
+    conn: Connection, table_id: int, column_ids: list[int], data_file_ids: Sequence[int]
+) -> dict[int, dict[int, Any]]:
+    """``{data_file_id: {column_id: row}}`` of these files, for pruning."""
     s = T.ducklake_file_column_stats
     out: dict[int, dict[int, Any]] = {}
-    for r in conn.execute(select(s).where(s.c.table_id == table_id, s.c.column_id.in_(column_ids))):
-        out.setdefault(r.data_file_id, {})[r.column_id] = r
+    for i in range(0, len(data_file_ids), _IN_CHUNK):
+        chunk = list(data_file_ids[i : i + _IN_CHUNK])
+        query = select(s).where(s.c.data_file_id.in_(chunk), s.c.table_id == table_id, s.c.column_id.in_(column_ids))
+        for r in conn.execute(query):
+            out.setdefault(r.data_file_id, {})[r.column_id] = r
     return out
 
 
@@ -512,6 +584,41 @@ def referenced_file_names(conn: Connection, names: list[str]) -> set[str]:
         for i in range(0, len(names), 500):
             chunk = names[i : i + 500]
             out.update(r[0] for r in conn.execute(select(table.c.path).where(table.c.path.in_(chunk))))
+    return out
+
+
+def referenced_among(conn: Connection, data_path: str, paths: Sequence[str]) -> set[str]:
+    """Which of these absolute file paths a data or delete file row references (as stored: relative to its table's
+    folder, or absolute). Reads only the rows whose stored path could name one of them."""
+    forms: set[str] = set()
+    for path in paths:
+        parts = path.split("/")
+        forms.update("/".join(parts[i:]) for i in range(len(parts)))
+    matches: list[Any] = []
+    spelled = sorted(forms)
+    for table in (T.ducklake_data_file, T.ducklake_delete_file):
+        for i in range(0, len(spelled), _IN_CHUNK):
+            query = select(table.c.table_id, table.c.path, table.c.path_is_relative)
+            matches += conn.execute(query.where(table.c.path.in_(spelled[i : i + _IN_CHUNK]))).all()
+    if not matches:
+        return set()
+    dirs = _table_dirs(conn, {int(r.table_id) for r in matches}, data_path)
+    found = {resolve(dirs.get(int(r.table_id), data_path), r.path, r.path_is_relative) for r in matches}
+    return found & set(paths)
+
+
+def _table_dirs(conn: Connection, table_ids: set[int], data_path: str) -> dict[int, str]:
+    """The folders of these tables (dropped ones too)."""
+    schemas = {
+        r.schema_id: SchemaEntry(r.schema_id, r.schema_name, r.path or "", r.path_is_relative is not False)
+        for r in conn.execute(select(T.ducklake_schema))
+    }
+    out: dict[int, str] = {}
+    t = T.ducklake_table
+    for r in conn.execute(select(t).where(t.c.table_id.in_(sorted(table_ids)))):
+        sch = schemas.get(r.schema_id)
+        if sch is not None:
+            out[int(r.table_id)] = table_path(_table(r, sch), data_path)
     return out
 
 
@@ -563,20 +670,82 @@ def commit_times(conn: Connection, start: int, end: int) -> dict[int, dt.datetim
     return {int(r.snapshot_id): r.snapshot_time for r in rows if r.snapshot_time is not None}
 
 
-def delete_file_rows_until(conn: Connection, table_id: int, end: int) -> Sequence[Any]:
-    """The table's ``ducklake_delete_file`` rows begun by ``end`` (ended ones too), oldest first."""
+def file_counter_before(conn: Connection, snapshot_id: int) -> int:
+    """The catalog's file-id counter before ``snapshot_id`` committed: ``next_file_id`` of the newest snapshot older
+    than it (0 when none is left). Every writer numbers a new data or delete file from the committing snapshot's
+    counter, so a file row with a smaller id was written before ``snapshot_id`` and holds nothing that happened at
+    or after it."""
+    s = T.ducklake_snapshot
+    row = conn.execute(
+        select(s.c.next_file_id).where(s.c.snapshot_id < snapshot_id).order_by(s.c.snapshot_id.desc()).limit(1)
+    ).first()
+    return 0 if row is None or row[0] is None else int(row[0])
+
+
+def changed_data_file_rows(conn: Connection, table_id: int, start: int, end: int) -> Sequence[Any]:
+    """The table's ``ducklake_data_file`` rows that may hold a change in ``[start, end]``, by data file id: rows
+    begun by ``end`` and not ended before ``start`` that were written at or after ``start`` (inserts of the range,
+    and flushed or merged files that keep older rows' snapshots), that end in the range, or that have a delete file
+    written at or after ``start`` or an inlined deletion in the range.
+
+    A file written before ``start`` records only what happened by then (``begin_snapshot``, ``partial_max`` and any
+    per-row snapshot are at most the snapshot that wrote it), so unless it ended or lost rows since, it holds no
+    change of the range; whether a file was written before ``start`` is told by its id (see
+    :func:`file_counter_before`), which the primary keys look up.
+    """
+    d, x = T.ducklake_data_file, T.ducklake_delete_file
+    written = file_counter_before(conn, start)
+    # One part per index (catalog/indexes.py): an OR of them would scan the table's whole history.
+    parts = [
+        select(d.c.data_file_id).where(d.c.table_id == table_id, d.c.data_file_id >= written),
+        select(d.c.data_file_id).where(d.c.table_id == table_id, d.c.end_snapshot >= start, d.c.end_snapshot <= end),
+        select(x.c.data_file_id).where(x.c.table_id == table_id, x.c.delete_file_id >= written),
+    ]
+    if has_table(conn, T.inlined_delete_table_name(table_id)):
+        i = T.inlined_delete_table(table_id)
+        parts.append(select(i.c.file_id).where(i.c.begin_snapshot >= start, i.c.begin_snapshot <= end))
+    query = select(d).where(
+        d.c.data_file_id.in_(union(*parts).scalar_subquery()),
+        _by_key(d.c.table_id) == table_id,
+        d.c.begin_snapshot <= end,
+        or_(d.c.end_snapshot.is_(None), d.c.end_snapshot >= start),
+    )
+    return conn.execute(query.order_by(d.c.data_file_id)).all()
+
+
+def _by_key(column: ColumnElement[int]) -> ColumnElement[int]:
+    """``column + 0``: the same value, but no index on ``column`` serves it. SQLite's planner, which has no
+    statistics, otherwise prefers an index on the column to a range of the primary key (and scans the table's
+    whole history)."""
+    return column + 0
+
+
+def delete_file_rows_of(conn: Connection, table_id: int, data_file_ids: Sequence[int], end: int) -> Sequence[Any]:
+    """The ``ducklake_delete_file`` rows of these data files begun by ``end`` (ended ones too), oldest first."""
     x = T.ducklake_delete_file
-    return conn.execute(
-        select(x).where(x.c.table_id == table_id, x.c.begin_snapshot <= end).order_by(x.c.begin_snapshot)
-    ).all()
+    out: list[Any] = []
+    for i in range(0, len(data_file_ids), _IN_CHUNK):
+        chunk = list(data_file_ids[i : i + _IN_CHUNK])
+        out += conn.execute(
+            select(x).where(x.c.table_id == table_id, x.c.data_file_id.in_(chunk), x.c.begin_snapshot <= end)
+        ).all()
+    return sorted(out, key=lambda r: (int(r.begin_snapshot), int(r.delete_file_id)))
 
 
-def data_file_rows_until(conn: Connection, table_id: int, end: int) -> Sequence[Any]:
-    """The table's ``ducklake_data_file`` rows begun by ``end`` (ended ones too), by data file id."""
-    d = T.ducklake_data_file
-    return conn.execute(
-        select(d).where(d.c.table_id == table_id, d.c.begin_snapshot <= end).order_by(d.c.data_file_id)
-    ).all()
+def snapshot_changes_of(conn: Connection, snapshot_ids: Sequence[int]) -> list[tuple[int, bool, str | None]]:
+    """These snapshots (those that exist): each id, whether ``ducklake_snapshot_changes`` has a row for it, and
+    that row's ``changes_made``."""
+    s, c = T.ducklake_snapshot, T.ducklake_snapshot_changes
+    out: list[tuple[int, bool, str | None]] = []
+    ids = sorted(set(snapshot_ids))
+    for i in range(0, len(ids), _IN_CHUNK):
+        rows = conn.execute(
+            select(s.c.snapshot_id, c.c.snapshot_id.label("changes_id"), c.c.changes_made)
+            .select_from(s.outerjoin(c, s.c.snapshot_id == c.c.snapshot_id))
+            .where(s.c.snapshot_id.in_(ids[i : i + _IN_CHUNK]))
+        )
+        out += [(int(r.snapshot_id), r.changes_id is not None, r.changes_made) for r in rows]
+    return out
 
 
 def files_with_delete_files(conn: Connection, table_id: int) -> set[int]:

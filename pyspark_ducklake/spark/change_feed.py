@@ -92,7 +92,8 @@ def resolve_start(lake: Lake, options: FeedOptions) -> int:
 
     ``startingTimestamp`` picks the oldest snapshot committed at or after that time, as DuckDB's ``table_changes``
     does with a start time (a time before the first snapshot starts at the oldest one, a time after the newest
-    emits only what comes later); ``earliest`` is the oldest snapshot not expired.
+    emits only what comes later); ``earliest`` is the oldest snapshot from which on none was expired (expiry by
+    time leaves that the oldest of all; expired ids in between would be a gap in the feed, never read silently).
 
     Raises:
         InvalidOptionError: both options, a value that does not parse, or a snapshot id beyond the newest.
@@ -109,7 +110,7 @@ def resolve_start(lake: Lake, options: FeedOptions) -> int:
         if value == "latest":
             return latest + 1
         if value == "earliest":
-            return R.oldest_snapshot(conn).snapshot_id
+            return R.oldest_unbroken(conn)
         start = parse_snapshot_id(options.starting, "startingSnapshot")
         if start > latest + 1:
             raise InvalidOptionError(

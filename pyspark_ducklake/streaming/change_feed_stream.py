@@ -164,7 +164,7 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
         if latest <= begin:
             return self._offset(begin)
         self._check_table(lake, latest)
-        begin = self._check_data_loss(lake, begin)
+        begin = self._check_data_loss(lake, begin, latest)
         return self._offset(self._end(lake, begin, latest, limit))
 
     def _end(self, lake: Lake, begin: int, latest: int, limit: ReadLimit) -> int:
@@ -235,29 +235,32 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
                 return snapshot  # soft: the snapshot that reaches the limit is read whole
         return latest
 
-    def _check_data_loss(self, lake: Lake, begin: int) -> int:
-        """Raise (or, with failOnDataLoss=false, skip ahead) when snapshots after ``begin`` were expired."""
+    def _check_data_loss(self, lake: Lake, begin: int, last: int) -> int:
+        """Raise (or, with failOnDataLoss=false, warn) when snapshots in ``begin+1..last`` were expired; the snapshot
+        to read after (ahead of a gap right after ``begin``, with failOnDataLoss=false).
+
+        Raises:
+            DataLossError: a snapshot the stream still needs was expired (never a silent gap).
+        """
         with lake.engine.connect() as conn:
-            try:
-                R.snapshot_by_id(conn, begin + 1)
-                return begin
-            except NoSuchSnapshotError:
-                pass
-            later = [s.snapshot_id for s in R.snapshot_changes_after(conn, begin)]
-        if not later:
+            gap = R.expired_between(conn, begin + 1, last)
+        if gap is None:
             return begin
-        first = min(later)
+        first, to = gap
+        after = f" (the oldest snapshot still readable after them is {to + 1})" if to < last else ""
         message = (
-            f"change feed of {self.identifier} needs snapshots {begin + 1}..{first - 1}, which were expired or "
-            f"cleaned up (the oldest snapshot still readable after them is {first})"
+            f"change feed of {self.identifier} needs snapshots {first}..{to}, which were expired or cleaned up{after}"
         )
         if self.options.fail_on_data_loss:
             raise DataLossError(
-                message + f"; restart with a new checkpoint from snapshot {first} (or 'earliest'), or set "
+                message + f"; restart with a new checkpoint from snapshot {to + 1} (or 'earliest'), or set "
                 "failOnDataLoss=false to skip them"
             )
-        log.warning("%s; skipping to snapshot %d (failOnDataLoss=false)", message, first)
-        return first - 1
+        if first == begin + 1:
+            log.warning("%s; skipping to snapshot %d (failOnDataLoss=false)", message, to + 1)
+            return to
+        log.warning("%s; their changes are missing from this micro-batch (failOnDataLoss=false)", message)
+        return begin
 
     # --- reading ------------------------------------------------------------------------------------------------
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
@@ -276,10 +279,15 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
         if last <= begin:
             return out
         # latestOffset already failed (or, with failOnDataLoss=false, warned) for expired snapshots: skip them.
-        begin = self._check_data_loss(lake, begin)
-        if last <= begin:
-            return out
-        return out + self._change_partitions(lake, begin + 1, last)
+        begin = self._check_data_loss(lake, begin, last)
+        while last > begin:
+            planned = self._change_partitions(lake, begin + 1, last)
+            # expired while it was planned, the plan may lack their changes: fail, or plan again after them
+            after = self._check_data_loss(lake, begin, last)
+            if after == begin:
+                return out + planned
+            begin = after
+        return out
 
     def _change_partitions(self, lake: Lake, first: int, last: int) -> list[InputPartition]:
         """The tasks reading the changes of snapshots ``first..last``."""

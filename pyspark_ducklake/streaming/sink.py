@@ -29,6 +29,7 @@ from pyspark_ducklake.streaming.sink_upsert import (
     run_upsert_tasks,
 )
 from pyspark_ducklake.table.job_files import JobToken
+from pyspark_ducklake.table.maintenance.retention import retention_spec
 from pyspark_ducklake.table.microbatch import (
     FLUSH_BYTES_DEFAULT,
     FLUSH_INTERVAL_DEFAULT,
@@ -376,6 +377,9 @@ def ducklake_sink(
     upsert_on: list[str] | str | None = None,
     delete_when: str | None = None,
     order_by: list[str] | str | None = None,
+    expire_older_than: str | None = None,
+    delete_older_than: str | None = None,
+    retention_interval: float | str | None = None,
     **unknown: Any,
 ) -> DuckLakeSink:
     """A ``foreachBatch`` function that commits each micro-batch to ``table`` as one DuckLake snapshot.
@@ -414,6 +418,14 @@ def ducklake_sink(
             the later row; NULL first). Without it a key twice in a batch is a ``DuplicateKeyError``.
             Columns used only by ``delete_when``/``order_by`` that the table lacks are not stored (nor put in a
             table the sink creates).
+        expire_older_than: retention: every ``retention_interval`` after a commit, expire the snapshots older than
+            this (``"7 days"``, as Delta's ``logRetentionDuration``) and delete the files they left once scheduled
+            ``delete_older_than`` ago. Giving it (or ``retention_interval``) turns retention on; default: off, and
+            when on, the lake's ``expire_older_than`` setting. A change-feed stream that still needed expired
+            snapshots fails with ``DataLossError`` (docs/maintenance.md, "Retention for streams").
+        delete_older_than: retention: how long deleted files are kept for readers of old snapshots (default the
+            lake's ``delete_older_than``, else 2 days).
+        retention_interval: retention: seconds (or ``"1 hour"``) between runs (default 3600).
 
     Every value may also be given as a string (``create_table="false"``, ``flush_bytes="64MB"``,
     ``flush_interval="5 min"``), as Spark options are.
@@ -445,6 +457,9 @@ def ducklake_sink(
         "upsert_on": upsert_on,
         "delete_when": delete_when,
         "order_by": order_by,
+        "expire_older_than": expire_older_than,
+        "delete_older_than": delete_older_than,
+        "retention_interval": retention_interval,
     }
     check_keywords(unknown, ["table", *given], "ducklake_sink()")  # not Python's bare TypeError
     # one parser for every entry point: "false" is False, "64MB" a size, NaN and negative values are refused
@@ -461,6 +476,7 @@ def ducklake_sink(
         cast(int, parsed["target_file_rows"]),
         retry,
         upsert_spec(parsed),
+        retention_spec(parsed),
     )
     app_id = cast("str | None", parsed.get("app_id"))
     storage_options = cast("dict[str, Any] | None", parsed.get("storage_options"))

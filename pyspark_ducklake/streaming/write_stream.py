@@ -44,6 +44,7 @@ from pyspark_ducklake.streaming.write_stream_upsert import (
     upsert_task,
 )
 from pyspark_ducklake.table.job_files import JobToken, remove_job_files, remove_job_files_late
+from pyspark_ducklake.table.maintenance.retention import retention_spec
 from pyspark_ducklake.table.microbatch import (
     FLUSH_BYTES_DEFAULT,
     FLUSH_INTERVAL_DEFAULT,
@@ -85,6 +86,7 @@ def sink_settings(options: dict[str, str], retry: object) -> SinkSettings:
         or TARGET_FILE_ROWS_DEFAULT,
         retry=retry,  # type: ignore[arg-type]
         upsert=upsert_spec(parsed, spark=True),
+        retention=retention_spec(parsed),
     )
 
 

@@ -133,9 +133,14 @@ def classify(changes_made: str | None, table_id: int, *, known: bool = True) -> 
     return SnapshotChanges(True, data, inserted, maintenance, deleted)
 
 
-def _snapshot_changes(conn: Connection, table_id: int, start: int, end: int) -> dict[int, SnapshotChanges]:
-    """Every snapshot in ``[start, end]`` with what it did to the table."""
-    rows = reader.snapshot_changes_between(conn, start, end)
+def _snapshot_changes(
+    conn: Connection, table_id: int, snapshots: tuple[int, int] | set[int]
+) -> dict[int, SnapshotChanges]:
+    """Each snapshot in the range ``(first, last)`` (or of the set) with what it did to the table."""
+    if isinstance(snapshots, tuple):
+        rows = reader.snapshot_changes_between(conn, *snapshots)
+    else:
+        rows = reader.snapshot_changes_of(conn, sorted(snapshots))
     return {snapshot_id: classify(made, table_id, known=known) for snapshot_id, known, made in rows}
 
 
@@ -149,13 +154,11 @@ def _snapshot_id(conn: Connection, ref: SnapshotRef, *, lower: bool, what: str) 
     if isinstance(ref, dt.datetime):
         if not lower:
             return reader.snapshot_at_time(conn, ref).snapshot_id
-        when = ref if ref.tzinfo is not None else ref.replace(tzinfo=dt.timezone.utc)
-        # Compared in Python: SQLite stores the time as text in more than one spelling.
-        for snap in reader.snapshots(conn):
-            t = snap.snapshot.snapshot_time
-            if t is not None and t >= when:
-                return snap.snapshot_id
-        raise NoSuchSnapshotError(f"no snapshot at or after {when.isoformat()}")
+        first = reader.first_snapshot_from(conn, ref)
+        if first is None:
+            when = ref if ref.tzinfo is not None else ref.replace(tzinfo=dt.timezone.utc)
+            raise NoSuchSnapshotError(f"no snapshot at or after {when.isoformat()}")
+        return first.snapshot_id
     try:
         snapshot_id = parse_snapshot_id(ref, what, text=False)
     except InvalidOptionError as e:
@@ -245,6 +248,10 @@ def plan_changes(
     """The files and inlined rows holding the changes of ``table`` over the resolved range ``[start, end]`` (of the
     table columns named in ``columns`` only, when given).
 
+    Only catalog rows that may hold a change of the range are read (the data files written, ended or deleted from
+    in it, their delete files, the inlined rows begun or ended in it, and the snapshots and commit times these
+    name), so the plan costs what the range changed, however long the history before it.
+
     Raises:
         CorruptCatalogError: a catalog value that does not parse, naming where it is and the snapshots read.
     """
@@ -260,13 +267,16 @@ def _plan_changes(
     plan = ChangePlan(table, schema, start, end)
     if start > end:
         return plan
-    changes = _snapshot_changes(conn, table.table_id, start, end)
-    plan.commit_times = _commit_times(conn, start, end)
+    files = reader.changed_data_file_rows(conn, table.table_id, start, end)
+    file_ids = [int(r.data_file_id) for r in files]
+    named = {int(s) for r in files for s in (r.begin_snapshot, r.end_snapshot) if s is not None and start <= s <= end}
+    changes = _snapshot_changes(conn, table.table_id, named)
     base = reader.table_path(table, data_path)
-    encrypted = reader.lake_encrypted(conn)
+    encrypted = reader.lake_encrypted(conn) if files else False
     delete_files: dict[int, list[DeleteFileRef]] = {}
     deletes_may_be_in_range: set[int] = set()
-    for r in reader.delete_file_rows_until(conn, table.table_id, end):
+    # Every delete file of these data files, older ones too: a position's deletion is its earliest over all of them.
+    for r in reader.delete_file_rows_of(conn, table.table_id, file_ids, end):
         path = reader.delete_file_path(base, r, data_path)
         ref = DeleteFileRef(
             path, int(r.begin_snapshot), delete_file_format(r.format, r.path), reader.file_key(r, encrypted, path)
@@ -275,9 +285,9 @@ def _plan_changes(
         # An ended delete file was replaced before its end: it holds no deletion at or after that end.
         if r.end_snapshot is None or int(r.end_snapshot) > start:
             deletes_may_be_in_range.add(int(r.data_file_id))
-    inlined_deletes = inlined_file_deletes(conn, table.table_id, end)
+    inlined_deletes = inlined_file_deletes(conn, table.table_id, end, file_ids) if file_ids else {}
     rewrites = tuple(sorted(s for s, c in changes.items() if c.maintenance and not c.inserted))
-    for r in reader.data_file_rows_until(conn, table.table_id, end):
+    for r in files:
         task = _file_task(
             r, base, start, end, changes, delete_files, deletes_may_be_in_range, inlined_deletes, rewrites, encrypted
         )
@@ -287,7 +297,39 @@ def _plan_changes(
         mapped = with_mappings(conn, [t.file for t in plan.files])
         plan.files = [dataclasses.replace(t, file=f) for t, f in zip(plan.files, mapped, strict=True)]
     plan.inlined = _inlined_versions(conn, table.table_id, schema, start, end)
+    span = _snapshot_span(plan, changes)
+    if span is not None:
+        plan.commit_times = reader.commit_times(conn, *span)
     return plan
+
+
+def _snapshot_span(plan: ChangePlan, changes: dict[int, SnapshotChanges]) -> tuple[int, int] | None:
+    """The first and last snapshot a change of the plan can carry (None: it has none), for the commit times.
+
+    A plain file's rows all carry its ``begin_snapshot`` and its end is a known snapshot; rows of a flushed, merged
+    or rewritten file, and deletions from delete files, may carry any snapshot of the range.
+    """
+    start, end = plan.start, plan.end
+    lo, hi = end + 1, start - 1
+    for t in plan.files:
+        f = t.file
+        if t.delete_files or t.inlined_deletes or f.partial_max is not None or f.begin_snapshot in t.rewrite_snapshots:
+            return start, end
+        known = changes.get(f.begin_snapshot)
+        if known is not None and known.maintenance:
+            return start, end
+        for s in (f.begin_snapshot if t.inserts else None, t.ended_at):
+            if s is not None and start <= s <= end:
+                lo, hi = min(lo, s), max(hi, s)
+    if plan.inlined is not None and plan.inlined.num_rows:
+        n = len(plan.schema.columns)
+        for name in (SNAPSHOT_ID, "end_snapshot"):
+            values = _internal(plan.inlined, n, name)
+            inside = pc.and_(pc.greater_equal(values, start), pc.less_equal(values, end))
+            bounds = pc.min_max(pc.filter(values, pc.fill_null(inside, False))).as_py()
+            if bounds["min"] is not None:
+                lo, hi = min(lo, bounds["min"]), max(hi, bounds["max"])
+    return (lo, hi) if lo <= hi else None
 
 
 def _file_task(
@@ -343,7 +385,7 @@ def _file_task(
 
 
 def _inlined_versions(conn: Connection, table_id: int, schema: TableSchema, start: int, end: int) -> pa.Table | None:
-    rows = read_inlined_rows(conn, table_id, schema, end, include_ended=True)
+    rows = read_inlined_rows(conn, table_id, schema, end, include_ended=True, changed_since=start)
     if rows.num_rows == 0 or rows.num_columns != len(schema.columns) + 3:
         return None
     ends = internal_column(rows, schema, "end_snapshot")
@@ -352,10 +394,6 @@ def _inlined_versions(conn: Connection, table_id: int, schema: TableSchema, star
     keep = pc.or_(begun, pc.fill_null(ended, False))
     rows = rows.filter(keep)
     return rows if rows.num_rows else None
-
-
-def _commit_times(conn: Connection, start: int, end: int) -> dict[int, dt.datetime]:
-    return reader.commit_times(conn, start, end)
 
 
 # --- executing a file task ---------------------------------------------------------------------------------------
@@ -807,7 +845,7 @@ def changed_snapshots(engine: Engine, table: TableEntry | int, start: int, end: 
         return []
     table_id = table.table_id if isinstance(table, TableEntry) else int(table)
     with engine.connect() as conn:
-        changes = _snapshot_changes(conn, table_id, start, end)
+        changes = _snapshot_changes(conn, table_id, (start, end))
     return sorted(s for s, c in changes.items() if c.logical)
 
 

@@ -23,6 +23,7 @@ from pyspark_ducklake.catalog import commit_rows as W
 from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog.db import Connection
 from pyspark_ducklake.catalog.entries import TableEntry
+from pyspark_ducklake.catalog.indexes import create_indexes
 from pyspark_ducklake.catalog.inlined_codec import table_inline_obstacle
 from pyspark_ducklake.catalog.partitioning import (
     PartitionSpec,
@@ -46,6 +47,7 @@ from pyspark_ducklake.table.data_files import PendingFile, conform_to_table, wri
 from pyspark_ducklake.table.flush import flush_inlined
 from pyspark_ducklake.table.identifiers import parse_identifier
 from pyspark_ducklake.table.job_files import JobToken, remove_job_files
+from pyspark_ducklake.table.maintenance.retention import RetentionSchedule, RetentionSpec
 from pyspark_ducklake.table.partition_values import PartitionKey, resolve_keys
 from pyspark_ducklake.table.sort_rows import InsertOrder, insert_order
 from pyspark_ducklake.table.target import create_target, new_partition_keys, plan_new_table
@@ -102,6 +104,7 @@ class SinkSettings:
     target_file_rows: int = TARGET_FILE_ROWS_DEFAULT
     retry: RetryConfig = field(default_factory=RetryConfig)
     upsert: UpsertSpec | None = None  # None: append
+    retention: RetentionSpec | None = None  # None: the sink leaves history alone
 
 
 @dataclass(frozen=True)
@@ -212,6 +215,7 @@ class MicroBatchCommitter:
         self._progress_ready = False
         self._known: _Known | None = None
         self._plan_memo: tuple[tuple[Any, ...], BatchPlan, TablePlan] | None = None
+        self.retention = None if settings.retention is None else RetentionSchedule(settings.retention)
 
     @property
     def qualified_name(self) -> str:
@@ -220,6 +224,8 @@ class MicroBatchCommitter:
     def _ensure_progress(self) -> None:
         if not self._progress_ready:
             app_progress.ensure_progress_table(self.lake.engine)
+            # a stream makes long histories: its commits and its readers' plans must not scan them
+            create_indexes(self.lake.engine)
             self._progress_ready = True
 
     def _known_at(self, snapshot_id: int) -> _Known | None:
@@ -490,6 +496,7 @@ class MicroBatchCommitter:
         if result.skipped or skipped[0]:
             self._discard(files)
             return BatchMetrics(batch_id, app_id, rows, "skipped", duration_s=now - started, attempts=result.attempts)
+        self.after_commit()
         return BatchMetrics(
             batch_id,
             app_id,
@@ -502,6 +509,11 @@ class MicroBatchCommitter:
             now - started,
             result.attempts,
         )
+
+    def after_commit(self) -> None:
+        """After a batch committed a snapshot: the sink's retention run, when one is due."""
+        if self.retention is not None:
+            self.retention.after_commit(self.lake.engine, self.lake.data_path, self.lake.storage_options)
 
     def inlinable(self, plan: BatchPlan, rows: pa.Table) -> bool:
         """Whether DuckDB reads every one of ``rows`` back exactly from the catalog (else they go to Parquet)."""

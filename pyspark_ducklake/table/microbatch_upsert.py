@@ -361,6 +361,7 @@ class UpsertCommitter:
             return BatchMetrics(
                 batch_id, app_id, rows, "empty", snapshot_id=snapshot, duration_s=elapsed, attempts=result.attempts
             )
+        self.committer.after_commit()
         return BatchMetrics(
             batch_id,
             app_id,

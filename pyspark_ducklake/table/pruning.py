@@ -87,7 +87,7 @@ def prune_files(
     if any(not a and not b for a, b in zip(usable, by_partition, strict=True)):
         return files, 0  # a branch with nothing to prune on may match any file
     ids = sorted({c.column_id for branch in usable for c, _, _ in branch})
-    stats = reader.file_column_stats(conn, table.table_id, ids) if ids else {}
+    stats = reader.file_column_stats(conn, table.table_id, ids, [f.data_file_id for f in files]) if ids else {}
     history = reader.column_types_ever(conn, table.table_id, ids) if ids else {}
     if any(f.mapping_id is not None for f in files):
         # added files keep statistics in their own types: a FLOAT file in a DOUBLE column has FLOAT bounds

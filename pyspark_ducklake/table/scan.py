@@ -111,9 +111,16 @@ def read_inlined_file_deletes(conn: Connection, table_id: int, snapshot_id: int)
 
 
 def read_inlined_rows(
-    conn: Connection, table_id: int, schema: TableSchema, snapshot_id: int, *, include_ended: bool = False
+    conn: Connection,
+    table_id: int,
+    schema: TableSchema,
+    snapshot_id: int,
+    *,
+    include_ended: bool = False,
+    changed_since: int | None = None,
 ) -> pa.Table:
-    """Live inlined rows at the snapshot, in the table's schema, with ``rowid`` and ``snapshot_id``."""
+    """Live inlined rows at the snapshot, in the table's schema, with ``rowid`` and ``snapshot_id`` (``include_ended``:
+    ended ones too, with ``end_snapshot``; ``changed_since``: only those begun or ended since that snapshot)."""
     parts = []
     backend = conn.dialect.name
     for name, sv in reader.inlined_tables(conn, table_id):
@@ -122,7 +129,9 @@ def read_inlined_rows(
         old = columns_at_schema_version(conn, table_id, sv, schema)
         layout = inlined_layout(conn, name, old.columns)
         cols = layout.columns
-        rows = inlined_rows(conn, layout, snapshot_id=snapshot_id, include_ended=include_ended)
+        rows = inlined_rows(
+            conn, layout, snapshot_id=snapshot_id, include_ended=include_ended, changed_since=changed_since
+        )
         if not rows:
             continue
         n = len(rows)

@@ -68,6 +68,55 @@ def test_stream_fails_on_snapshots_our_expiry_removed(sqlite_catalog: Any) -> No
     lake.close()
 
 
+def _stream(catalog: Any, lake: Any, fail: str) -> DuckLakeChangeFeedReader:
+    config = LakeConfig.resolve({"catalog": catalog.url})
+    table = lake.table("main.f").table_schema
+    options = {"startingSnapshot": "1", "failOnDataLoss": fail}
+    return DuckLakeChangeFeedReader(config, "main.f", options, feed_schema(table))
+
+
+def test_stream_fails_on_a_gap_inside_its_range(sqlite_catalog: Any) -> None:
+    """Snapshots expired in the middle of a micro-batch's range (not right after its start) are data loss too."""
+    catalog = sqlite_catalog
+    lake = pdl.connect(catalog.url, catalog.data_path, data_inlining_row_limit=0)
+    lake.create_table("main.f", SCHEMA)
+    done = lake.append("main.f", rows(0, 3, "a"))
+    later = [lake.append("main.f", rows(10 + i, 1, "a")) for i in range(4)]
+    lake.delete("main.f", [("id", "=", 11)])  # ends the file of later[1] before its snapshots go
+    lake.expire_snapshots(versions=later[1:3])
+    head = lake.current_snapshot_id()
+    with pytest.raises(DataLossError, match=f"needs snapshots {later[1]}..{later[2]}"):
+        _stream(catalog, lake, "true").latestOffset({"snapshot_id": done}, None)  # type: ignore[arg-type]
+    with pytest.raises(DataLossError, match=f"needs snapshots {later[1]}..{later[2]}"):
+        _stream(catalog, lake, "true").partitions({"snapshot_id": done}, {"snapshot_id": head})
+    # failOnDataLoss=false: warned, and what is left of the range is read
+    parts = _stream(catalog, lake, "false").partitions({"snapshot_id": done}, {"snapshot_id": head})
+    assert sum(p.part.rows for p in parts) >= 2
+    lake.close()
+
+
+def test_stream_fails_when_expiry_lands_while_it_plans(sqlite_catalog: Any, monkeypatch: Any) -> None:
+    """An expiry that commits after the micro-batch checked its range but before its plan read the catalog: the plan
+    may lack those snapshots' changes, so the batch fails (it used to go on without them)."""
+    catalog = sqlite_catalog
+    lake = pdl.connect(catalog.url, catalog.data_path, data_inlining_row_limit=0)
+    lake.create_table("main.f", SCHEMA)
+    done = lake.append("main.f", rows(0, 3, "a"))
+    later = [lake.append("main.f", rows(10 + i, 1, "a")) for i in range(3)]
+    import pyspark_ducklake.streaming.change_feed_stream as feed_stream
+
+    planned = feed_stream.change_partitions
+
+    def expiry_lands_first(*args: Any) -> Any:
+        lake.expire_snapshots(versions=later[:2])
+        return planned(*args)
+
+    monkeypatch.setattr(feed_stream, "change_partitions", expiry_lands_first)
+    with pytest.raises(DataLossError, match=f"needs snapshots {later[0]}..{later[1]}"):
+        _stream(catalog, lake, "true").partitions({"snapshot_id": done}, {"snapshot_id": later[-1]})
+    lake.close()
+
+
 def test_spark_writes_sorted_and_rewrites_deletes(spark: SparkSession, sqlite_catalog: Any) -> None:
     """A sorted, partitioned table: Spark's writes (write_table falls back to the data source, which sorts each
     file), then rewrite_data_files as a Spark job: one task per partition, the files' rows in the sort order, every

@@ -54,6 +54,12 @@ def test_metadata_dataframes_and_sql(spark: SparkSession, catalog: Any) -> None:
         return (r.load(table) if table else r.load()).toArrow()
 
     assert table_rows(read("snapshots")) == duck(catalog, "SELECT * FROM ducklake_snapshots('lake')")
+    listing = spark.read.format("ducklake").option("catalog", catalog.url).option("metadata", "snapshots")
+    newest = duck(catalog, "SELECT * FROM ducklake_snapshots('lake') ORDER BY snapshot_id DESC LIMIT 2")
+    assert table_rows(listing.option("limit", 2).load().toArrow()) == newest
+    paged = duck(catalog, "SELECT * FROM ducklake_snapshots('lake') WHERE snapshot_id >= 1 ORDER BY 1 LIMIT 2")
+    assert table_rows(listing.option("since", 1).option("limit", 2).load().toArrow()) == paged
+    assert listing.option("since", 10**6).load().count() == 0
     assert table_rows(read("table_info")) == duck(catalog, "SELECT * FROM ducklake_table_info('lake')")
     files = duck(catalog, "SELECT * FROM ducklake_list_files('lake', 't')")
     assert table_rows(read("files", "main.t")) == files
@@ -78,3 +84,13 @@ def test_metadata_option_errors(spark: SparkSession, sqlite_catalog: Any) -> Non
         r.option("metadata", "files").load().collect()
     with pytest.raises(Exception, match="about the whole lake"):
         r.option("metadata", "snapshots").load("main.t").collect()
+
+    def fresh() -> Any:  # a DataFrameReader keeps the options given to it
+        return spark.read.format("ducklake").option("catalog", sqlite_catalog.url)
+
+    with pytest.raises(Exception, match="option limit must be >= 1, got 0"):
+        fresh().option("metadata", "snapshots").option("limit", 0).load().collect()
+    with pytest.raises(Exception, match="option since bounds the listing of snapshots"):
+        fresh().option("metadata", "table_info").option("since", 3).load().collect()
+    with pytest.raises(Exception, match="option limit bounds the listing of snapshots"):
+        fresh().option("limit", 3).load("main.t").collect()

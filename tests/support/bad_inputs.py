@@ -507,6 +507,22 @@ CASES: tuple[BadInput, ...] = (
         match="option older_than",
     ),
     BadInput(
+        "snapshot-listing-bounds",
+        "a snapshot listing's `limit` below 1 or a negative `since` (`lake.snapshots(limit=0)`, "
+        "`snapshots --limit -1`, the metadata read's options)",
+        E.InvalidOptionError,
+        "names the option and its lower bound",
+        match="must be >= ",
+    ),
+    BadInput(
+        "retention-interval",
+        "a retention setting that is not an interval (`set_retention(expire_older_than='7')`, a sink's "
+        "`expire_older_than='soon'`)",
+        E.InvalidOptionError,
+        "names the option and gives an example interval such as '2 days'; nothing is set",
+        match="as an interval (e.g. '2 days'",
+    ),
+    BadInput(
         "feed-start-beyond",
         "a change-feed `startingSnapshot` beyond the newest snapshot",
         E.InvalidOptionError,

@@ -119,8 +119,8 @@ def test_cli_errors_exit_1_stay_json_and_huge_ages_are_usage_errors(
     code, out, err = run("--json", "tables")
     assert (
         code == 2
-        and "--json is an option of the command changes, cleanup, expire, flush, merge, migrate, orphans, rewrite, "
-        "snapshots, tables"
+        and "--json is an option of the command changes, cleanup, expire, flush, indexes, merge, migrate, orphans, "
+        "retention, rewrite, snapshots, tables"
         in err
     )
     code, out, err = run("expire", "--versions", "99")
@@ -210,6 +210,9 @@ def test_cli_json_for_every_command(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert command("expire", "--versions", str(first), "--dry-run")["snapshots"] == [first]  # type: ignore[index]
     assert command("cleanup", "--all", "--dry-run")["files"] == []  # type: ignore[index]
     assert command("migrate", "--to", "1.1", "--dry-run")["to_version"] == "1.1"  # type: ignore[index]
+    kept = command("retention", "--apply", "--dry-run")
+    assert kept["retention"]["expire_older_than"] is None and kept["expire"]["expired"] == 0  # type: ignore[index]
+    assert {i["name"]: i["present"] for i in command("indexes")}["pyspark_ducklake_data_file_table_end"]  # type: ignore[union-attr,index]
     assert tried == _commands(capsys), "a subcommand without a --json test"
 
 
