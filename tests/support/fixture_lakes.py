@@ -61,11 +61,12 @@ def copy_fixture(kind: str, name: str, dest: Path) -> Path:
         with gzip.open(packed, "rb") as src, open(packed.with_suffix(""), "wb") as out:
             shutil.copyfileobj(src, out)
         packed.unlink()
-    con = duckdb.connect(str(folder / "catalog.ducklake"))
-    try:
-        con.execute("UPDATE ducklake_metadata SET value = ? WHERE key = 'data_path'", [f"{folder}/data/"])
-    finally:
-        con.close()
+    for catalog in folder.glob("*.ducklake"):
+        con = duckdb.connect(str(catalog))
+        try:
+            con.execute("UPDATE ducklake_metadata SET value = ? WHERE key = 'data_path'", [f"{folder}/data/"])
+        finally:
+            con.close()
     return folder
 
 
@@ -113,7 +114,7 @@ def move_catalog(source_url: str, target_url: str) -> None:
                 out = inlined_table(name, TableSchema(layout.columns), backend, fmt)
                 t.execute(CreateTable(out))
                 values = {
-                    f"c{c.column_id}": encode_values(c, decoded_values(rows, c, "duckdb"), backend)
+                    f"c{c.column_id}": encode_values(c, decoded_values(rows, c, "duckdb", table=name), backend)
                     for c in layout.columns
                 }
                 batch = [
