@@ -18,7 +18,7 @@ define run_pytest
 	exit $$rc
 endef
 
-.PHONY: help install fuzz test-property soak bench-concurrency bench-batch bench-duckdb-tables bench-sink bench-upsert bench-cdc bench-kafka bench-feed demo demo-python kafka-start kafka-stop kafka-demo test-kafka test test-unit test-conformance test-integration lint format pg-start pg-stop clean
+.PHONY: help install fuzz test-property soak bench-concurrency bench-batch bench-duckdb-tables bench-sink bench-upsert bench-cdc bench-kafka bench-feed bench-format bench-history demo demo-python kafka-start kafka-stop kafka-demo test-kafka test test-unit test-conformance test-integration lint format pg-start pg-stop clean
 
 help: ## List the targets
 	@echo "usage: make <target>"
@@ -106,6 +106,9 @@ bench-cdc: install ## CDC pipeline latency, PostgreSQL commit -> visible in the 
 bench-feed: install ## Change feed vs DuckDB's table_changes and Delta Lake's CDF (2.35M changes) + stream latency, ~25 min (bench/README.md)
 	bash bench/fetch_delta.sh --venv >/dev/null
 	$(PYTHON) bench/feed_bench.py --backends sqlite,postgres --out bench/results/feed.json --plot bench/results/feed.png
+
+bench-format: install ## DuckLake 1.1 vs 1.0 catalogs in one run: sink, batch write/read, flush, feed, upsert (1M rows), both catalogs (bench/README.md)
+	$(PYTHON) bench/format_bench.py --rows 1000000 --repeat 7 --backends sqlite,postgres --out bench/results/format.json
 
 bench-history: install ## A stream's history: lakes of 1k, 100k and 1M snapshots, every per-commit/read/micro-batch cost vs the 1k lake, expiry of 90%, both catalogs; hours, on a quiet machine (bench/README.md)
 	$(PYTHON) bench/history_bench.py --sizes 1000,100000,1000000 --backends sqlite,postgres --repeat 5 --spark \

@@ -153,12 +153,7 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
         if offset.initial is not None:
             return self._initial_end(lake, offset, limit)
         begin = offset.snapshot_id
-        latest = lake.current_snapshot_id()
-        if begin > latest:
-            raise CheckpointMismatchError(
-                f"the checkpoint's offset (snapshot {begin}) is beyond the newest snapshot {latest} of "
-                f"{self.identifier}: the checkpoint belongs to another lake or table; use a new checkpoint location"
-            )
+        latest = self._check_in_lake(lake, begin)
         if self._available_now is not None:
             latest = min(latest, self._available_now)
         if latest <= begin:
@@ -166,6 +161,20 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
         self._check_table(lake, latest)
         begin = self._check_data_loss(lake, begin, latest)
         return self._offset(self._end(lake, begin, latest, limit))
+
+    def _check_in_lake(self, lake: Lake, snapshot_id: int) -> int:
+        """The lake's newest snapshot, when ``snapshot_id`` (a checkpoint's offset) is not beyond it.
+
+        Raises:
+            CheckpointMismatchError: the offset is beyond the newest snapshot: a checkpoint of another lake or table.
+        """
+        latest = lake.current_snapshot_id()
+        if snapshot_id > latest:
+            raise CheckpointMismatchError(
+                f"the checkpoint's offset (snapshot {snapshot_id}) is beyond the newest snapshot {latest} of "
+                f"{self.identifier}: the checkpoint belongs to another lake or table; use a new checkpoint location"
+            )
+        return latest
 
     def _end(self, lake: Lake, begin: int, latest: int, limit: ReadLimit) -> int:
         """The last snapshot of the next micro-batch after ``begin``, at most ``latest``, within ``limit``."""
@@ -278,6 +287,7 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
                 return out
         if last <= begin:
             return out
+        self._check_in_lake(lake, last)  # a replayed offset of another lake's longer history is no gap of this one
         # latestOffset already failed (or, with failOnDataLoss=false, warned) for expired snapshots: skip them.
         begin = self._check_data_loss(lake, begin, last)
         while last > begin:

@@ -120,11 +120,11 @@ def test_expiry_while_writers_commit_loses_nothing(catalog: CatalogLocation) -> 
 
 
 def test_expiry_memory_does_not_grow_with_what_it_expires(sqlite_catalog: CatalogLocation) -> None:
-    lake = _history(sqlite_catalog, 3000)
+    lake = _history(sqlite_catalog, 1100)
     peaks = []
-    for upto in (300, 2900):  # 300 snapshots, then 2,600 more, 100 per batch
+    for upto in (110, 1050):  # 110 snapshots, then 940 more, 50 per batch (tracemalloc makes each call slow)
         tracemalloc.start()
-        report = lake.expire_snapshots(older_than=_time_of(lake, upto), batch_size=100)
+        report = lake.expire_snapshots(older_than=_time_of(lake, upto), batch_size=50)
         peaks.append(tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
         assert report.snapshot_ranges[-1][1] == upto - 1
