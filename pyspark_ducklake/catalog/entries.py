@@ -73,6 +73,11 @@ class DeleteFileEntry:
     partial_max: int | None
     format: str = "parquet"  # or "puffin": a deletion vector
     encryption_key: str | None = field(default=None, repr=False)  # encrypted lakes only (base64; io.encryption)
+    # The data file's other delete files visible at the same snapshot, older first. Normally none: each delete file
+    # holds every earlier delete of its data file and ends the previous one. DuckDB's flush of inlined deletes of a
+    # data file that was rewritten meanwhile writes one more, begun at the deletes' snapshot and holding only them,
+    # beside the file's delete file of that time: the rows at those snapshots are the union of both.
+    earlier: tuple[DeleteFileEntry, ...] = field(default=(), repr=False)
 
 
 @dataclass(frozen=True)

@@ -435,30 +435,34 @@ def data_files(conn: Connection, table: TableEntry, snapshot_id: int, data_path:
     files = conn.execute(
         select(d).where(d.c.table_id == table.table_id, visible(d, snapshot_id)).order_by(d.c.data_file_id)
     ).all()
-    deletes = {
-        r.data_file_id: r
-        for r in conn.execute(select(x).where(x.c.table_id == table.table_id, visible(x, snapshot_id)))
-    }
+    deletes: dict[int, list[Any]] = {}
+    for dr in conn.execute(select(x).where(x.c.table_id == table.table_id, visible(x, snapshot_id))):
+        deletes.setdefault(dr.data_file_id, []).append(dr)
     base = table_path(table, data_path)
     encrypted = lake_encrypted(conn) if files else False
+
+    def delete_entry(dr: Any, earlier: tuple[DeleteFileEntry, ...] = ()) -> DeleteFileEntry:
+        dpath = delete_file_path(base, dr, data_path)
+        return DeleteFileEntry(
+            dr.delete_file_id,
+            dr.data_file_id,
+            dpath,
+            dr.delete_count or 0,
+            dr.file_size_bytes,
+            dr.footer_size,
+            dr.begin_snapshot,
+            dr.partial_max,
+            delete_file_format(dr.format, dr.path),
+            file_key(dr, encrypted, dpath),
+            earlier,
+        )
+
     out = []
     for r in files:
-        dr = deletes.get(r.data_file_id)
+        rows = sorted(deletes.get(r.data_file_id, ()), key=lambda d: (int(d.begin_snapshot), int(d.delete_file_id)))
         delete = None
-        if dr is not None:
-            dpath = delete_file_path(base, dr, data_path)
-            delete = DeleteFileEntry(
-                dr.delete_file_id,
-                dr.data_file_id,
-                dpath,
-                dr.delete_count or 0,
-                dr.file_size_bytes,
-                dr.footer_size,
-                dr.begin_snapshot,
-                dr.partial_max,
-                delete_file_format(dr.format, dr.path),
-                file_key(dr, encrypted, dpath),
-            )
+        if rows:  # the newest; any others (DuckDB's flush of a rewritten file's deletes) ride along
+            delete = delete_entry(rows[-1], tuple(delete_entry(d) for d in rows[:-1]))
         path = resolve(base, r.path, r.path_is_relative)
         out.append(
             DataFileEntry(

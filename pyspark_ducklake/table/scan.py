@@ -305,11 +305,15 @@ def read_delete_file(
 def read_delete_positions(
     delete: DeleteFileEntry, snapshot_id: int, storage_options: dict[str, Any] | None = None, *, row_count: int
 ) -> np.ndarray:
-    """Deleted positions of a delete file; rows tagged with a later snapshot (flush/rewrite output) are kept."""
-    positions, snapshots = read_delete_file(
-        delete.path, storage_options, delete.encryption_key, file_format=delete.format, row_count=row_count
-    )
-    return positions if snapshots is None else positions[snapshots <= snapshot_id]
+    """Deleted positions of a delete file (and of the :attr:`~DeleteFileEntry.earlier` ones visible with it); rows
+    tagged with a later snapshot (flush/rewrite output) are kept."""
+    parts = []
+    for d in (*delete.earlier, delete):
+        positions, snapshots = read_delete_file(
+            d.path, storage_options, d.encryption_key, file_format=d.format, row_count=row_count
+        )
+        parts.append(positions if snapshots is None else positions[snapshots <= snapshot_id])
+    return parts[0] if len(parts) == 1 else np.unique(np.concatenate(parts))
 
 
 def read_delete_entries(
