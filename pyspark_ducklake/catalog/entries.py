@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pyspark_ducklake.catalog.snapshot_changes import ChangeSet
+from pyspark_ducklake.io.row_group_count import RecordedRowGroups
 
 if TYPE_CHECKING:
     from pyspark_ducklake.catalog.name_mapping import NameMapping
@@ -73,6 +74,14 @@ class DeleteFileEntry:
     partial_max: int | None
     format: str = "parquet"  # or "puffin": a deletion vector
     encryption_key: str | None = field(default=None, repr=False)  # encrypted lakes only (base64; io.encryption)
+    row_group_count: int | None = None  # DuckLake 1.1's column (None: a 1.0 catalog, or NULL)
+
+    @property
+    def recorded_row_groups(self) -> RecordedRowGroups | None:
+        """What a read checks the footer of a Parquet delete file against (nothing for a deletion vector)."""
+        if self.row_group_count is None or self.format != "parquet":
+            return None
+        return RecordedRowGroups(self.row_group_count, "ducklake_delete_file", self.delete_file_id)
 
 
 @dataclass(frozen=True)
@@ -93,3 +102,11 @@ class DataFileEntry:
     encryption_key: str | None = field(default=None, repr=False)  # encrypted lakes only (base64; io.encryption)
     # Files registered by ducklake_add_data_files: their columns by name (catalog.name_mapping).
     name_mapping: NameMapping | None = field(default=None, repr=False)
+    row_group_count: int | None = None  # DuckLake 1.1's column (None: a 1.0 catalog, or NULL)
+
+    @property
+    def recorded_row_groups(self) -> RecordedRowGroups | None:
+        """What a read checks the file's footer against."""
+        if self.row_group_count is None:
+            return None
+        return RecordedRowGroups(self.row_group_count, "ducklake_data_file", self.data_file_id)
