@@ -18,7 +18,7 @@ define run_pytest
 	exit $$rc
 endef
 
-.PHONY: help install fuzz test-property soak bench-concurrency bench-batch bench-duckdb-tables bench-sink bench-upsert bench-cdc bench-kafka bench-feed bench-format bench-history demo demo-python kafka-start kafka-stop kafka-demo test-kafka test test-unit test-conformance test-integration lint format pg-start pg-stop clean
+.PHONY: help install fuzz test-property soak bench-concurrency bench-batch bench-duckdb-tables bench-sink bench-upsert bench-cdc bench-kafka bench-feed bench-format bench-history demo demo-python kafka-start kafka-stop kafka-demo test-kafka test test-unit test-conformance test-duckdb-dev test-integration lint format pg-start pg-stop clean
 
 help: ## List the targets
 	@echo "usage: make <target>"
@@ -44,6 +44,10 @@ test-integration: install ## Run tests/integration (Spark, PostgreSQL)
 
 test-conformance: install ## Run tests/conformance (against DuckDB's ducklake extension)
 	@$(call run_pytest,$(PYTEST_WORKERS) tests/conformance)
+
+test-duckdb-dev: install ## Live conformance against DuckLake's 1.1 development build (not in `make test`): DUCKDB_DEV=/path/to/duckdb, a shell built as docs/compatibility.md says
+	@if [ -z "$(DUCKDB_DEV)" ]; then echo "make: set DUCKDB_DEV to the DuckDB shell with DuckLake 1.1 linked in (docs/compatibility.md, 'The DuckLake 1.1 oracle')" >&2; exit 2; fi; \
+	export DUCKDB_DEV="$(DUCKDB_DEV)"; $(call run_pytest,tests/duckdb_dev)
 
 test-property: install ## Run tests/property: hypothesis against DuckDB, fixed examples (profile ci), about a minute
 	@$(call run_pytest,tests/property)

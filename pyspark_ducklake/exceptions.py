@@ -156,6 +156,11 @@ class DeletionVectorError(DataFileError):
     """A deletion vector (``format='puffin'`` delete file) is corrupt: length, magic, CRC, bitmap or positions."""
 
 
+class RowGroupCountError(DataFileError):
+    """A data or Parquet delete file's footer has another number of row groups than its catalog row's
+    ``row_group_count`` (DuckLake 1.1): the file was replaced, or the row is wrong."""
+
+
 class EncryptedLakeError(DuckLakeError):
     """A file's encryption does not match the lake's (DuckDB's ``ATTACH ... (ENCRYPTED)``): an encrypted file in a
     lake not marked encrypted, a plaintext file or a missing key in an encrypted one."""

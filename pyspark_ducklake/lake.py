@@ -263,7 +263,8 @@ class Lake:
         with self.engine.connect() as conn:
             snap = reader.latest_snapshot(conn).snapshot_id
             tables = [
-                M.TableFiles(t, reader.data_files(conn, t, snap, self.data_path)) for t in reader.tables(conn, snap)
+                M.TableFiles(t, reader.data_files(conn, t, snap, self.data_path, self.info.format))
+                for t in reader.tables(conn, snap)
             ]
         return M.table_info_table(tables)
 
@@ -278,7 +279,7 @@ class Lake:
         with self.engine.connect() as conn:
             snap = reader.latest_snapshot(conn).snapshot_id if snapshot is None else _snapshot_id(snapshot)
             entry = reader.table_by_name(conn, schema_name, table_name, snap)
-            files = reader.data_files(conn, entry, snap, self.data_path)
+            files = reader.data_files(conn, entry, snap, self.data_path, self.info.format)
         return M.files_table(files)
 
     def referenced_files(self, paths: list[str]) -> set[str]:
@@ -700,7 +701,9 @@ class Lake:
         def plan_at(current: LakeTable) -> Plan | None:
             planned[0] = current.snapshot_id
             with self.engine.connect() as conn:
-                scan = plan_scan(conn, current.entry, current.snapshot_id, self.data_path, filters=prune)
+                scan = plan_scan(
+                    conn, current.entry, current.snapshot_id, self.data_path, fmt=self.info.format, filters=prune
+                )
             deletes = plan_deletes(scan, predicate, self.storage_options, filters)
             if deletes.rows == 0 and insert is None:
                 return None
@@ -797,7 +800,13 @@ class Lake:
         def plan(current: LakeTable) -> U.RowChanges:
             with self.engine.connect() as conn:
                 scan = plan_scan(
-                    conn, current.entry, current.snapshot_id, self.data_path, filters=prune, columns=list(keys)
+                    conn,
+                    current.entry,
+                    current.snapshot_id,
+                    self.data_path,
+                    fmt=self.info.format,
+                    filters=prune,
+                    columns=list(keys),
                 )
             return U.plan_upsert(scan, batch, self.storage_options)
 
@@ -849,7 +858,9 @@ class Lake:
 
         def plan(current: LakeTable) -> U.RowChanges:
             with self.engine.connect() as conn:
-                scan = plan_scan(conn, current.entry, current.snapshot_id, self.data_path, filters=prune)
+                scan = plan_scan(
+                    conn, current.entry, current.snapshot_id, self.data_path, fmt=self.info.format, filters=prune
+                )
             matched = U.read_matching(scan, predicate, filter, self.storage_options)
             new_rows = U.set_values(matched, scan.schema, set, current.name)
             return U.update_changes(scan, matched, new_rows)
@@ -1008,6 +1019,7 @@ class Lake:
             table_name,
             start,
             stop,
+            fmt=self.info.format,
             storage_options=self.storage_options,
             columns=columns,
         )
@@ -1098,7 +1110,7 @@ class Lake:
             else parse_int(max_compacted_files, "max_compacted_files", minimum=1),
         )
         base, tables, groups = self._plan_maintenance(
-            identifier, lambda conn, e, at: C.plan_table(conn, e, at, self.data_path, options)
+            identifier, lambda conn, e, at: C.plan_table(conn, e, at, self.data_path, self.info.format, options)
         )
         if dry_run or not groups:
             report = C.CompactionReport(dry_run=dry_run, groups=tuple(C.group_report(g) for g in groups))
@@ -1198,7 +1210,7 @@ class Lake:
 
         threshold = None if delete_threshold is None else RW.parse_threshold(delete_threshold)
         base, tables, groups = self._plan_maintenance(
-            identifier, lambda conn, e, at: RW.plan_table(conn, e, at, self.data_path, threshold)
+            identifier, lambda conn, e, at: RW.plan_table(conn, e, at, self.data_path, self.info.format, threshold)
         )
         if dry_run or not groups:
             report = RW.RewriteReport(
@@ -1466,7 +1478,7 @@ class Lake:
                     raise NoSuchColumnError(f"column {c!r} is not in {schema_name}.{table_name}: {known}")
             # An Expression's columns are unknown: it reads them all.
             read = None if columns is None or isinstance(filter, pc.Expression) else [*columns, *filter_columns]
-            plan = plan_scan(conn, entry, snap, self.data_path, filters=filter, columns=read)
+            plan = plan_scan(conn, entry, snap, self.data_path, fmt=self.info.format, filters=filter, columns=read)
         return execute_plan(
             plan,
             columns=list(columns) if columns is not None else None,

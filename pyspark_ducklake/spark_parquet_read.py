@@ -224,7 +224,7 @@ def plan_read(
             full = project(R.table_schema(conn, entry.table_id, snap), selected)  # the `columns` option's only
             unreadable = tuple(c for c in full.columns if not readable(c))
             names = [c.name for c in full.columns if c not in unreadable] if unreadable or selected else None
-            scan = plan_scan(conn, entry, snap, lake.data_path, columns=names)
+            scan = plan_scan(conn, entry, snap, lake.data_path, fmt=lake.info.format, columns=names)
             altered = R.columns_changed_since_creation(conn, entry)
         data_path_root = lake.data_path
         encrypted = lake.catalog_info.encrypted

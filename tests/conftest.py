@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 
 TESTS_DIR = Path(__file__).resolve().parent
 FOLDER_MARKERS = ("unit", "integration", "conformance", "property")
+# Run only when named on the command line (`make test-duckdb-dev`): the live conformance tests against DuckLake's
+# 1.1 development build, a DuckDB shell CI does not have (tests/duckdb_dev/conftest.py).
+NAMED_ONLY = TESTS_DIR / "duckdb_dev"
 
 # Lakes and DuckDB make examples slow and fixtures are shared across them on purpose; neither is a problem here.
 _RELAXED = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large]
@@ -57,6 +60,17 @@ settings.register_profile(
 )
 settings.register_profile("fuzz", max_examples=5000, deadline=None, suppress_health_check=_RELAXED)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Leave out ``tests/duckdb_dev`` unless a command-line argument names it or a path inside it."""
+    if collection_path != NAMED_ONLY:
+        return None
+    for arg in config.args:
+        named = Path(config.invocation_params.dir, arg.split("::")[0]).resolve()
+        if named == NAMED_ONLY or NAMED_ONLY in named.parents:
+            return None
+    return True
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

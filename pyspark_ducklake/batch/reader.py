@@ -85,7 +85,9 @@ def read_schema(
         with lake.engine.connect() as conn:
             entry, full, columns = _table(conn, identifier, options, snapshot)
             try:
-                plan: ScanPlan | None = plan_scan(conn, entry, snapshot, lake.data_path, columns=columns, full=full)
+                plan: ScanPlan | None = plan_scan(
+                    conn, entry, snapshot, lake.data_path, fmt=lake.info.format, columns=columns, full=full
+                )
             except DuckLakeError:
                 plan = None
     finally:
@@ -148,7 +150,9 @@ class DuckLakeBatchReader(DataSourceReader):
             snapshot = self.snapshot if self.snapshot is not None else resolve_read_snapshot(lake, self.options)
             with lake.engine.connect() as conn:
                 entry, full, columns = _table(conn, self.identifier, self.options, snapshot)
-                return plan_scan(conn, entry, snapshot, lake.data_path, columns=columns, full=full)
+                return plan_scan(
+                    conn, entry, snapshot, lake.data_path, fmt=lake.info.format, columns=columns, full=full
+                )
         finally:
             lake.close()
 

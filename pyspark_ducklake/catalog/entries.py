@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pyspark_ducklake.catalog.snapshot_changes import ChangeSet
+from pyspark_ducklake.io.row_group_count import RecordedRowGroups
 
 if TYPE_CHECKING:
     from pyspark_ducklake.catalog.name_mapping import NameMapping
@@ -73,11 +74,19 @@ class DeleteFileEntry:
     partial_max: int | None
     format: str = "parquet"  # or "puffin": a deletion vector
     encryption_key: str | None = field(default=None, repr=False)  # encrypted lakes only (base64; io.encryption)
+    row_group_count: int | None = None  # DuckLake 1.1's column (None: a 1.0 catalog, or NULL)
     # The data file's other delete files visible at the same snapshot, older first. Normally none: each delete file
     # holds every earlier delete of its data file and ends the previous one. DuckDB's flush of inlined deletes of a
     # data file that was rewritten meanwhile writes one more, begun at the deletes' snapshot and holding only them,
     # beside the file's delete file of that time: the rows at those snapshots are the union of both.
     earlier: tuple[DeleteFileEntry, ...] = field(default=(), repr=False)
+
+    @property
+    def recorded_row_groups(self) -> RecordedRowGroups | None:
+        """What a read checks the footer of a Parquet delete file against (nothing for a deletion vector)."""
+        if self.row_group_count is None or self.format != "parquet":
+            return None
+        return RecordedRowGroups(self.row_group_count, "ducklake_delete_file", self.delete_file_id)
 
 
 @dataclass(frozen=True)
@@ -98,3 +107,11 @@ class DataFileEntry:
     encryption_key: str | None = field(default=None, repr=False)  # encrypted lakes only (base64; io.encryption)
     # Files registered by ducklake_add_data_files: their columns by name (catalog.name_mapping).
     name_mapping: NameMapping | None = field(default=None, repr=False)
+    row_group_count: int | None = None  # DuckLake 1.1's column (None: a 1.0 catalog, or NULL)
+
+    @property
+    def recorded_row_groups(self) -> RecordedRowGroups | None:
+        """What a read checks the file's footer against."""
+        if self.row_group_count is None:
+            return None
+        return RecordedRowGroups(self.row_group_count, "ducklake_data_file", self.data_file_id)

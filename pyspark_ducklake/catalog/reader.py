@@ -429,9 +429,12 @@ def table_schema_version(conn: Connection, table_id: int, snapshot_id: int) -> i
     return 0 if row is None or row[0] is None else int(row[0])
 
 
-def data_files(conn: Connection, table: TableEntry, snapshot_id: int, data_path: str) -> list[DataFileEntry]:
-    """Data files of the table visible at the snapshot, each with its live delete file."""
-    d, x = T.ducklake_data_file, T.ducklake_delete_file
+def data_files(
+    conn: Connection, table: TableEntry, snapshot_id: int, data_path: str, fmt: FormatVersion
+) -> list[DataFileEntry]:
+    """Data files of the table visible at the snapshot, each with its live delete file (with their
+    ``row_group_count`` on catalogs of format ``fmt`` that have one, for reads to check against the footers)."""
+    d, x = T.data_file_table(fmt), T.delete_file_table(fmt)
     files = conn.execute(
         select(d).where(d.c.table_id == table.table_id, visible(d, snapshot_id)).order_by(d.c.data_file_id)
     ).all()
@@ -454,6 +457,7 @@ def data_files(conn: Connection, table: TableEntry, snapshot_id: int, data_path:
             dr.partial_max,
             delete_file_format(dr.format, dr.path),
             file_key(dr, encrypted, dpath),
+            row_group_count(dr, fmt),
             earlier,
         )
 
@@ -478,9 +482,17 @@ def data_files(conn: Connection, table: TableEntry, snapshot_id: int, data_path:
                 delete,
                 r.partition_id,
                 file_key(r, encrypted, path),
+                row_group_count=row_group_count(r, fmt),
             )
         )
     return with_mappings(conn, out)
+
+
+def row_group_count(row: Any, fmt: FormatVersion) -> int | None:
+    """A data or delete file row's ``row_group_count`` (None on a 1.0 catalog, which has no such column, or NULL)."""
+    if not fmt.row_group_counts or row.row_group_count is None:
+        return None
+    return int(row.row_group_count)
 
 
 def table_path(table: TableEntry, data_path: str) -> str:
@@ -686,7 +698,7 @@ def file_counter_before(conn: Connection, snapshot_id: int) -> int:
     return 0 if row is None or row[0] is None else int(row[0])
 
 
-def changed_data_file_rows(conn: Connection, table_id: int, start: int, end: int) -> Sequence[Any]:
+def changed_data_file_rows(conn: Connection, table_id: int, start: int, end: int, fmt: FormatVersion) -> Sequence[Any]:
     """The table's ``ducklake_data_file`` rows that may hold a change in ``[start, end]``, by data file id: rows
     begun by ``end`` and not ended before ``start`` that were written at or after ``start`` (inserts of the range,
     and flushed or merged files that keep older rows' snapshots), that end in the range, or that have a delete file
@@ -695,9 +707,10 @@ def changed_data_file_rows(conn: Connection, table_id: int, start: int, end: int
     A file written before ``start`` records only what happened by then (``begin_snapshot``, ``partial_max`` and any
     per-row snapshot are at most the snapshot that wrote it), so unless it ended or lost rows since, it holds no
     change of the range; whether a file was written before ``start`` is told by its id (see
-    :func:`file_counter_before`), which the primary keys look up.
+    :func:`file_counter_before`), which the primary keys look up. The rows have ``row_group_count`` where the
+    catalog's format ``fmt`` has it.
     """
-    d, x = T.ducklake_data_file, T.ducklake_delete_file
+    d, x = T.data_file_table(fmt), T.ducklake_delete_file
     written = file_counter_before(conn, start)
     # One part per index (catalog/indexes.py): an OR of them would scan the table's whole history.
     parts = [
@@ -724,9 +737,12 @@ def _by_key(column: ColumnElement[int]) -> ColumnElement[int]:
     return column + 0
 
 
-def delete_file_rows_of(conn: Connection, table_id: int, data_file_ids: Sequence[int], end: int) -> Sequence[Any]:
-    """The ``ducklake_delete_file`` rows of these data files begun by ``end`` (ended ones too), oldest first."""
-    x = T.ducklake_delete_file
+def delete_file_rows_of(
+    conn: Connection, table_id: int, data_file_ids: Sequence[int], end: int, fmt: FormatVersion
+) -> Sequence[Any]:
+    """The ``ducklake_delete_file`` rows of these data files begun by ``end`` (ended ones too), oldest first (with
+    ``row_group_count`` where the catalog's format ``fmt`` has it)."""
+    x = T.delete_file_table(fmt)
     out: list[Any] = []
     for i in range(0, len(data_file_ids), _IN_CHUNK):
         chunk = list(data_file_ids[i : i + _IN_CHUNK])

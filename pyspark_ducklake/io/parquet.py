@@ -23,6 +23,7 @@ from pyspark_ducklake.io import thrift_compact as tc
 from pyspark_ducklake.io.encryption import decode_key, encode_key, encrypt_file, new_key, open_encrypted, undecryptable
 from pyspark_ducklake.io.fileio import ensure_parent, filesystem
 from pyspark_ducklake.io.parquet_footer import edit_columns_by_field_id, edit_top_level_columns
+from pyspark_ducklake.io.row_group_count import RecordedRowGroups, check_row_groups
 from pyspark_ducklake.io.storage import describe_error, scrubbed
 from pyspark_ducklake.io.variant_parquet import collapse_stats, mark_variant_columns, to_parquet_form, variant_columns
 from pyspark_ducklake.io.wkb import GeoSummary, is_wkb_type, summarize
@@ -615,23 +616,33 @@ def read_columns(
     storage_options: dict[str, Any] | None = None,
     encryption_key: str | None = None,
     row_groups: Sequence[int] | None = None,
+    recorded_row_groups: RecordedRowGroups | None = None,
 ) -> pa.Table:
     """Read the columns that ``pick`` chooses from the file's schema (None: all), opening the file once; only the
-    row groups ``row_groups`` (in that order) when given.
+    row groups ``row_groups`` (in that order) when given. ``recorded_row_groups``: the file's ``row_group_count``
+    as its catalog row records it (DuckLake 1.1), checked against the footer.
 
     Raises:
         DataFileError: the file is missing or is not Parquet.
+        RowGroupCountError: the footer's row groups are not ``recorded_row_groups``.
         EncryptedLakeError: the file is encrypted and the catalog gives no key, or the reverse.
         FileDecryptionError: the key does not open the file (wrong key, corrupt or truncated file).
     """
     fs, p = filesystem(path, storage_options)
     try:
         if encryption_key is not None:
-            return _read_encrypted(fs, p, path, decode_key(encryption_key, path), pick, storage_options, row_groups)
+            key = decode_key(encryption_key, path)
+            pf = _open_encrypted(fs, p, path, key, storage_options)
+            check_row_groups(path, pf.metadata.num_row_groups, recorded_row_groups)
+            return _read_decrypted(pf, path, pick, row_groups)
         if isinstance(fs, LocalFileSystem):  # pyarrow's own file: no Python call per read, ~1 ms less per file
-            return _read(pq.ParquetFile(fs._strip_protocol(p)), pick, row_groups)
+            pf = pq.ParquetFile(fs._strip_protocol(p))
+            check_row_groups(path, pf.metadata.num_row_groups, recorded_row_groups)
+            return _read(pf, pick, row_groups)
         with fs.open(p, "rb") as f:
-            return _read(pq.ParquetFile(f), pick, row_groups)
+            pf = pq.ParquetFile(f)
+            check_row_groups(path, pf.metadata.num_row_groups, recorded_row_groups)
+            return _read(pf, pick, row_groups)
     except FileNotFoundError as e:
         raise _missing(path) from e
     except (OSError, pa.ArrowInvalid) as e:
@@ -663,6 +674,7 @@ def iter_row_groups(
     storage_options: dict[str, Any] | None = None,
     encryption_key: str | None = None,
     byte_range: tuple[int, int | None] = (0, None),
+    recorded_row_groups: RecordedRowGroups | None = None,
 ) -> Iterator[tuple[int, pa.Table]]:
     """Each row group of the file in order, as ``(its first row's position in the file, its table)`` of the
     columns ``pick`` chooses from the file's schema (None: all; False: read nothing), decoded one at a time on
@@ -670,9 +682,10 @@ def iter_row_groups(
 
     ``byte_range`` ``(start, end)`` (end None: the file's end): only the row groups whose middle byte lies in it, as
     Spark and parquet-mr split a file, so ranges that tile the file read each row group once.
+    ``recorded_row_groups``: as :func:`read_columns`.
 
     Raises:
-        DataFileError, EncryptedLakeError, FileDecryptionError: as :func:`read_columns`.
+        DataFileError, RowGroupCountError, EncryptedLakeError, FileDecryptionError: as :func:`read_columns`.
     """
     fs, p = filesystem(path, storage_options)
     key = None if encryption_key is None else decode_key(encryption_key, path)
@@ -685,10 +698,11 @@ def iter_row_groups(
         else:
             handle = fs.open(p, "rb")
             pf = pq.ParquetFile(handle)
+        meta = pf.metadata
+        check_row_groups(path, meta.num_row_groups, recorded_row_groups)
         columns = pick(pf.schema_arrow)
         if columns is False:
             return
-        meta = pf.metadata
         start, end = byte_range
         whole = start <= 0 and end is None
         first = 0
@@ -732,13 +746,19 @@ def _middle(group: Any) -> int:
 
 
 def row_group_ranges(
-    path: str, column: str, *, storage_options: dict[str, Any] | None = None
+    path: str,
+    column: str,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    recorded_row_groups: RecordedRowGroups | None = None,
 ) -> tuple[bool, list[tuple[int, int | None, int | None]]]:
     """Whether the file has the top-level integer column ``column``, and each row group's ``(rows, min, max)`` of
     it, from the footer alone (min and max None where the footer has no statistics or no such column).
+    ``recorded_row_groups``: as :func:`read_columns`.
 
     Raises:
         DataFileError: the file is missing or is not Parquet.
+        RowGroupCountError: the footer's row groups are not ``recorded_row_groups``.
     """
     fs, p = filesystem(path, storage_options)
     try:
@@ -746,6 +766,7 @@ def row_group_ranges(
             meta = pq.ParquetFile(f).metadata
     except (OSError, pa.ArrowInvalid) as e:
         raise DataFileError(f"data file {path} cannot be read as Parquet: {e}") from e
+    check_row_groups(path, meta.num_row_groups, recorded_row_groups)
     at = next((i for i in range(meta.num_columns) if meta.schema.column(i).path == column), None)
     out: list[tuple[int, int | None, int | None]] = []
     for g in range(meta.num_row_groups):
@@ -759,17 +780,13 @@ def row_group_ranges(
     return at is not None, out
 
 
-def _read_encrypted(
-    fs: Any,
-    p: str,
+def _read_decrypted(
+    pf: pq.ParquetFile,
     path: str,
-    key: bytes,
     pick: Callable[[pa.Schema], list[str] | None],
-    storage_options: dict[str, Any] | None,
     row_groups: Sequence[int] | None = None,
 ) -> pa.Table:
-    """Read an encrypted file whole and decrypt it (io.encryption); a store failure is not a decryption failure."""
-    pf = _open_encrypted(fs, p, path, key, storage_options)
+    """Read an encrypted file opened for decryption (io.encryption); a store failure is not a decryption failure."""
     try:
         return _read(pf, pick, row_groups)
     except (OSError, pa.ArrowException) as e:

@@ -134,7 +134,7 @@ def change_partitions(
     when given) as tasks of about :data:`PARTITION_ROWS` changes each, every data file read by one task only."""
     with lake.engine.connect() as conn:
         entry = R.table_by_name(conn, schema_name, table_name, last)
-        plan = plan_changes(conn, entry, first, last, lake.data_path, columns)
+        plan = plan_changes(conn, entry, first, last, lake.data_path, columns, fmt=lake.info.format)
     parts = split_plan(plan, target_rows=PARTITION_ROWS, storage_options=lake.storage_options)
     return [ChangeFeedPartition(part) for part in parts]
 
@@ -173,7 +173,7 @@ def plan_initial_load(
     what the data files' footers said across calls."""
     with lake.engine.connect() as conn:
         entry = R.table_by_name(conn, schema_name, table_name, snapshot_id)
-        load = plan_initial(conn, entry, snapshot_id, lake.data_path, columns=columns)
+        load = plan_initial(conn, entry, snapshot_id, lake.data_path, fmt=lake.info.format, columns=columns)
     return with_row_groups(load, storage_options=lake.storage_options, cache=footers)
 
 

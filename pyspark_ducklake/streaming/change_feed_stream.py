@@ -237,6 +237,7 @@ class DuckLakeChangeFeedReader(DataSourceStreamReader, SupportsTriggerAvailableN
                 self.table_name,
                 snapshot,
                 snapshot,
+                fmt=lake.info.format,
                 storage_options=lake.storage_options,
             )
             total += sum(counts.values())

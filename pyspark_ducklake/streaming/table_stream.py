@@ -56,6 +56,7 @@ class DuckLakeTableStreamReader(DuckLakeChangeFeedReader):
             self.table_name,
             first,
             last,
+            fmt=lake.info.format,
             storage_options=lake.storage_options,
             known=self._kinds,
         )

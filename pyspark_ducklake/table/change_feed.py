@@ -56,6 +56,7 @@ from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog.corrupt import reading
 from pyspark_ducklake.catalog.db import Connection, Engine
 from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
+from pyspark_ducklake.catalog.format_version import FormatVersion
 from pyspark_ducklake.catalog.inlined_tables import inlined_file_deletes
 from pyspark_ducklake.catalog.name_mapping import with_mappings
 from pyspark_ducklake.catalog.snapshot_changes import ChangeSet
@@ -63,6 +64,7 @@ from pyspark_ducklake.catalog.types import TableSchema, arrow_field, empty_table
 from pyspark_ducklake.exceptions import InvalidOptionError, NoSuchColumnError, NoSuchSnapshotError
 from pyspark_ducklake.io.deletion_vector import PARQUET, delete_file_format
 from pyspark_ducklake.io.parquet import field_id, read_columns
+from pyspark_ducklake.io.row_group_count import RecordedRowGroups
 from pyspark_ducklake.options import parse_snapshot_id
 from pyspark_ducklake.table.projection import project
 from pyspark_ducklake.table.scan import (
@@ -211,6 +213,7 @@ class DeleteFileRef:
     begin_snapshot: int
     format: str = PARQUET  # or PUFFIN: a deletion vector
     encryption_key: str | None = field(default=None, repr=False)  # encrypted lakes only
+    recorded_row_groups: RecordedRowGroups | None = None  # a Parquet file's row_group_count (1.1), checked on read
 
 
 @dataclass(frozen=True)
@@ -243,10 +246,17 @@ class ChangePlan:
 
 
 def plan_changes(
-    conn: Connection, table: TableEntry, start: int, end: int, data_path: str, columns: Sequence[str] | None = None
+    conn: Connection,
+    table: TableEntry,
+    start: int,
+    end: int,
+    data_path: str,
+    columns: Sequence[str] | None = None,
+    *,
+    fmt: FormatVersion,
 ) -> ChangePlan:
     """The files and inlined rows holding the changes of ``table`` over the resolved range ``[start, end]`` (of the
-    table columns named in ``columns`` only, when given).
+    table columns named in ``columns`` only, when given), in a catalog of format ``fmt``.
 
     Only catalog rows that may hold a change of the range are read (the data files written, ended or deleted from
     in it, their delete files, the inlined rows begun or ended in it, and the snapshots and commit times these
@@ -256,18 +266,24 @@ def plan_changes(
         CorruptCatalogError: a catalog value that does not parse, naming where it is and the snapshots read.
     """
     with reading(start, end):
-        return _plan_changes(conn, table, start, end, data_path, columns)
+        return _plan_changes(conn, table, start, end, data_path, columns, fmt)
 
 
 def _plan_changes(
-    conn: Connection, table: TableEntry, start: int, end: int, data_path: str, columns: Sequence[str] | None
+    conn: Connection,
+    table: TableEntry,
+    start: int,
+    end: int,
+    data_path: str,
+    columns: Sequence[str] | None,
+    fmt: FormatVersion,
 ) -> ChangePlan:
     # Nullable: a range may span ALTER ... SET NOT NULL, and older rows may hold NULL there (DuckDB reports them).
     schema = project(reader.table_schema(conn, table.table_id, end).nullable(), columns)
     plan = ChangePlan(table, schema, start, end)
     if start > end:
         return plan
-    files = reader.changed_data_file_rows(conn, table.table_id, start, end)
+    files = reader.changed_data_file_rows(conn, table.table_id, start, end, fmt)
     file_ids = [int(r.data_file_id) for r in files]
     named = {int(s) for r in files for s in (r.begin_snapshot, r.end_snapshot) if s is not None and start <= s <= end}
     changes = _snapshot_changes(conn, table.table_id, named)
@@ -276,11 +292,14 @@ def _plan_changes(
     delete_files: dict[int, list[DeleteFileRef]] = {}
     deletes_may_be_in_range: set[int] = set()
     # Every delete file of these data files, older ones too: a position's deletion is its earliest over all of them.
-    for r in reader.delete_file_rows_of(conn, table.table_id, file_ids, end):
+    for r in reader.delete_file_rows_of(conn, table.table_id, file_ids, end, fmt):
         path = reader.delete_file_path(base, r, data_path)
-        ref = DeleteFileRef(
-            path, int(r.begin_snapshot), delete_file_format(r.format, r.path), reader.file_key(r, encrypted, path)
-        )
+        kind = delete_file_format(r.format, r.path)
+        counted = reader.row_group_count(r, fmt)
+        recorded = None
+        if counted is not None and kind == PARQUET:
+            recorded = RecordedRowGroups(counted, "ducklake_delete_file", int(r.delete_file_id))
+        ref = DeleteFileRef(path, int(r.begin_snapshot), kind, reader.file_key(r, encrypted, path), recorded)
         delete_files.setdefault(int(r.data_file_id), []).append(ref)
         # An ended delete file was replaced before its end: it holds no deletion at or after that end.
         if r.end_snapshot is None or int(r.end_snapshot) > start:
@@ -289,7 +308,17 @@ def _plan_changes(
     rewrites = tuple(sorted(s for s, c in changes.items() if c.maintenance and not c.inserted))
     for r in files:
         task = _file_task(
-            r, base, start, end, changes, delete_files, deletes_may_be_in_range, inlined_deletes, rewrites, encrypted
+            r,
+            base,
+            start,
+            end,
+            changes,
+            delete_files,
+            deletes_may_be_in_range,
+            inlined_deletes,
+            rewrites,
+            encrypted,
+            fmt,
         )
         if task is not None:
             plan.files.append(task)
@@ -342,7 +371,8 @@ def _file_task(
     deletes_may_be_in_range: set[int],
     inlined_deletes: dict[int, list[tuple[int, int]]],
     rewrite_snapshots: tuple[int, ...],
-    encrypted: bool = False,
+    encrypted: bool,
+    fmt: FormatVersion,
 ) -> FileChangeTask | None:
     file_id, begin = int(r.data_file_id), int(r.begin_snapshot)
     inserts = begin >= start or (r.partial_max is not None and int(r.partial_max) >= start)
@@ -371,6 +401,7 @@ def _file_task(
         None,
         r.partition_id,
         reader.file_key(r, encrypted, path),
+        row_group_count=reader.row_group_count(r, fmt),
     )
     return FileChangeTask(
         entry,
@@ -416,6 +447,7 @@ def deleted_positions(
             ref.encryption_key,
             file_format=ref.format,
             row_count=task.file.record_count,
+            recorded_row_groups=ref.recorded_row_groups,
         )
         pos_parts.append(pos)
         snap_parts.append(np.full(len(pos), ref.begin_snapshot, dtype=np.int64) if snaps is None else snaps)
@@ -471,9 +503,14 @@ def count_task_changes(task: FileChangeTask, *, storage_options: dict[str, Any] 
 
 def _read_versions(f: DataFileEntry, storage_options: dict[str, Any] | None) -> pa.Table:
     """``rowid`` and ``snapshot_id`` of every row version of a data file, and its position."""
-    return versions(
-        f, read_columns(f.path, internal_columns, storage_options=storage_options, encryption_key=f.encryption_key)
+    raw = read_columns(
+        f.path,
+        internal_columns,
+        storage_options=storage_options,
+        encryption_key=f.encryption_key,
+        recorded_row_groups=f.recorded_row_groups,
     )
+    return versions(f, raw)
 
 
 def versions(f: DataFileEntry, raw: pa.Table) -> pa.Table:
@@ -735,6 +772,7 @@ def commit_times_of(snaps: np.ndarray, commit_times: dict[int, dt.datetime]) -> 
 def _plan(
     engine: Engine,
     data_path: str,
+    fmt: FormatVersion,
     schema_name: str,
     table_name: str,
     start: SnapshotRef,
@@ -753,7 +791,7 @@ def _plan(
                     f"column {missing[0]!r} is not in {schema_name}.{table_name}: {full.names()}; the change "
                     "columns always come with the feed"
                 )
-        return plan_changes(conn, table, first, last, data_path, columns), full
+        return plan_changes(conn, table, first, last, data_path, columns, fmt=fmt), full
 
 
 def table_changes(
@@ -764,12 +802,13 @@ def table_changes(
     start_snapshot: SnapshotRef,
     end_snapshot: SnapshotRef,
     *,
+    fmt: FormatVersion,
     storage_options: dict[str, Any] | None = None,
     ordered: bool = True,
     columns: Sequence[str] | None = None,
 ) -> pa.Table:
-    """The changes of ``schema_name.table_name`` over ``[start_snapshot, end_snapshot]`` (both inclusive); with
-    ``columns`` only those table columns (in table order) before the change columns.
+    """The changes of ``schema_name.table_name`` over ``[start_snapshot, end_snapshot]`` (both inclusive) in a
+    catalog of format ``fmt``; with ``columns`` only those table columns (in table order) before the change columns.
 
     Columns: the table's columns at the end snapshot, then ``_change_type`` (``insert``, ``delete``,
     ``update_preimage``, ``update_postimage``), ``_snapshot_id``, ``_rowid`` and ``_commit_timestamp``; ordered by
@@ -783,7 +822,7 @@ def table_changes(
         NoSuchColumnError: ``columns`` names a column the table does not have at the end snapshot.
         DataFileError: a data or delete file cannot be read.
     """
-    plan, full = _plan(engine, data_path, schema_name, table_name, start_snapshot, end_snapshot, columns)
+    plan, full = _plan(engine, data_path, fmt, schema_name, table_name, start_snapshot, end_snapshot, columns)
     parts = in_threads(
         [functools.partial(execute_change_task, t, plan.schema, storage_options=storage_options) for t in plan.files]
     )
@@ -812,6 +851,7 @@ def change_counts(
     start_snapshot: SnapshotRef,
     end_snapshot: SnapshotRef,
     *,
+    fmt: FormatVersion,
     storage_options: dict[str, Any] | None = None,
 ) -> dict[str, int]:
     """How many rows of each ``_change_type`` :func:`table_changes` returns (kinds with none left out), reading only
@@ -819,7 +859,7 @@ def change_counts(
 
     Raises: as :func:`table_changes`.
     """
-    plan, _ = _plan(engine, data_path, schema_name, table_name, start_snapshot, end_snapshot)
+    plan, _ = _plan(engine, data_path, fmt, schema_name, table_name, start_snapshot, end_snapshot)
     parts = [count_task_changes(t, storage_options=storage_options) for t in plan.files]
     parts.append(inlined_changes(plan, columns=False))
     rows = finish_changes(parts, plan, columns=False, ordered=False)

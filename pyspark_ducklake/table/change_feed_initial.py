@@ -28,7 +28,8 @@ import pyarrow.compute as pc
 
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog.db import Connection
-from pyspark_ducklake.catalog.entries import TableEntry
+from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
+from pyspark_ducklake.catalog.format_version import FormatVersion
 from pyspark_ducklake.catalog.types import TableSchema
 from pyspark_ducklake.io.parquet import row_group_ranges
 from pyspark_ducklake.table.change_feed import INSERT, change_column_names
@@ -88,10 +89,12 @@ def plan_initial(
     snapshot_id: int,
     data_path: str,
     *,
+    fmt: FormatVersion,
     columns: Collection[str] | None = None,
 ) -> InitialLoad:
-    """The initial load of ``table`` at ``snapshot_id``, reading only ``columns`` (names at that snapshot) if given."""
-    scan = plan_scan(conn, table, snapshot_id, data_path, columns=columns)
+    """The initial load of ``table`` at ``snapshot_id`` (a catalog of format ``fmt``), reading only ``columns`` (names
+    at that snapshot) if given."""
+    scan = plan_scan(conn, table, snapshot_id, data_path, fmt=fmt, columns=columns)
     stats = reader.table_stats(conn, table.table_id)
     next_row_id = int(stats.next_row_id) if stats is not None and stats.next_row_id is not None else 0
     # Until the footers are read (with_row_groups), a file may hold any row id the table gave out.
@@ -124,7 +127,7 @@ def with_row_groups(
             pieces.append(piece)
             continue
         if f.data_file_id not in cache:
-            cache[f.data_file_id] = _groups(f.path, f.row_id_start, piece.high, storage_options)
+            cache[f.data_file_id] = _groups(f, piece.high, storage_options)
         groups = cache[f.data_file_id]
         if not groups:
             pieces.append(piece)
@@ -135,15 +138,15 @@ def with_row_groups(
     return replace(load, pieces=pieces)
 
 
-def _groups(
-    path: str, row_id_start: int | None, whole: int, storage_options: dict[str, Any] | None
-) -> tuple[Group, ...] | None:
-    has_ids, layout = row_group_ranges(path, INTERNAL_ROW_ID, storage_options=storage_options)
+def _groups(f: DataFileEntry, whole: int, storage_options: dict[str, Any] | None) -> tuple[Group, ...] | None:
+    has_ids, layout = row_group_ranges(
+        f.path, INTERNAL_ROW_ID, storage_options=storage_options, recorded_row_groups=f.recorded_row_groups
+    )
     out = []
     first = 0
     for index, (rows, low, high) in enumerate(layout):
         if not has_ids:  # row ids by position, as scan.row_versions gives them
-            start = (row_id_start or 0) + first
+            start = (f.row_id_start or 0) + first
             out.append((index, first, rows, start, start + rows))
         elif low is None or high is None:
             out.append((index, first, rows, 0, whole))

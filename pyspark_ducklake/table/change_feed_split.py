@@ -109,7 +109,13 @@ def _file_keys(task: FileChangeTask, storage_options: dict[str, Any] | None) -> 
     if not task.inserts and len(positions) == 0:
         return None
     f = task.file
-    internal = read_columns(f.path, internal_columns, storage_options=storage_options, encryption_key=f.encryption_key)
+    internal = read_columns(
+        f.path,
+        internal_columns,
+        storage_options=storage_options,
+        encryption_key=f.encryption_key,
+        recorded_row_groups=f.recorded_row_groups,
+    )
     if internal.num_columns:
         rows = file_changes(task, versions(f, internal), positions, snapshots, 0)
         if rows is None:

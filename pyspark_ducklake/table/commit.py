@@ -153,6 +153,6 @@ def current_schema(ctx: CommitContext, table: LakeTable) -> TableSchema:
 
 def delete_everything(ctx: CommitContext, table: LakeTable, data_path: str) -> None:
     """End every live data file and inlined row of the table, as of the newest snapshot (read in this attempt)."""
-    for f in reader.data_files(ctx.conn, table.entry, ctx.base.snapshot_id, data_path):
+    for f in reader.data_files(ctx.conn, table.entry, ctx.base.snapshot_id, data_path, ctx.format):
         W.end_data_file(ctx, table.entry, f.data_file_id)
     W.end_all_inlined_rows(ctx, table.table_id)

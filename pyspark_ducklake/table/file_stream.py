@@ -81,7 +81,12 @@ def stream_file_task(
     layout: _Layout | None = None
     deleted: np.ndarray | None = None
     groups = iter_row_groups(
-        f.path, pick, storage_options=storage_options, encryption_key=f.encryption_key, byte_range=byte_range
+        f.path,
+        pick,
+        storage_options=storage_options,
+        encryption_key=f.encryption_key,
+        byte_range=byte_range,
+        recorded_row_groups=f.recorded_row_groups,
     )
     for first, raw in groups:
         if layout is None:

@@ -288,7 +288,15 @@ class UpsertCommitter:
             return U.RowChanges(U.DeletePlan(entry, snapshot, (), ()), batch.rows, (), batch.rows)
         prune = U.prune_filter(batch.rows, self.spec.keys[0])
         with self.lake.engine.connect() as conn:
-            scan = plan_scan(conn, entry, snapshot, self.lake.data_path, filters=prune, columns=list(self.spec.keys))
+            scan = plan_scan(
+                conn,
+                entry,
+                snapshot,
+                self.lake.data_path,
+                fmt=self.lake.info.format,
+                filters=prune,
+                columns=list(self.spec.keys),
+            )
         return U.plan_upsert(scan, batch, self.lake.storage_options)
 
     def _apply(

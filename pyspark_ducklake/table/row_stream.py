@@ -15,6 +15,7 @@ from typing import Any
 
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog.db import Engine
+from pyspark_ducklake.catalog.format_version import FormatVersion
 from pyspark_ducklake.table.change_feed import DELETE, INSERT, UPDATE_PREIMAGE, change_counts, classify
 
 APPEND = "append"  # rows appended, none deleted
@@ -41,6 +42,7 @@ def row_changes(
     start: int,
     end: int,
     *,
+    fmt: FormatVersion,
     storage_options: dict[str, Any] | None = None,
     known: dict[int, RowChange] | None = None,
 ) -> list[RowChange]:
@@ -65,7 +67,14 @@ def row_changes(
         found = RowChange(snapshot_id, APPEND)
         if changes.deleted:
             counts = change_counts(
-                engine, data_path, schema_name, table_name, snapshot_id, snapshot_id, storage_options=storage_options
+                engine,
+                data_path,
+                schema_name,
+                table_name,
+                snapshot_id,
+                snapshot_id,
+                fmt=fmt,
+                storage_options=storage_options,
             )
             found = _kind(snapshot_id, counts)
         cache[snapshot_id] = found

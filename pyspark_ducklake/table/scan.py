@@ -18,6 +18,7 @@ from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog.corrupt import reading
 from pyspark_ducklake.catalog.db import Connection
 from pyspark_ducklake.catalog.entries import DataFileEntry, DeleteFileEntry, TableEntry
+from pyspark_ducklake.catalog.format_version import FormatVersion
 from pyspark_ducklake.catalog.inlined_tables import (
     columns_at_schema_version,
     decoded_values,
@@ -29,6 +30,7 @@ from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_field, emp
 from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.io.deletion_vector import PARQUET, PUFFIN, read_deletion_vector
 from pyspark_ducklake.io.parquet import field_id, read_columns
+from pyspark_ducklake.io.row_group_count import RecordedRowGroups
 from pyspark_ducklake.table import filters as filters_module
 from pyspark_ducklake.table.conform import conform_table, default_array
 from pyspark_ducklake.table.data_files import DELETE_POS_ID
@@ -79,6 +81,7 @@ def plan_scan(
     snapshot_id: int,
     data_path: str,
     *,
+    fmt: FormatVersion,
     filters: Any = None,
     columns: Collection[str] | None = None,
     full: TableSchema | None = None,
@@ -87,6 +90,7 @@ def plan_scan(
     :func:`filter_expression` takes them) are pruned. With ``columns`` the plan reads only the table columns
     named there (the filter's columns must be among them), so a column of a type this library cannot read blocks
     only reads that select it. ``full``: the table's schema at the snapshot, when the caller has read it already.
+    ``fmt``: the catalog's format version (on 1.1 each file's ``row_group_count`` is checked when it is read).
 
     Raises:
         CorruptCatalogError: a catalog value that does not parse, naming where it is and the snapshot.
@@ -96,7 +100,7 @@ def plan_scan(
             full = reader.table_schema(conn, table.table_id, snapshot_id)
         schema = project(full, columns)
         plan = ScanPlan(table, schema, snapshot_id)
-        files = reader.data_files(conn, table, snapshot_id, data_path)
+        files = reader.data_files(conn, table, snapshot_id, data_path, fmt)
         if filters is not None:
             files, plan.pruned_files = prune_files(conn, table, full, files, filters)
         inlined_deletes = read_inlined_file_deletes(conn, table.table_id, snapshot_id)
@@ -208,6 +212,7 @@ def execute_file_task(
         storage_options=storage_options,
         encryption_key=f.encryption_key,
         row_groups=None if row_groups is None else [g[0] for g in row_groups],
+        recorded_row_groups=f.recorded_row_groups,
     )
     foreign = f.name_mapping is not None or without_field_ids(raw)
     if f.name_mapping is not None:  # an added file: columns by name, not field id
@@ -275,15 +280,18 @@ def read_delete_file(
     *,
     file_format: str = PARQUET,
     row_count: int | None = None,
+    recorded_row_groups: RecordedRowGroups | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """``(positions, snapshots)`` of a delete file: ``snapshots`` per row where the file has
     ``_ducklake_internal_snapshot_id`` (flush and rewrite output, and DuckDB's cumulative files), else None. Only
     those columns are read (not the repeated ``file_path``). A ``puffin`` file is a deletion vector: a bare one has
     no per-row snapshots, DuckLake 1.1's Puffin container of several has (each position's first blob); its
-    positions are checked against ``row_count``, the data file's rows, when given.
+    positions are checked against ``row_count``, the data file's rows, when given. A Parquet file's footer is
+    checked against ``recorded_row_groups`` (its catalog row's ``row_group_count``, DuckLake 1.1).
 
     Raises:
-        DataFileError: the file is missing or unreadable; DeletionVectorError when a deletion vector is corrupt.
+        DataFileError: the file is missing or unreadable; DeletionVectorError when a deletion vector is corrupt;
+            RowGroupCountError when the footer disagrees with ``recorded_row_groups``.
     """
     if file_format == PUFFIN:
         return read_deletion_vector(path, storage_options, row_count=row_count)
@@ -296,7 +304,13 @@ def read_delete_file(
         )
         return [pos] if snap is None else [pos, snap]
 
-    raw = read_columns(path, pick, storage_options=storage_options, encryption_key=encryption_key)
+    raw = read_columns(
+        path,
+        pick,
+        storage_options=storage_options,
+        encryption_key=encryption_key,
+        recorded_row_groups=recorded_row_groups,
+    )
     positions = raw.column(0).to_numpy().astype(np.int64, copy=False)
     snapshots = raw.column(1).to_numpy().astype(np.int64, copy=False) if raw.num_columns > 1 else None
     return positions, snapshots
@@ -310,7 +324,12 @@ def read_delete_positions(
     parts = []
     for d in (*delete.earlier, delete):
         positions, snapshots = read_delete_file(
-            d.path, storage_options, d.encryption_key, file_format=d.format, row_count=row_count
+            d.path,
+            storage_options,
+            d.encryption_key,
+            file_format=d.format,
+            row_count=row_count,
+            recorded_row_groups=d.recorded_row_groups,
         )
         parts.append(positions if snapshots is None else positions[snapshots <= snapshot_id])
     return parts[0] if len(parts) == 1 else np.unique(np.concatenate(parts))

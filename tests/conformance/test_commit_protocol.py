@@ -105,7 +105,7 @@ def _plan(lake: pdl.Lake, table: Any) -> Any:
     from pyspark_ducklake.table.scan import plan_scan
 
     with lake.engine.connect() as conn:
-        return plan_scan(conn, table.entry, table.snapshot_id, lake.data_path)
+        return plan_scan(conn, table.entry, table.snapshot_id, lake.data_path, fmt=lake.info.format)
 
 
 @pytest.mark.parametrize("limit", [0, 10])

@@ -362,7 +362,7 @@ def test_a_history_forced_on_a_1_0_catalog_is_refused_and_nothing_is_written(sql
     lake.delete("main.t", [("id", "<", 10)])
     table = lake.table("main.t")
     with lake.engine.connect() as conn:
-        (data_file,) = reader.data_files(conn, table.entry, table.snapshot_id, lake.data_path)
+        (data_file,) = reader.data_files(conn, table.entry, table.snapshot_id, lake.data_path, lake.info.format)
     table_dir = reader.table_path(table.entry, lake.data_path)
     assert data_file.delete_file is not None
 

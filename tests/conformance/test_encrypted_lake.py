@@ -131,7 +131,7 @@ def duck_feed(con: Any, table: str, start: int, end: int) -> Counter[tuple[Any, 
 
 
 def our_feed(lake: pdl.Lake, table: str, start: int, end: int) -> Counter[tuple[Any, ...]]:
-    t = table_changes(lake.engine, lake.data_path, "main", table, start, end)
+    t = table_changes(lake.engine, lake.data_path, "main", table, start, end, fmt=lake.info.format)
     cols = [c for c in t.column_names if c not in ("_snapshot_id", "_rowid", "_change_type", "_commit_timestamp")]
     t = t.select(["_snapshot_id", "_rowid", "_change_type", *cols])
     return Counter(tuple(canonical(v) for v in r.values()) for r in t.to_pylist())
@@ -182,7 +182,7 @@ def test_duckdb_encrypted_history_reads_exactly_at_every_snapshot_and_in_the_fee
     assert our_feed(lake, "t", 0, last) == feed
     for s, table in big.items():  # 300,000 rows: compared in Arrow
         assert same_rows(lake.scan("main.big", snapshot=s), table, ["id"]), f"big at snapshot {s}"
-    ours = table_changes(lake.engine, lake.data_path, "main", "big", 0, last)
+    ours = table_changes(lake.engine, lake.data_path, "main", "big", 0, last, fmt=lake.info.format)
     ours = ours.select(["_snapshot_id", "_rowid", "_change_type", "id", "k", "v", "l", "s"])
     assert same_rows(ours, big_feed, ["_snapshot_id", "_rowid", "_change_type"])
     for (_, s), feed in per_step.items():

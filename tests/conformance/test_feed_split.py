@@ -56,14 +56,14 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[pdl.Lake
 def _parts(lake: pdl.Lake, first: int, last: int, target_rows: int) -> list[ChangePart]:
     with lake.engine.connect() as conn:
         table = reader.table_by_name(conn, "main", "t", last)
-        plan = plan_changes(conn, table, first, last, lake.data_path)
+        plan = plan_changes(conn, table, first, last, lake.data_path, fmt=lake.info.format)
     return split_plan(plan, target_rows=target_rows)
 
 
 @pytest.mark.parametrize("target_rows", [1, 50, 150, 400, 10**6])
 def test_parts_add_up_to_the_whole(history: tuple[pdl.Lake, int, int], target_rows: int) -> None:
     lake, first, last = history
-    whole = table_changes(lake.engine, lake.data_path, "main", "t", first, last)
+    whole = table_changes(lake.engine, lake.data_path, "main", "t", first, last, fmt=lake.info.format)
     assert {"update_preimage", "update_postimage", "delete", "insert"} <= set(whole.column("_change_type").to_pylist())
     parts = _parts(lake, first, last, target_rows)
     pieces = [p for part in parts for p in part.pieces]
@@ -86,7 +86,7 @@ def test_parts_add_up_to_the_whole(history: tuple[pdl.Lake, int, int], target_ro
 
 def test_parts_are_balanced_by_their_work(history: tuple[pdl.Lake, int, int]) -> None:
     lake, first, last = history
-    whole = table_changes(lake.engine, lake.data_path, "main", "t", first, last)
+    whole = table_changes(lake.engine, lake.data_path, "main", "t", first, last, fmt=lake.info.format)
     parts = _parts(lake, first, last, whole.num_rows // 3)
     assert len(parts) == 3
     loads = sorted(sum(_cost(p) for p in part.pieces) for part in parts)
@@ -108,8 +108,10 @@ def test_a_file_changed_after_planning_is_an_error(history: tuple[pdl.Lake, int,
 
 def test_unordered_feed_is_the_same_rows(history: tuple[pdl.Lake, int, int]) -> None:
     lake, first, last = history
-    ordered = table_changes(lake.engine, lake.data_path, "main", "t", first, last)
-    unordered = table_changes(lake.engine, lake.data_path, "main", "t", first, last, ordered=False)
+    ordered = table_changes(lake.engine, lake.data_path, "main", "t", first, last, fmt=lake.info.format)
+    unordered = table_changes(
+        lake.engine, lake.data_path, "main", "t", first, last, fmt=lake.info.format, ordered=False
+    )
     assert unordered.schema == ordered.schema
     assert _rows(unordered) == _rows(ordered)
     keys = list(zip(ordered.column("_snapshot_id").to_pylist(), ordered.column("_rowid").to_pylist(), strict=True))
@@ -121,8 +123,10 @@ def test_ordering_slices_runs_already_in_order(
     history: tuple[pdl.Lake, int, int], monkeypatch: pytest.MonkeyPatch, min_run: int
 ) -> None:
     lake, first, last = history
-    gathered = table_changes(lake.engine, lake.data_path, "main", "t", first, last)  # runs too short to slice
+    gathered = table_changes(
+        lake.engine, lake.data_path, "main", "t", first, last, fmt=lake.info.format
+    )  # runs too short to slice
     monkeypatch.setattr(changes, "_MIN_RUN", min_run)
-    sliced = table_changes(lake.engine, lake.data_path, "main", "t", first, last)
+    sliced = table_changes(lake.engine, lake.data_path, "main", "t", first, last, fmt=lake.info.format)
     assert sliced.equals(gathered)
     assert sliced.column(0).num_chunks > 1  # pieces of the files' tables, not one gathered copy

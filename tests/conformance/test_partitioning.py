@@ -256,7 +256,7 @@ def test_bucket_equality_filters_prune_files(sqlite_catalog: Any) -> None:
             [("id", "=", 485)],
             [[("id", "=", 3)], [("id", "=", 4)]],
         ):
-            plan = plan_scan(conn, t.entry, t.snapshot_id, lake.data_path, filters=flt)
+            plan = plan_scan(conn, t.entry, t.snapshot_id, lake.data_path, fmt=lake.info.format, filters=flt)
             total = len(plan.files) + plan.pruned_files
             assert 0 < len(plan.files) < total / 2, flt  # 8 buckets (and the statistics of id)
             assert sorted(map(repr, lake.scan("main.t", filter=flt).to_pylist())) == sorted(
@@ -526,7 +526,7 @@ def test_epoch_filters_prune_by_partition_values(sqlite_catalog: Any) -> None:
             ([("ts", "=", dt.datetime(1900, 3, 1, 12, 30))], lambda v: v == dt.datetime(1900, 3, 1, 12, 30)),
             ([("ts", "in", [cut, dt.datetime(1, 1, 1)])], lambda v: v in (cut, dt.datetime(1, 1, 1))),
         ):
-            plan = plan_scan(conn, t.entry, t.snapshot_id, lake.data_path, filters=flt)
+            plan = plan_scan(conn, t.entry, t.snapshot_id, lake.data_path, fmt=lake.info.format, filters=flt)
             assert plan.pruned_files > 0, flt
             got = lake.scan("main.e", filter=flt)
             assert sorted(got.column("id").to_pylist()) == [

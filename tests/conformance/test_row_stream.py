@@ -73,7 +73,7 @@ def test_each_snapshot_is_appended_deleted_or_updated_as_duckdb_reports_it(catal
     last = lake.current_snapshot_id()
 
     known: dict[int, Any] = {}
-    got = row_changes(lake.engine, lake.data_path, "main", "t", first, last, known=known)
+    got = row_changes(lake.engine, lake.data_path, "main", "t", first, last, fmt=lake.info.format, known=known)
     expected = duck_kinds(catalog, first, last)
     # DuckDB reports no change at the flush; it passes a stream as appending nothing
     assert {c.snapshot_id: c.kind for c in got} == {**expected, flush: APPEND}
@@ -83,5 +83,5 @@ def test_each_snapshot_is_appended_deleted_or_updated_as_duckdb_reports_it(catal
     updated = next(c for c in got if c.kind == UPDATE and c.updated)
     assert (updated.updated, updated.deleted) == (2, 0)  # DuckDB's UPDATE of two rows
     # the remembered answers are the same
-    assert row_changes(lake.engine, lake.data_path, "main", "t", first, last, known=known) == got
+    assert row_changes(lake.engine, lake.data_path, "main", "t", first, last, fmt=lake.info.format, known=known) == got
     lake.close()

@@ -107,7 +107,7 @@ class History:
         with self.lake.engine.connect() as conn:
             snap = reader.latest_snapshot(conn).snapshot_id
             entry = reader.table_by_name(conn, "main", "t", snap)
-            plan = plan_scan(conn, entry, snap, self.lake.data_path)
+            plan = plan_scan(conn, entry, snap, self.lake.data_path, fmt=self.lake.info.format)
             x = T.ducklake_delete_file
             rows = Counter(r[0] for r in conn.execute(select(x.c.data_file_id).where(x.c.table_id == entry.table_id)))
         inlined = plan.inlined.data.column("id").to_pylist() if plan.inlined is not None else []
@@ -300,13 +300,16 @@ class History:
         return Counter(tuple(canonical(v) for v in r.values()) for r in t.to_pylist())
 
     def our_feed(self, start: int, end: int, columns: tuple[str, ...] | None = None) -> Counter[tuple[Any, ...]]:
-        return self._counted(table_changes(self.lake.engine, self.lake.data_path, "main", "t", start, end), columns)
+        return self._counted(
+            table_changes(self.lake.engine, self.lake.data_path, "main", "t", start, end, fmt=self.lake.info.format),
+            columns,
+        )
 
     def parts_feed(self, start: int, end: int, columns: tuple[str, ...] | None = None) -> Counter[tuple[Any, ...]]:
         """The feed as Spark's readers get it: cut into parts of one file each, decided before any is read."""
         with self.lake.engine.connect() as conn:
             table = reader.table_by_name(conn, "main", "t", end)
-            plan = plan_changes(conn, table, start, end, self.lake.data_path)
+            plan = plan_changes(conn, table, start, end, self.lake.data_path, fmt=self.lake.info.format)
         tables = [t for part in split_plan(plan, target_rows=1) for t in execute_part(part)]
         return self._counted(pa.concat_tables(tables) if tables else feed_schema(plan.schema).empty_table(), columns)
 
@@ -364,7 +367,7 @@ def test_feed_equals_duckdb(duck: Any, catalog: Any, seed: int) -> None:
             assert parts == theirs, f"parts [{start}, {end}] after {h.log}\n{_diff(parts, theirs)}"
         # The streaming helpers agree with the feed. changed_snapshots may name a few more: DuckDB records a flush
         # of inlined deletes alone as deleted_from_table (no inline_flush).
-        full = table_changes(h.lake.engine, h.lake.data_path, "main", "t", 1, last)
+        full = table_changes(h.lake.engine, h.lake.data_path, "main", "t", 1, last, fmt=h.lake.info.format)
         changed = changed_snapshots(h.lake.engine, 1, 1, last)
         assert set(full.column("_snapshot_id").to_pylist()) <= set(changed)
         made = h.duck().execute(
@@ -376,7 +379,9 @@ def test_feed_equals_duckdb(duck: Any, catalog: Any, seed: int) -> None:
             kinds: Counter[str] = Counter()
             for row, n in h.duck_feed(start, end).items():
                 kinds[row[2]] += n  # DuckDB's columns: snapshot_id, rowid, change_type, ...
-            assert change_counts(h.lake.engine, h.lake.data_path, "main", "t", start, end) == dict(kinds)
+            assert change_counts(
+                h.lake.engine, h.lake.data_path, "main", "t", start, end, fmt=h.lake.info.format
+            ) == dict(kinds)
     finally:
         h.close()
 
@@ -404,7 +409,7 @@ def test_feed_equals_model(duck: Any, sqlite_catalog: Any, seed: int) -> None:
                     expected[(s, "delete", i, *old)] += 1
                 else:
                     expected[(s, "insert", i, *new)] += 1
-            feed = table_changes(h.lake.engine, h.lake.data_path, "main", "t", s, s)
+            feed = table_changes(h.lake.engine, h.lake.data_path, "main", "t", s, s, fmt=h.lake.info.format)
             ours = Counter(
                 zip(
                     feed.column("_snapshot_id").to_pylist(),
@@ -446,7 +451,7 @@ def _small_lake(catalog: Any) -> tuple[pdl.Lake, dict[str, int]]:
 
 def test_edge_cases(sqlite_catalog: Any) -> None:
     lake, snaps = _small_lake(sqlite_catalog)
-    feed = lambda a, b: table_changes(lake.engine, lake.data_path, "main", "t", a, b)  # noqa: E731
+    feed = lambda a, b: table_changes(lake.engine, lake.data_path, "main", "t", a, b, fmt=lake.info.format)  # noqa: E731
 
     full = feed(snaps["append"], snaps["alter"])
     assert full.column_names == ["id", "v", "w", *CHANGE_COLUMNS]
@@ -470,7 +475,9 @@ def test_edge_cases(sqlite_catalog: Any) -> None:
     assert changed_snapshots(lake.engine, 1, snaps["flush"], snaps["alter"]) == []
     assert changed_snapshots(lake.engine, 1, 5, 2) == []
     # Time bounds: the snapshots committed within them.
-    by_time = table_changes(lake.engine, lake.data_path, "main", "t", times[snaps["delete"]], times[snaps["alter"]])
+    by_time = table_changes(
+        lake.engine, lake.data_path, "main", "t", times[snaps["delete"]], times[snaps["alter"]], fmt=lake.info.format
+    )
     assert by_time.column("_change_type").to_pylist() == ["delete"]
 
     with pytest.raises(InvalidOptionError, match="after its end"):
@@ -478,7 +485,9 @@ def test_edge_cases(sqlite_catalog: Any) -> None:
     with pytest.raises(NoSuchSnapshotError, match="999"):
         feed(snaps["append"], 999)
     with pytest.raises(NoSuchTableError):
-        table_changes(lake.engine, lake.data_path, "main", "nope", snaps["append"], snaps["alter"])
+        table_changes(
+            lake.engine, lake.data_path, "main", "nope", snaps["append"], snaps["alter"], fmt=lake.info.format
+        )
     with pytest.raises(NoSuchTableError):
         feed(0, 0)  # before the table was created
     lake.close()
@@ -504,9 +513,12 @@ def test_flush_only_range_is_empty_for_duckdb_too(duck: Any, catalog: Any) -> No
     finally:
         con.execute("DETACH lake")
     lake = pdl.connect(catalog.url)
-    assert table_changes(lake.engine, lake.data_path, "main", "t", flush, flush).num_rows == 0
+    assert table_changes(lake.engine, lake.data_path, "main", "t", flush, flush, fmt=lake.info.format).num_rows == 0
     assert flush not in changed_snapshots(lake.engine, 1, 0, flush)
-    assert sum(change_counts(lake.engine, lake.data_path, "main", "t", 2, flush).values()) == 20 + 2 + 2
+    assert (
+        sum(change_counts(lake.engine, lake.data_path, "main", "t", 2, flush, fmt=lake.info.format).values())
+        == 20 + 2 + 2
+    )
     lake.close()
 
 
@@ -539,7 +551,7 @@ def test_every_type_through_the_feed(duck: Any, catalog: Any) -> None:
         for start, end in [(1, last), (2, 6), (4, 8), (7, last), (last - 1, last)]:
             t = con.execute(f"SELECT * FROM ducklake_table_changes('lake', 'main', 't', {start}, {end})")
             theirs = Counter(tuple(canonical(v) for v in r.values()) for r in t.to_arrow_table().to_pylist())
-            feed = table_changes(lake.engine, lake.data_path, "main", "t", start, end)
+            feed = table_changes(lake.engine, lake.data_path, "main", "t", start, end, fmt=lake.info.format)
             cols = [c for c in feed.column_names if c not in CHANGE_COLUMNS]
             feed = feed.select(["_snapshot_id", "_rowid", "_change_type", *cols])
             ours = Counter(tuple(canonical(v) for v in r.values()) for r in feed.to_pylist())

@@ -217,7 +217,9 @@ def test_upsert_reads_only_files_that_may_hold_the_keys_and_rewrites_none(sqlite
     prune = prune_filter(keys, "id")
     table = lake.table("main.t")
     with lake.engine.connect() as conn:
-        scan = plan_scan(conn, table.entry, table.snapshot_id, lake.data_path, filters=prune, columns=["id"])
+        scan = plan_scan(
+            conn, table.entry, table.snapshot_id, lake.data_path, fmt=lake.info.format, filters=prune, columns=["id"]
+        )
     assert len(scan.files) == 1 and scan.pruned_files == 7
     snap = lake.upsert("main.t", keys, on=["id"])
     changes = lake.snapshots()[-1].changes_made or ""
@@ -256,7 +258,10 @@ def test_upsert_reads_only_the_key_columns(sqlite_catalog: Any, monkeypatch: pyt
 def live_file_ids(lake: pdl.Lake) -> set[int]:
     table = lake.table("main.t")
     with lake.engine.connect() as conn:
-        return {f.data_file_id for f in reader.data_files(conn, table.entry, table.snapshot_id, lake.data_path)}
+        return {
+            f.data_file_id
+            for f in reader.data_files(conn, table.entry, table.snapshot_id, lake.data_path, lake.info.format)
+        }
 
 
 def test_small_upsert_is_inlined(sqlite_catalog: Any) -> None:

@@ -660,6 +660,13 @@ CASES: tuple[BadInput, ...] = (
         "migrate the lake to 1.1",
     ),
     BadInput(
+        "row-group-count-lies",
+        "a DuckLake 1.1 data file or Parquet delete file whose catalog `row_group_count` (not NULL) differs from its "
+        "footer's number of row groups, on any read (scan, data source, change feed, maintenance)",
+        E.RowGroupCountError,
+        "restore the file the catalog describes, or time-travel to a snapshot that does not need it",
+    ),
+    BadInput(
         "delete-format-unknown",
         "a delete file row whose `format` is neither `parquet` nor `puffin` (any case)",
         E.DataFileError,

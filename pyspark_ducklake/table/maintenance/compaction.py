@@ -33,6 +33,7 @@ from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog.db import Connection
 from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
 from pyspark_ducklake.catalog.file_stats import stats_function
+from pyspark_ducklake.catalog.format_version import FormatVersion
 from pyspark_ducklake.catalog.inlined_tables import files_with_inlined_deletes
 from pyspark_ducklake.catalog.paths import is_inside
 from pyspark_ducklake.catalog.sort_order import sort_order
@@ -276,7 +277,7 @@ class FileGrouping:
 
 
 def plan_table(
-    conn: Connection, table: TableEntry, snapshot_id: int, data_path: str, options: MergeOptions
+    conn: Connection, table: TableEntry, snapshot_id: int, data_path: str, fmt: FormatVersion, options: MergeOptions
 ) -> list[MergeGroup]:
     """The groups ``ducklake_merge_adjacent_files`` would merge for one table at the snapshot."""
     if not auto_compact(conn, table):
@@ -289,7 +290,9 @@ def plan_table(
     limit = options.max_file_size if options.max_file_size is not None else target
     minimum = options.min_file_size or 0
     files = [
-        f for f in reader.data_files(conn, table, snapshot_id, data_path) if minimum <= (f.file_size_bytes or 0) < limit
+        f
+        for f in reader.data_files(conn, table, snapshot_id, data_path, fmt)
+        if minimum <= (f.file_size_bytes or 0) < limit
     ]
     if len(files) < 2:
         return []

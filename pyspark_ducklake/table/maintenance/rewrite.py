@@ -33,6 +33,7 @@ from pyspark_ducklake.catalog import commit_rows as W
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog.db import Connection
 from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
+from pyspark_ducklake.catalog.format_version import FormatVersion
 from pyspark_ducklake.catalog.inlined_tables import inlined_file_deletes
 from pyspark_ducklake.catalog.rewrite_stats import recompute_after_rewrite
 from pyspark_ducklake.catalog.transaction import CommitContext
@@ -147,7 +148,7 @@ def group_report(rg: RewriteGroup, written: MergedFile | None = None) -> Rewritt
 
 
 def plan_table(
-    conn: Connection, table: TableEntry, snapshot_id: int, data_path: str, threshold: float | None
+    conn: Connection, table: TableEntry, snapshot_id: int, data_path: str, fmt: FormatVersion, threshold: float | None
 ) -> list[RewriteGroup]:
     """The groups ``ducklake_rewrite_data_files`` would rewrite for one table at the snapshot.
 
@@ -162,7 +163,7 @@ def plan_table(
         threshold = DEFAULT_DELETE_THRESHOLD if configured is None else parse_threshold(configured, THRESHOLD_OPTION)
     inlined = inlined_file_deletes(conn, table.table_id, snapshot_id)
     files = []
-    for f in sorted(reader.data_files(conn, table, snapshot_id, data_path), key=file_order):
+    for f in sorted(reader.data_files(conn, table, snapshot_id, data_path, fmt), key=file_order):
         deleted = _deleted(f, len(inlined.get(f.data_file_id, ())))
         ratio = deleted / f.record_count if f.record_count > 0 else 0.0
         if deleted > 0 and ratio >= threshold:

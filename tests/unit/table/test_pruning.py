@@ -42,7 +42,7 @@ def pruned_files(lake: pdl.Lake, table: str, filters: Any) -> int:
         from pyspark_ducklake.catalog import reader
 
         entry = reader.table_by_name(conn, *parse_identifier(table), snapshot)
-        return plan_scan(conn, entry, snapshot, lake.data_path, filters=filters).pruned_files
+        return plan_scan(conn, entry, snapshot, lake.data_path, fmt=lake.info.format, filters=filters).pruned_files
 
 
 def _lake(folder: Path) -> pdl.Lake:
