@@ -21,4 +21,3 @@ def dev_build() -> DevBuild:
         return find_build()
     except BuildMissingError as e:
         pytest.fail(str(e), pytrace=False)
-

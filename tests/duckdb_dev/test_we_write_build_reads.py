@@ -221,3 +221,68 @@ def test_the_build_reads_what_spark_writes_into_a_1_1_lake(
     pdl.write_table(batch(200, 20), "main.w", catalog=url, mode="overwrite")
     assert_build_reads_as_we_do(lake, catalog, dev_build, tmp_path)
     lake.close()
+
+
+def test_a_lake_the_build_creates_takes_our_sink_stream_and_reads(
+    spark: SparkSession, dev_build: DevBuild, tmp_path: Path
+) -> None:
+    """A lake the build creates with its defaults (its 1.1 tag, its inlining limit), in DuckDB 1.5's storage: a
+    streaming ``foreachBatch(ducklake_sink(...))`` appends to its table and upserts into it, a ``readStream`` change
+    feed and ``read_table`` give what the build and the sink wrote, and the build reads the whole history as we do."""
+    theirs, catalog = tmp_path / "theirs.ducklake", tmp_path / "lake.ducklake"
+    dev_build.run(
+        attach_sql(theirs, f"{tmp_path}/data/")
+        + "CREATE TABLE lake.events(id BIGINT, s VARCHAR, ts TIMESTAMP);\n"
+        + "INSERT INTO lake.events VALUES (1, 'from the build', TIMESTAMP '2026-01-01 00:00:00'), (2, NULL, NULL);\n"
+        + "INSERT INTO lake.events SELECT i, 'built ' || i, NULL FROM range(100, 130) r(i);\n"
+    )
+    dev_build.convert(theirs, catalog)
+    url = f"ducklake:{catalog}"
+    lake = pdl.connect(url)
+    assert lake.format_version == dev_build.tag
+
+    source = tmp_path / "incoming"
+    source.mkdir()
+    schema = "id bigint, s string, ts timestamp"
+    query = (
+        spark.readStream.schema(schema)
+        .json(str(source))
+        .writeStream.foreachBatch(pdl.ducklake_sink("main.events", catalog=url, flush_rows=40))
+        .option("checkpointLocation", str(tmp_path / "sink-checkpoint"))
+        .trigger(availableNow=True)
+    )
+    written: list[tuple[object, ...]] = []
+    for n, (first, count) in enumerate([(200, 5), (300, 50), (400, 3)]):
+        rows = [(i, f"streamed {i}", None) for i in range(first, first + count)]
+        (source / f"{n}.json").write_text("".join(f'{{"id": {i}, "s": "{s}"}}\n' for i, s, _ in rows))
+        query.start().awaitTermination()
+        written += rows
+    upsert = pdl.ducklake_sink("main.events", catalog=url, upsert_on="id", app_id="fix")
+    upsert(spark.createDataFrame([(1, "fixed", None), (301, "fixed", None)], schema), 0)
+
+    feed = (
+        spark.readStream.format("ducklake")
+        .option("catalog", url)
+        .option("startingSnapshot", 1)
+        .load("main.events")
+        .writeStream.format("memory")
+        .queryName("build_lake_feed")
+        .trigger(availableNow=True)
+        .start()
+    )
+    feed.awaitTermination()
+    changes = spark.sql("SELECT id, _change_type FROM build_lake_feed").collect()
+    kinds = sorted((r.id, r._change_type) for r in changes)
+    assert [k for k in kinds if k[1] == "insert"] == sorted(
+        (i, "insert") for i in [1, 2, *range(100, 130), *(r[0] for r in written)]
+    )
+    assert [k for k in kinds if k[1] != "insert"] == sorted(
+        [(1, "update_preimage"), (1, "update_postimage"), (301, "update_preimage"), (301, "update_postimage")]
+    )
+
+    table = pdl.read_table(spark, "main.events", catalog=url).select("id", "s").collect()
+    expected = {1: "fixed", 2: None, **{i: f"built {i}" for i in range(100, 130)}, **{r[0]: r[1] for r in written}}
+    expected[301] = "fixed"
+    assert {r.id: r.s for r in table} == expected
+    assert_build_reads_as_we_do(lake, catalog, dev_build, tmp_path)
+    lake.close()
