@@ -18,7 +18,7 @@ define run_pytest
 	exit $$rc
 endef
 
-.PHONY: help install fuzz test-property soak bench-concurrency bench-batch bench-duckdb-tables bench-sink bench-upsert bench-cdc bench-kafka bench-feed bench-format bench-history demo demo-python kafka-start kafka-stop kafka-demo test-kafka test test-unit test-conformance test-duckdb-dev test-integration lint format pg-start pg-stop clean
+.PHONY: help install fuzz test-property soak bench-concurrency bench-batch bench-duckdb-tables bench-sink bench-upsert bench-cdc bench-kafka bench-feed bench-format bench-history demo demo-python kafka-start kafka-stop kafka-demo test-kafka test test-unit test-conformance duckdb-dev test-duckdb-dev test-integration lint format pg-start pg-stop clean
 
 help: ## List the targets
 	@echo "usage: make <target>"
@@ -45,8 +45,21 @@ test-integration: install ## Run tests/integration (Spark, PostgreSQL)
 test-conformance: install ## Run tests/conformance (against DuckDB's ducklake extension)
 	@$(call run_pytest,$(PYTEST_WORKERS) tests/conformance)
 
-test-duckdb-dev: install ## Live conformance against DuckLake's 1.1 development build (not in `make test`): DUCKDB_DEV=/path/to/duckdb, a shell built as docs/compatibility.md says
-	@if [ -z "$(DUCKDB_DEV)" ]; then echo "make: set DUCKDB_DEV to the DuckDB shell with DuckLake 1.1 linked in (docs/compatibility.md, 'The DuckLake 1.1 oracle')" >&2; exit 2; fi; \
+# DuckLake's 1.1 development build (a DuckDB shell; docs/compatibility.md, "The DuckLake 1.1 oracle"): never committed.
+DUCKDB_DEV_DIR := .cache/duckdb-dev
+DUCKDB_DEV ?= $(abspath $(wildcard $(DUCKDB_DEV_DIR)/bin/duckdb))
+DUCKDB_DEV_BUILD_SCRIPT ?= ../shared/tools/build-duckdb-ducklake-dev.sh
+
+duckdb-dev: ## Build DuckLake's 1.1 development build into .cache/duckdb-dev (hours on 2 cores; no-op when built) from bare git snapshots: DUCKLAKE_GIT=... DUCKDB_GIT=... CROARING_GIT=...
+	@if [ -x "$(DUCKDB_DEV_DIR)/bin/duckdb" ]; then echo "$(DUCKDB_DEV_DIR)/bin/duckdb"; exit 0; fi; \
+	if [ -z "$(DUCKLAKE_GIT)" ] || [ -z "$(DUCKDB_GIT)" ] || [ -z "$(CROARING_GIT)" ]; then \
+	  echo "make: set DUCKLAKE_GIT, DUCKDB_GIT and CROARING_GIT to bare git directories of duckdb/ducklake, duckdb/duckdb and RoaringBitmap/CRoaring (docs/compatibility.md)" >&2; exit 2; fi; \
+	if [ ! -f "$(DUCKDB_DEV_BUILD_SCRIPT)" ]; then echo "make: no build script at $(DUCKDB_DEV_BUILD_SCRIPT) (set DUCKDB_DEV_BUILD_SCRIPT)" >&2; exit 2; fi; \
+	nice -n 19 bash "$(DUCKDB_DEV_BUILD_SCRIPT)" "$(DUCKLAKE_GIT)" "$(DUCKDB_GIT)" "$(CROARING_GIT)" "$(DUCKDB_DEV_DIR)"; \
+	"$(DUCKDB_DEV_DIR)/bin/duckdb" -c "PRAGMA version"
+
+test-duckdb-dev: install ## Live conformance against DuckLake's 1.1 development build (not in `make test`): DUCKDB_DEV=/path/to/duckdb (default: the one `make duckdb-dev` built)
+	@if [ -z "$(DUCKDB_DEV)" ]; then echo "make: set DUCKDB_DEV to the DuckDB shell with DuckLake 1.1 linked in, or build one with make duckdb-dev (docs/compatibility.md, 'The DuckLake 1.1 oracle')" >&2; exit 2; fi; \
 	export DUCKDB_DEV="$(DUCKDB_DEV)"; $(call run_pytest,tests/duckdb_dev)
 
 test-property: install ## Run tests/property: hypothesis against DuckDB, fixed examples (profile ci), about a minute
