@@ -11,7 +11,7 @@ the flush.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -35,6 +35,8 @@ from pyspark_ducklake.catalog.time_types import parquet_obstacle, utc_time_field
 from pyspark_ducklake.catalog.transaction import CommitContext
 from pyspark_ducklake.catalog.types import TableSchema, arrow_field
 from pyspark_ducklake.exceptions import StalePlanError
+from pyspark_ducklake.io.deletion_vector import PUFFIN, write_deletion_vector_history
+from pyspark_ducklake.io.encryption import encode_key, new_key
 from pyspark_ducklake.io.parquet import write_table
 from pyspark_ducklake.table.data_files import (
     DELETE_FILE_PATH_ID,
@@ -42,6 +44,7 @@ from pyspark_ducklake.table.data_files import (
     new_data_file_name,
     new_delete_file_name,
 )
+from pyspark_ducklake.table.delete import deletion_vectors_on
 from pyspark_ducklake.table.partition_values import partition_dir, resolve_keys, split_by_partition
 from pyspark_ducklake.table.scan import ROW_ID_FIELD_ID, SNAPSHOT_ID_FIELD_ID
 from pyspark_ducklake.table.sort_rows import SortKey, sort_keys, sort_permutation
@@ -202,6 +205,9 @@ def _write_flush_file(
     ended = [(pos, int(end)) for pos, end in enumerate(ends) if end is not None]
     if not ended:
         return
+    if ctx.format.multi_snapshot_deletion_vectors and deletion_vectors_on(ctx, table):
+        _add_deletion_vector_history(ctx, table, file_id, written.path, ended, table_dir, encrypted=encrypt)
+        return
     delete_schema = pa.schema(
         [
             pa.field("file_path", pa.string(), metadata={b"PARQUET:field_id": str(DELETE_FILE_PATH_ID).encode()}),
@@ -228,5 +234,42 @@ def _write_flush_file(
         relative_path=dname,
         previous_delete_file_id=None,
         begin_snapshot=min(s for _, s in ended),
+        logical=False,
+    )
+
+
+def _add_deletion_vector_history(
+    ctx: CommitContext,
+    table: TableEntry,
+    data_file_id: int,
+    data_file_path: str,
+    ended: list[tuple[int, int]],
+    table_dir: str,
+    *,
+    encrypted: bool,
+) -> None:
+    """The flushed file's ended rows as DuckLake 1.1's deletion vector of one cumulative blob per snapshot, as
+    DuckDB 1.1's flush writes them for a table with ``write_deletion_vectors`` on
+    (``WriteDeletionVectorFileWithSnapshots``: beginning at the oldest, no ``partial_max``)."""
+    ordered = sorted(ended)
+    name = new_delete_file_name(PUFFIN)
+    ctx.attempt_files.append(table_dir + name)
+    written = write_deletion_vector_history(
+        [p for p, _ in ordered],
+        [s for _, s in ordered],
+        table_dir + name,
+        data_file_path=data_file_path,
+        storage_options=ctx.storage_options,
+    )
+    if encrypted:  # DuckDB's DV rows carry a key in an encrypted lake, though DVs stay plain
+        written = replace(written, encryption_key=encode_key(new_key()))
+    W.add_delete_file(
+        ctx,
+        table,
+        data_file_id,
+        written,
+        relative_path=name,
+        previous_delete_file_id=None,
+        begin_snapshot=min(s for _, s in ordered),
         logical=False,
     )

@@ -297,6 +297,53 @@ def test_our_1_1_writer_keeps_every_snapshot_of_a_files_deletes_as_duckdb_reads_
     assert len(scheduled) == 4 + 2  # the replaced delete files: the first file's four, the second's two
 
 
+def flush_history(lake: pdl.Lake, after_flush: Any = None) -> None:
+    """Inlined rows inserted, updated and deleted over four snapshots, flushed (the flushed file's ended rows get
+    their delete file: ``after_flush()`` looks at it), then a delete of a flushed row."""
+    lake.create_table("main.t", pa.schema([("id", pa.int32()), ("s", pa.string())]))
+
+    def rows(*pairs: tuple[int, str]) -> pa.Table:
+        return pa.table({"id": pa.array([p[0] for p in pairs], pa.int32()), "s": [p[1] for p in pairs]})
+
+    lake.append("main.t", rows((1, "a"), (2, "b"), (3, "c"), (5, "e")))
+    lake.update("main.t", {"s": "u"}, [("id", "=", 1)])
+    lake.delete("main.t", [("id", "=", 2)])
+    lake.append("main.t", rows((4, "d")))
+    lake.delete("main.t", [("id", "=", 4)])
+    lake.flush_inlined_data("main.t")
+    if after_flush is not None:
+        after_flush()
+    lake.delete("main.t", [("id", "=", 3)])
+
+
+def test_our_1_1_flush_writes_the_flushed_files_ended_rows_as_a_puffin_history_as_duckdb_1_1_does(
+    catalog: CatalogLocation, tmp_path: Path, duckdb_lake: Any
+) -> None:
+    """DuckDB 1.1's flush writes a table's ended inlined rows as a deletion vector of one blob per snapshot when
+    ``write_deletion_vectors`` is on (``WriteDeletionVectorFileWithSnapshots``: beginning at the oldest, no
+    ``partial_max``; seen on its development build), where 1.0 writes Parquet with per-row snapshots."""
+    lake = pdl.connect(catalog.url, catalog.data_path, data_inlining_row_limit=100, format_version="1.1")
+    deletion_vectors_on(catalog)
+    flushed: list[Any] = []
+    flush_history(lake, lambda: flushed.extend(catalog_rows(catalog.url, "SELECT * FROM ducklake_delete_file")))
+    twin = sqlite_location(tmp_path / "twin")  # 1.0, Parquet delete files: DuckDB 1.5.5 reads it
+    flush_history(pdl.connect(twin.url, twin.data_path, data_inlining_row_limit=100))
+    assert_reads_as(lake, duck_answers(duckdb_lake(twin)))
+
+    (row,) = flushed
+    assert (row.format, row.begin_snapshot, row.partial_max, row.delete_count) == ("puffin", 3, None, 3)
+    assert row.path.endswith("-delete.puffin") and row.row_group_count is None
+    data = (Path(catalog.data_path) / "main" / "t" / row.path).read_bytes()
+    blobs = read_blobs(data, row.path)
+    # the update's pre-image at 3, the deletes at 4 and 6: one cumulative vector each
+    assert [(b.properties["ducklake-snapshot-id"], b.properties["cardinality"]) for b in blobs] == [
+        ("3", "1"),
+        ("4", "2"),
+        ("6", "3"),
+    ]
+    assert (row.file_size_bytes, row.footer_size) == (len(data), int.from_bytes(data[-12:-8], "little") + 16)
+
+
 @pytest.mark.parametrize("other", ["delete", "update"])
 def test_a_delete_committed_between_our_plan_and_commit_keeps_its_own_snapshot_in_the_history(
     sqlite_catalog: CatalogLocation, other: str
