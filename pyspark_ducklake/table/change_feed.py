@@ -497,24 +497,29 @@ def count_task_changes(task: FileChangeTask, *, storage_options: dict[str, Any] 
     positions, snapshots = deleted_positions(task, storage_options=storage_options)
     if not task.inserts and len(positions) == 0:
         return None
-    data = _read_versions(task.file, storage_options)
+    data = read_versions(task.file, storage_options)
     return file_changes(task, data, positions, snapshots, 0)
 
 
-def _read_versions(f: DataFileEntry, storage_options: dict[str, Any] | None) -> pa.Table:
+def read_versions(f: DataFileEntry, storage_options: dict[str, Any] | None) -> pa.Table:
     """``rowid`` and ``snapshot_id`` of every row version of a data file, and its position."""
-    raw = read_columns(
+    return versions(f, read_internal_columns(f, storage_options))
+
+
+def read_internal_columns(f: DataFileEntry, storage_options: dict[str, Any] | None) -> pa.Table:
+    """A data file's ``rowid`` and ``snapshot_id`` columns as stored (none where it has none: flush and merge output
+    has them), its ``row_group_count`` checked."""
+    return read_columns(
         f.path,
         internal_columns,
         storage_options=storage_options,
         encryption_key=f.encryption_key,
         recorded_row_groups=f.recorded_row_groups,
     )
-    return versions(f, raw)
 
 
 def versions(f: DataFileEntry, raw: pa.Table) -> pa.Table:
-    """:func:`_read_versions` from the file's internal columns (``raw``: what :func:`internal_columns` picks)."""
+    """:func:`read_versions` from the file's internal columns (``raw``: what :func:`internal_columns` picks)."""
     n = raw.num_rows if raw.num_columns else f.record_count
     row_ids, snaps = row_versions(f, raw, n)
     return pa.table({ROWID: row_ids, SNAPSHOT_ID: snaps, FILE_POSITION: pa.array(np.arange(n, dtype=np.int64))})

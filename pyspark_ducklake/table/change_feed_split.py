@@ -27,7 +27,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pyspark_ducklake.exceptions import DataFileError, InvalidOptionError
-from pyspark_ducklake.io.parquet import read_columns
 from pyspark_ducklake.table.change_feed import (
     CHANGE_KINDS,
     INSERT,
@@ -44,8 +43,8 @@ from pyspark_ducklake.table.change_feed import (
     file_changes,
     in_threads,
     inlined_changes,
-    internal_columns,
     pair_changes,
+    read_internal_columns,
     versions,
 )
 
@@ -109,13 +108,7 @@ def _file_keys(task: FileChangeTask, storage_options: dict[str, Any] | None) -> 
     if not task.inserts and len(positions) == 0:
         return None
     f = task.file
-    internal = read_columns(
-        f.path,
-        internal_columns,
-        storage_options=storage_options,
-        encryption_key=f.encryption_key,
-        recorded_row_groups=f.recorded_row_groups,
-    )
+    internal = read_internal_columns(f, storage_options)
     if internal.num_columns:
         rows = file_changes(task, versions(f, internal), positions, snapshots, 0)
         if rows is None:

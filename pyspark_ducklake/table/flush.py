@@ -206,26 +206,9 @@ def _write_flush_file(
     if not ended:
         return
     if ctx.format.multi_snapshot_deletion_vectors and deletion_vectors_on(ctx, table):
-        _add_deletion_vector_history(ctx, table, file_id, written.path, ended, table_dir, encrypted=encrypt)
-        return
-    delete_schema = pa.schema(
-        [
-            pa.field("file_path", pa.string(), metadata={b"PARQUET:field_id": str(DELETE_FILE_PATH_ID).encode()}),
-            pa.field("pos", pa.int64(), metadata={b"PARQUET:field_id": str(DELETE_POS_ID).encode()}),
-            internal_field(INTERNAL_SNAPSHOT_ID, SNAPSHOT_ID_FIELD_ID),
-        ]
-    )
-    deletes = pa.Table.from_arrays(
-        [
-            pa.array([written.path] * len(ended)),
-            pa.array([p for p, _ in ended], pa.int64()),
-            pa.array([s for _, s in ended], pa.int64()),
-        ],
-        schema=delete_schema,
-    )
-    dname = new_delete_file_name()  # in the table folder, as DuckDB writes delete files
-    ctx.attempt_files.append(table_dir + dname)
-    dwritten = write_table(deletes, table_dir + dname, storage_options=ctx.storage_options, encrypt=encrypt)
+        dname, dwritten = _deletion_vector_history(ctx, written.path, ended, table_dir, encrypted=encrypt)
+    else:
+        dname, dwritten = _parquet_deletes(ctx, written.path, ended, table_dir, encrypted=encrypt)
     W.add_delete_file(
         ctx,
         table,
@@ -238,16 +221,35 @@ def _write_flush_file(
     )
 
 
-def _add_deletion_vector_history(
-    ctx: CommitContext,
-    table: TableEntry,
-    data_file_id: int,
-    data_file_path: str,
-    ended: list[tuple[int, int]],
-    table_dir: str,
-    *,
-    encrypted: bool,
-) -> None:
+def _parquet_deletes(
+    ctx: CommitContext, data_file_path: str, ended: list[tuple[int, int]], table_dir: str, *, encrypted: bool
+) -> tuple[str, Any]:
+    """The flushed file's ended rows as a Parquet delete file with each row's snapshot (DuckDB 1.5.5's flush, and
+    1.1's without deletion vectors): its name in the table folder and what was written."""
+    delete_schema = pa.schema(
+        [
+            pa.field("file_path", pa.string(), metadata={b"PARQUET:field_id": str(DELETE_FILE_PATH_ID).encode()}),
+            pa.field("pos", pa.int64(), metadata={b"PARQUET:field_id": str(DELETE_POS_ID).encode()}),
+            internal_field(INTERNAL_SNAPSHOT_ID, SNAPSHOT_ID_FIELD_ID),
+        ]
+    )
+    deletes = pa.Table.from_arrays(
+        [
+            pa.array([data_file_path] * len(ended)),
+            pa.array([p for p, _ in ended], pa.int64()),
+            pa.array([s for _, s in ended], pa.int64()),
+        ],
+        schema=delete_schema,
+    )
+    dname = new_delete_file_name()  # in the table folder, as DuckDB writes delete files
+    ctx.attempt_files.append(table_dir + dname)
+    dwritten = write_table(deletes, table_dir + dname, storage_options=ctx.storage_options, encrypt=encrypted)
+    return dname, dwritten
+
+
+def _deletion_vector_history(
+    ctx: CommitContext, data_file_path: str, ended: list[tuple[int, int]], table_dir: str, *, encrypted: bool
+) -> tuple[str, Any]:
     """The flushed file's ended rows as DuckLake 1.1's deletion vector of one cumulative blob per snapshot, as
     DuckDB 1.1's flush writes them for a table with ``write_deletion_vectors`` on
     (``WriteDeletionVectorFileWithSnapshots``: beginning at the oldest, no ``partial_max``)."""
@@ -263,13 +265,4 @@ def _add_deletion_vector_history(
     )
     if encrypted:  # DuckDB's DV rows carry a key in an encrypted lake, though DVs stay plain
         written = replace(written, encryption_key=encode_key(new_key()))
-    W.add_delete_file(
-        ctx,
-        table,
-        data_file_id,
-        written,
-        relative_path=name,
-        previous_delete_file_id=None,
-        begin_snapshot=min(s for _, s in ordered),
-        logical=False,
-    )
+    return name, written
