@@ -18,7 +18,6 @@ database of storage version v1.5.0, which the tests' DuckDB 1.5.5 opens (:meth:`
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import tempfile
 from collections.abc import Mapping
@@ -142,19 +141,12 @@ def find_build() -> DevBuild:
     return DevBuild(probe.path, version[0], tag[0])
 
 
-def copy_lake(folder: Path, target: Path) -> Path:
-    """A copy of the lake folder ``folder`` (catalog and files) at ``target``."""
-    shutil.copytree(folder, target)
-    return target
-
-
 __all__ = [
     "ENV",
     "STORAGE_1_5",
     "BuildMissingError",
     "DevBuild",
     "attach_sql",
-    "copy_lake",
     "find_build",
     "tag_for_build",
 ]
