@@ -60,6 +60,7 @@ from pyspark_ducklake.table.microbatch import (
     write_task,
 )
 from pyspark_ducklake.table.microbatch_upsert import UpsertCommitter
+from pyspark_ducklake.table.staged_upsert import KeyScan, StagedTask, plan_key_scan
 
 log = logging.getLogger("pyspark_ducklake.sink")
 
@@ -92,7 +93,7 @@ def sink_settings(options: dict[str, str], retry: object) -> SinkSettings:
 
 @dataclass(frozen=True)
 class StreamTaskMessage(WriterCommitMessage):
-    output: TaskOutput
+    output: TaskOutput | StagedTask
     query_id: str | None
 
 
@@ -138,6 +139,7 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
         spec = self.settings.upsert
         kinds = {f.name: spark_kind(f.dataType) for f in schema.fields}
         self.upsert: StreamUpsert | None = None if spec is None else stream_upsert(spec, kinds)
+        self.key_scan: KeyScan | None = None  # upserts: the table's keys as the tasks pair their rows with them
         # Spark makes a writer for every micro-batch: it waits out an outage too, one starting after the connect
         self.plan: BatchPlan = self._while_unreachable(self._plan)
 
@@ -150,8 +152,13 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
                 self.upsert = self.upsert.for_table(committer.table_columns())
                 stored = StructType([f for f in self.schema.fields if f.name in self.upsert.stored])
                 self.incoming = columns_from_spark(stored)
-                plan = committer.plan(self.incoming)[0]
+                plan, tplan = committer.plan(self.incoming)
                 UpsertCommitter(committer, self.upsert.spec).check_keys(plan, list(self.upsert.stored))
+                if tplan.entry is not None:
+                    with lake.engine.connect() as conn:
+                        keys = self.upsert.spec.keys
+                        fmt = lake.info.format
+                        self.key_scan = plan_key_scan(conn, tplan.entry, tplan.snapshot_id, lake.data_path, fmt, keys)
                 return plan
             return committer.plan(self.incoming)[0]
         finally:
@@ -176,11 +183,11 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
         context = TaskContext.get()
         query_id = context.getLocalProperty("sql.streaming.queryId") if context is not None else None
         batch = context.getLocalProperty("streaming.sql.batchId") if context is not None else None
-        if self.upsert is not None:  # rows go to the commit as Arrow IPC: nothing is staged
-            return StreamTaskMessage(upsert_task(self.upsert, iterator), query_id)
         plan = self.plan
         if query_id and batch is not None:
             plan = replace(plan, job=batch_job(query_id, self.identifier, int(batch)))
+        if self.upsert is not None:  # few rows go to the commit as Arrow IPC; more are paired and written here
+            return StreamTaskMessage(upsert_task(self.upsert, plan, self.key_scan, iterator), query_id)
         return StreamTaskMessage(write_task(plan, iterator), query_id)
 
     def _batch_job(self, batch_id: int) -> JobToken | None:
@@ -230,7 +237,7 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
         try:
             committer = MicroBatchCommitter(lake, self.identifier, self.settings)
             if self.upsert is not None:
-                metrics = self._commit_upsert(committer, self.upsert, ours, app_id, batchId, started)
+                metrics = self._commit_upsert(lake, committer, self.upsert, ours, app_id, batchId, started)
             else:
                 metrics = self._commit_append(lake, committer, ours, app_id, batchId, started)
         finally:
@@ -283,7 +290,7 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
         return committer.commit(
             self._batch_plan(batchId, query_id),
             tplan,
-            [m.output for m in ours],
+            [m.output for m in ours if isinstance(m.output, TaskOutput)],
             app_id=app_id,
             batch_id=batchId,
             started=started,
@@ -291,6 +298,7 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
 
     def _commit_upsert(
         self,
+        lake: Lake,
         committer: MicroBatchCommitter,
         upsert: StreamUpsert,
         ours: list[StreamTaskMessage],
@@ -298,14 +306,22 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
         batchId: int,
         started: float,
     ) -> BatchMetrics | None:
-        """Apply the tasks' rows by key as one snapshot; None for a batch already committed (its rows unread)."""
+        """Apply the tasks' rows by key as one snapshot; None for a batch already committed (its rows unread, the
+        files its tasks wrote removed)."""
         _, planned = committer.prepare(app_id, batchId, self.incoming)
         if planned is None:
+            paths = [f.written.path for m in ours for f in m.output.files]
+            referenced = lake.referenced_files(paths) if paths else set()
+            delete_files([p for p in paths if p not in referenced], self.config.storage_options)
             return None
         plan, tplan = planned
         self._current_plan(plan)
+        query_id = next((m.query_id for m in ours if m.query_id), None)
+        plan = replace(plan, job=self._batch_plan(batchId, query_id).job)
         outputs = [m.output for m in ours]
-        return commit_upsert(committer, upsert, plan, tplan, outputs, app_id=app_id, batch_id=batchId, started=started)
+        return commit_upsert(
+            committer, upsert, plan, tplan, self.key_scan, outputs, app_id=app_id, batch_id=batchId, started=started
+        )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         job = self._batch_job(batchId)

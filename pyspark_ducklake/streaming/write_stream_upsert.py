@@ -2,11 +2,15 @@
 
 PySpark's Python stream writer has no SparkSession: ``write()`` runs in executor Python workers and ``commit()`` in a
 driver-side Python worker. So ``deleteWhen`` is evaluated by the strict Spark SQL subset of ``table/delete_when.py``
-(checked when the query starts), each task hands its rows (the stored columns, the ``orderBy``-only columns and the
-delete flag) back as Arrow IPC in its commit message, and ``commit()`` applies the whole batch through the same
-driver-side upsert as ``ducklake_sink``'s small batches (:meth:`UpsertCommitter.commit_rows`: inlined when small,
-else Parquet written by the driver). Nothing is staged, so nothing is left behind when a batch aborts. The whole
-batch passes through the driver's memory: for very large batches ``ducklake_sink``'s executor path is the one to use.
+(checked when the query starts), and each task keeps the last row of each key (with ``orderBy``). Then:
+
+- a task of at most the inlining limit of rows hands them back as Arrow IPC in its commit message; when every task
+  did, ``commit()`` applies the batch through the same driver-side upsert as ``ducklake_sink``'s small batches
+  (:meth:`UpsertCommitter.commit_rows`: inlined when small, else Parquet written by the driver);
+- a larger task pairs its rows with the table and writes them itself (``table/staged_upsert.py``), handing the
+  driver only its keys: the rows of a large batch never pass through the driver.
+
+Either way one snapshot records the batch id; a replay commits nothing and removes what its tasks wrote.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from pyspark_ducklake.table.microbatch import (
     to_ipc,
 )
 from pyspark_ducklake.table.microbatch_upsert import DELETE_FLAG, UpsertCommitter
+from pyspark_ducklake.table.staged_upsert import KeyScan, StagedTask, commit_staged, stage_task
 from pyspark_ducklake.table.upsert import closest_name, prepare_rows
 
 
@@ -100,9 +105,23 @@ def spark_kind(data_type: Any) -> str:
     return OTHER
 
 
-def upsert_task(upsert: StreamUpsert, batches: Iterable[pa.RecordBatch]) -> TaskOutput:
+def upsert_task(
+    upsert: StreamUpsert, plan: BatchPlan, keys: KeyScan | None, batches: Iterable[pa.RecordBatch]
+) -> TaskOutput | StagedTask:
     """Executor side: the task's rows as the commit needs them (stored and ``orderBy`` columns, the delete flag),
-    handed back as Arrow IPC."""
+    handed back as Arrow IPC when they fit the inlining limit; else paired with the table (``keys``: as the writer
+    planned it) and written here."""
+    rows = task_rows(upsert, batches)
+    if rows is None:
+        return TaskOutput(0)
+    if rows.num_rows <= plan.inline_limit:
+        return TaskOutput(rows.num_rows, to_ipc(rows))
+    return stage_task(plan, upsert.spec, keys, rows, upsert.stored)
+
+
+def task_rows(upsert: StreamUpsert, batches: Iterable[pa.RecordBatch]) -> pa.Table | None:
+    """The task's rows (stored and ``orderBy`` columns, the delete flag), the last of each key when ``orderBy`` is
+    set; None for a task without rows."""
     names = [*upsert.stored, *upsert.order_only]
     parts: list[pa.RecordBatch] = []
     for batch in batches:
@@ -115,9 +134,8 @@ def upsert_task(upsert: StreamUpsert, batches: Iterable[pa.RecordBatch]) -> Task
             out.append(DELETE_FLAG)
         parts.append(pa.RecordBatch.from_arrays(arrays, names=out))
     if not parts:
-        return TaskOutput(0)
-    rows = last_per_key(pa.Table.from_batches(parts), upsert.spec)
-    return TaskOutput(rows.num_rows, to_ipc(rows))
+        return None
+    return last_per_key(pa.Table.from_batches(parts), upsert.spec)
 
 
 def last_per_key(rows: pa.Table, spec: UpsertSpec) -> pa.Table:
@@ -135,13 +153,14 @@ def commit_upsert(
     upsert: StreamUpsert,
     plan: BatchPlan,
     tplan: TablePlan,
-    outputs: list[TaskOutput],
+    keys: KeyScan | None,
+    outputs: list[TaskOutput | StagedTask],
     *,
     app_id: str,
     batch_id: int,
     started: float,
 ) -> BatchMetrics:
-    """Driver side: the tasks' rows, in partition order (so ``orderBy`` ties go to the later row as in
+    """Driver side: the tasks' rows or keys, in partition order (so ``orderBy`` ties go to the later row as in
     ``ducklake_sink``), applied as one snapshot; a batch that changes nothing records its batch id all the same.
 
     Raises:
@@ -149,7 +168,11 @@ def commit_upsert(
     """
     upserts = UpsertCommitter(committer, upsert.spec)
     upserts.check_keys(plan, list(upsert.stored))
-    tables = [from_ipc(o.ipc) for o in outputs if o.ipc]
+    if any(isinstance(o, StagedTask) for o in outputs):
+        return commit_staged(
+            upserts, plan, tplan, keys, outputs, upsert.stored, app_id=app_id, batch_id=batch_id, started=started
+        )
+    tables = [from_ipc(o.ipc) for o in outputs if isinstance(o, TaskOutput) and o.ipc]
     if not tables:
         return upserts.record_unchanged(tplan, app_id, batch_id, 0, started)
     data = pa.concat_tables(tables)

@@ -211,8 +211,8 @@ def test_writestream_upserts_survive_a_kill_and_equal_the_sink_and_duckdb(
 def test_created_table_large_batch_and_replay_of_an_empty_batch(
     spark: SparkSession, sqlite_catalog: Any, tmp_path: Path
 ) -> None:
-    # a table the stream creates leaves out the control columns; a batch over the inlining limit is written to
-    # Parquet by the driver (rows reach it as Arrow IPC from the tasks: nothing is staged by the executors)
+    # a table the stream creates leaves out the control columns; a batch over the inlining limit is written by the
+    # tasks (each pairs its rows with the table and writes them; the driver gets only keys)
     pdl.register(spark)
     source, checkpoint = tmp_path / "in", tmp_path / "ck"
     source.mkdir()
