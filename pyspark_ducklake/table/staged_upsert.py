@@ -257,10 +257,12 @@ def delete_plan(entry: TableEntry, snapshot: int, files: Sequence[FileTask], end
     """The tasks' ended rows as one delete plan (a row two tasks end is ended once)."""
     if ended.num_rows == 0:
         return DeletePlan(entry, snapshot)
-    unique = ended.group_by([_FILE, _POS], use_threads=False).aggregate([])
-    by_file = unique.sort_by([(_FILE, "ascending"), (_POS, "ascending")])
-    file_ids = by_file.column(_FILE).to_numpy()
-    positions = by_file.column(_POS).to_numpy()
+    file_ids, positions = ended.column(_FILE).to_numpy(), ended.column(_POS).to_numpy()
+    order = np.lexsort((positions, file_ids))  # numpy, not a hash aggregation: a tenth of the memory per row
+    file_ids, positions = file_ids[order], positions[order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = (np.diff(file_ids) != 0) | (np.diff(positions) != 0)
+    file_ids, positions = file_ids[first], positions[first]
     entries = {t.file.data_file_id: t.file for t in files}
     out = []
     for file_id in np.unique(file_ids[file_ids >= 0]):
