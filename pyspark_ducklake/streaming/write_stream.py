@@ -44,6 +44,7 @@ from pyspark_ducklake.streaming.write_stream_upsert import (
     upsert_task,
 )
 from pyspark_ducklake.table.job_files import JobToken, remove_job_files, remove_job_files_late
+from pyspark_ducklake.table.key_scan import KeyScan, plan_key_scan
 from pyspark_ducklake.table.maintenance.retention import retention_spec
 from pyspark_ducklake.table.microbatch import (
     FLUSH_BYTES_DEFAULT,
@@ -60,7 +61,7 @@ from pyspark_ducklake.table.microbatch import (
     write_task,
 )
 from pyspark_ducklake.table.microbatch_upsert import UpsertCommitter
-from pyspark_ducklake.table.staged_upsert import KeyScan, StagedTask, plan_key_scan
+from pyspark_ducklake.table.staged_upsert import StagedTask
 
 log = logging.getLogger("pyspark_ducklake.sink")
 
@@ -120,6 +121,11 @@ def checkpoint_query_id(checkpoint: str | None, storage_options: dict[str, Any] 
 
 
 T = TypeVar("T")
+
+
+def scratch_paths(messages: list[StreamTaskMessage]) -> list[str]:
+    """The scratch files of large upsert tasks (``table/scratch.py``): no snapshot references them."""
+    return [s.path for m in messages if isinstance(m.output, StagedTask) for s in m.output.scratch]
 
 
 class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
@@ -313,6 +319,7 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
             paths = [f.written.path for m in ours for f in m.output.files]
             referenced = lake.referenced_files(paths) if paths else set()
             delete_files([p for p in paths if p not in referenced], self.config.storage_options)
+            delete_files(scratch_paths(ours), self.config.storage_options)
             return None
         plan, tplan = planned
         self._current_plan(plan)
@@ -348,7 +355,9 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
                 lake.close()
             return
         # abort can follow a commit that raised after publishing: only remove files no snapshot references.
-        paths = [f.written.path for m in messages if isinstance(m, StreamTaskMessage) for f in m.output.files]
+        ours = [m for m in messages if isinstance(m, StreamTaskMessage)]
+        delete_files(scratch_paths(ours), self.config.storage_options)  # never referenced
+        paths = [f.written.path for m in ours for f in m.output.files]
         if not paths:
             return
         lake = self._lake()

@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from pyspark_ducklake.exceptions import NoSuchColumnError
 from pyspark_ducklake.table.delete_when import OTHER, DeleteWhen, compile_delete_when
+from pyspark_ducklake.table.key_scan import KeyScan
 from pyspark_ducklake.table.microbatch import (
     BatchMetrics,
     BatchPlan,
@@ -35,7 +36,7 @@ from pyspark_ducklake.table.microbatch import (
     to_ipc,
 )
 from pyspark_ducklake.table.microbatch_upsert import DELETE_FLAG, UpsertCommitter
-from pyspark_ducklake.table.staged_upsert import KeyScan, StagedTask, commit_staged, stage_task
+from pyspark_ducklake.table.staged_upsert import StagedTask, commit_staged, stage_task
 from pyspark_ducklake.table.upsert import closest_name, prepare_rows
 
 

@@ -24,6 +24,7 @@ from pyspark_ducklake.exceptions import DuplicateKeyError, NullKeyError
 from pyspark_ducklake.spark.lake_config import LakeConfig
 from pyspark_ducklake.streaming.write_stream import DuckLakeStreamWriter, StreamTaskMessage
 from pyspark_ducklake.table.microbatch import TaskOutput
+from pyspark_ducklake.table import scratch, staged_upsert
 from pyspark_ducklake.table.staged_upsert import StagedTask
 from tests.support.duck import open_duckdb
 
@@ -47,7 +48,7 @@ def task_batch(rows: Sequence[Row]) -> pa.RecordBatch:
     return pa.record_batch([pa.array(list(c), t) for c, t in zip(cols, types, strict=True)], names=names)
 
 
-def writer(catalog: Any, table: str, limit: int, *, ordered: bool = True) -> DuckLakeStreamWriter:
+def writer(catalog: Any, table: str, limit: int, *, ordered: bool = True, file_rows: int = 7) -> DuckLakeStreamWriter:
     options = {
         "catalog": catalog.url,
         "dataPath": catalog.data_path,
@@ -56,7 +57,7 @@ def writer(catalog: Any, table: str, limit: int, *, ordered: bool = True) -> Duc
         "orderBy": "lsn",
         "app_id": "app",
         "data_inlining_row_limit": str(limit),
-        "target_file_rows": "7",  # several files per task
+        "target_file_rows": str(file_rows),  # 7: several files per task
     }
     schema = SPARK_SCHEMA
     if not ordered:  # the stream has no lsn column either (the table does not keep it)
@@ -129,8 +130,23 @@ BATCHES: list[list[list[Row]]] = [
 ]
 
 
-@pytest.mark.parametrize("partitioned", [False, True], ids=["plain", "partitioned"])
-def test_large_batches_equal_the_small_batch_path_and_duckdb(catalog: Any, partitioned: bool) -> None:
+@pytest.fixture
+def small_parts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The driver resolves 5 keys at a time and scratch files hold 3 rows: every range and file boundary is met."""
+    monkeypatch.setattr(staged_upsert, "RANGE_KEYS", 5)
+    monkeypatch.setattr(scratch, "SCRATCH_ROWS", 3)
+
+
+@pytest.mark.parametrize(
+    ("partitioned", "parts"),
+    [(False, False), (True, False), (False, True), (True, True)],
+    ids=["plain", "partitioned", "plain-small-parts", "partitioned-small-parts"],
+)
+def test_large_batches_equal_the_small_batch_path_and_duckdb(
+    catalog: Any, partitioned: bool, parts: bool, request: pytest.FixtureRequest
+) -> None:
+    if parts:
+        request.getfixturevalue("small_parts")
     lake = pdl.connect(catalog.url, catalog.data_path)
     initial = pa.table(
         {"id": list(BASE), "g": [g for g, _ in BASE.values()], "v": [v for _, v in BASE.values()]},
@@ -189,7 +205,7 @@ def test_replay_commits_nothing_and_removes_what_its_tasks_wrote(catalog: Any) -
     assert lake.orphan_files(older_than=dt.timedelta(0)) == []
 
 
-def test_another_writer_between_the_tasks_and_the_commit(catalog: Any) -> None:
+def test_another_writer_between_the_tasks_and_the_commit(catalog: Any, small_parts: None) -> None:
     # the tasks pair their keys at snapshot S; before the commit another writer updates key 3 (which the batch
     # updates too), inserts key 50 (which the batch inserts) and deletes key 4 (which the batch updates): the commit
     # pairs the keys again at the newest snapshot, so key 50 is not doubled and key 3 keeps its row id
@@ -264,3 +280,19 @@ def test_a_small_task_beside_large_ones_and_a_created_table(catalog: Any) -> Non
     }
     assert lake.table("main.new").table_schema.names() == ["id", "g", "v"]
     assert lake.orphan_files(older_than=dt.timedelta(0)) == []
+
+
+def test_commit_messages_do_not_grow_with_the_batch(sqlite_catalog: Any) -> None:
+    # what Spark hands the driver's commit all at once: file names and a bucket histogram, never the keys
+    lake = pdl.connect(sqlite_catalog.url, sqlite_catalog.data_path)
+    lake.create_table("main.t", TABLE_SCHEMA)
+    lake.append("main.t", pa.table({"id": list(range(0, 40_000, 2)), "g": [0] * 20_000, "v": ["a"] * 20_000}))
+    sizes = []
+    for n in (2_000, 20_000):
+        w = writer(sqlite_catalog, "main.t", 10, file_rows=1_000_000)
+        message = run_tasks(w, [[(i, 0, "b", "u", 1) for i in range(n)]])[0]
+        sizes.append(len(pickle.dumps(message)))
+        copy(w).commit([message], n)
+    assert sizes[1] < sizes[0] * 1.2, sizes  # ten times the rows
+    assert lake.scan("main.t").num_rows == 20_000 + 10_000
+    assert lake.orphan_files(older_than=dt.timedelta(0)) == []  # the scratch files are gone too
