@@ -101,8 +101,7 @@ def bucket_ranges(counts: np.ndarray, most: int) -> list[tuple[int, int]]:
             out.append((first, b - 1))
             first, held = b, 0
         held += n
-    if held or not out:
-        out.append((first, len(counts) - 1))
+    out.append((first, len(counts) - 1))
     return out
 
 
