@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -409,7 +410,7 @@ def write_data_file(
 
 def write_delete_file(
     data_file_path: str,
-    positions: list[int],
+    positions: Sequence[int] | np.ndarray,
     table_dir: str,
     *,
     storage_options: dict[str, Any] | None = None,
@@ -417,12 +418,18 @@ def write_delete_file(
     encrypt: bool = False,
 ) -> tuple[str, WrittenFile]:
     """A DuckLake delete file: ``file_path`` and ``pos`` with the reference's reserved field ids, plus
-    ``_ducklake_internal_snapshot_id`` per position when ``snapshot_ids`` is given."""
+    ``_ducklake_internal_snapshot_id`` per position when ``snapshot_ids`` is given (else the positions are
+    deduplicated and sorted)."""
     fields = [
         pa.field("file_path", pa.string(), metadata={b"PARQUET:field_id": str(DELETE_FILE_PATH_ID).encode()}),
         pa.field("pos", pa.int64(), metadata={b"PARQUET:field_id": str(DELETE_POS_ID).encode()}),
     ]
-    arrays = [pa.array([data_file_path] * len(positions), pa.string()), pa.array(positions, pa.int64())]
+    pos = np.asarray(positions, dtype=np.int64)
+    if snapshot_ids is None:
+        pos = np.unique(pos)
+    # one path for every row: a dictionary of one value in memory (the file holds the same plain strings)
+    paths = pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(pos), dtype=np.int32)), pa.array([data_file_path]))
+    arrays: list[pa.Array] = [paths, pa.array(pos)]
     if snapshot_ids is not None:
         fields.append(
             pa.field(
@@ -432,10 +439,7 @@ def write_delete_file(
             )
         )
         arrays.append(pa.array(snapshot_ids, pa.int64()))
-    else:
-        positions = sorted(set(positions))
-        arrays[0] = pa.array([data_file_path] * len(positions), pa.string())
-        arrays[1] = pa.array(positions, pa.int64())
+    fields[0] = fields[0].with_type(paths.type)
     table = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
     name = new_delete_file_name()
     return name, write_table(table, table_dir + name, storage_options=storage_options, encrypt=encrypt)

@@ -9,6 +9,7 @@ planned files nor the planned inlined rows: neither needs a new plan.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -112,10 +113,12 @@ def stage_deletes(ctx: CommitContext, plan: DeletePlan, table_dir: str) -> None:
     if plan.inlined_row_ids:
         W.end_inlined_rows(ctx, plan.table.table_id, list(plan.inlined_row_ids))
     for target in plan.files:
-        write_deletes(ctx, plan.table, target.file, list(target.positions), table_dir)
+        write_deletes(ctx, plan.table, target.file, target.positions, table_dir)
 
 
-def write_deletes(ctx: CommitContext, entry: TableEntry, data_file: Any, fresh: list[int], table_dir: str) -> None:
+def write_deletes(
+    ctx: CommitContext, entry: TableEntry, data_file: Any, fresh: Sequence[int] | np.ndarray, table_dir: str
+) -> None:
     """Delete ``fresh`` positions of a data file in this commit, as DuckDB does for the catalog's format version.
 
     The first delete of a file is a plain delete file. A later one writes a single file holding every deleted
@@ -149,13 +152,23 @@ def write_deletes(ctx: CommitContext, entry: TableEntry, data_file: Any, fresh: 
             row_count=data_file.record_count,
         )
         merged = dict(zip(positions, snapshots, strict=True))
-    left = [p for p in fresh if p not in merged and p not in state.inlined_positions]
-    if len(left) < len(fresh):
+    # numpy, not Python lists: a file of millions of rows may lose most of them in one commit
+    wanted = np.unique(np.asarray(fresh, dtype=np.int64))
+    known = np.fromiter([*merged, *state.inlined_positions], dtype=np.int64)
+    left = wanted[~np.isin(wanted, known)] if len(known) else wanted
+    if len(left) < len(wanted):
         W.check_not_updated(ctx, entry.table_id, data_file.data_file_id)
-    fresh = left
-    if not fresh:
+    if not len(left):
         return  # another writer deleted all of them
     seen = ctx.base.snapshot_id  # every delete of the file up to the newest snapshot is accounted for
+    if current is None and not deletion_vectors_on(ctx, entry):
+        name, written = write_delete_file(
+            data_file.path, left, table_dir, storage_options=ctx.storage_options, encrypt=encrypt
+        )
+        ctx.attempt_files.append(written.path)
+        _add_first_delete_file(ctx, entry, data_file, written, name, seen)
+        return
+    fresh = left.tolist()
     if deletion_vectors_on(ctx, entry):
         if current is not None and ctx.format.multi_snapshot_deletion_vectors:
             merged.update(dict.fromkeys(fresh, ctx.snapshot_id))
@@ -173,13 +186,7 @@ def write_deletes(ctx: CommitContext, entry: TableEntry, data_file: Any, fresh: 
             return
         _write_deletion_vector(ctx, entry, data_file, current, sorted({*merged, *fresh}), table_dir, seen, encrypt)
         return
-    if current is None:
-        name, written = write_delete_file(
-            data_file.path, fresh, table_dir, storage_options=ctx.storage_options, encrypt=encrypt
-        )
-        ctx.attempt_files.append(written.path)
-        _add_first_delete_file(ctx, entry, data_file, written, name, seen)
-        return
+    assert current is not None  # a first Parquet delete file was written above
     for pos in fresh:
         merged[pos] = ctx.snapshot_id
     ordered = sorted(merged)

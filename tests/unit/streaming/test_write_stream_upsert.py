@@ -12,8 +12,8 @@ from pyspark.sql import types as T
 from pyspark_ducklake.exceptions import InvalidOptionError, NoSuchColumnError
 from pyspark_ducklake.options import Entry, check_options
 from pyspark_ducklake.streaming.write_stream import sink_settings
-from pyspark_ducklake.streaming.write_stream_upsert import spark_kind, stream_upsert, upsert_task
-from pyspark_ducklake.table.microbatch import UpsertSpec, from_ipc
+from pyspark_ducklake.streaming.write_stream_upsert import spark_kind, stream_upsert, task_rows
+from pyspark_ducklake.table.microbatch import UpsertSpec
 from pyspark_ducklake.table.microbatch_upsert import DELETE_FLAG
 
 KINDS = {"id": "int64", "v": "string", "op": "string", "lsn": "int64", "note": "string"}
@@ -28,7 +28,7 @@ def test_stored_columns_leave_out_what_only_delete_when_and_order_by_use() -> No
     assert kept.stored == ("id", "v", "lsn") and kept.order_only == ()
 
 
-def test_task_hands_back_rows_and_delete_flags_as_arrow() -> None:
+def test_task_keeps_the_rows_and_delete_flags_the_commit_needs() -> None:
     up = stream_upsert(UpsertSpec(("id",), "op = 'd'", ("lsn",)), KINDS).for_table(None)
     up = pickle.loads(pickle.dumps(up))  # as the executors get it
     batch = pa.record_batch(
@@ -40,13 +40,11 @@ def test_task_hands_back_rows_and_delete_flags_as_arrow() -> None:
             "note": ["x", "y", "z"],
         }
     )
-    out = upsert_task(up, [batch.slice(0, 0), batch.slice(0, 2), batch.slice(2)])
-    assert out.rows == 3 and not out.files
-    assert out.ipc is not None
-    rows = from_ipc(out.ipc)
+    rows = task_rows(up, [batch.slice(0, 0), batch.slice(0, 2), batch.slice(2)])
+    assert rows is not None and rows.num_rows == 3
     assert rows.column_names == ["id", "v", "note", "lsn", DELETE_FLAG]  # op is only read by deleteWhen
     assert rows.column(DELETE_FLAG).to_pylist() == [False, True, False]  # NULL counts as false
-    assert upsert_task(up, []).rows == 0
+    assert task_rows(up, []) is None
 
 
 def test_task_keeps_the_last_row_of_each_key_by_order_by() -> None:
@@ -63,15 +61,16 @@ def test_task_keeps_the_last_row_of_each_key_by_order_by() -> None:
             "note": [""] * 6,
         }
     )
-    out = upsert_task(up, [batch])
-    assert out.ipc is not None
-    rows = from_ipc(out.ipc)
-    assert rows.column("v").to_pylist() == ["d", "e", "f"] and out.rows == 3
+    rows = task_rows(up, [batch])
+    assert rows is not None
+    assert rows.column("v").to_pylist() == ["d", "e", "f"]
     assert rows.column(DELETE_FLAG).to_pylist() == [False, False, False]
     with_null_key = pa.record_batch({**{n: batch.column(n) for n in batch.schema.names}, "id": [1, None, 1, 1, 3, 2]})
-    assert upsert_task(up, [with_null_key]).rows == 6  # kept whole: the commit refuses NULL keys
+    kept = task_rows(up, [with_null_key])
+    assert kept is not None and kept.num_rows == 6  # kept whole: the commit refuses NULL keys
     plain = stream_upsert(UpsertSpec(("id",), "op = 'd'"), KINDS).for_table(["id", "v"])
-    assert upsert_task(plain, [batch]).rows == 6  # duplicates without orderBy: the commit refuses them
+    whole = task_rows(plain, [batch])
+    assert whole is not None and whole.num_rows == 6  # duplicates without orderBy: the commit refuses them
 
 
 def test_columns_are_checked_when_the_query_starts() -> None:
