@@ -34,6 +34,11 @@ CACHE = REPO_ROOT / ".cache" / "install-venv"
 SMOKE = REPO_ROOT / "tests" / "support" / "install_smoke.py"
 
 
+# No byte-compiling of what pip installs (pyspark's thousands of modules: half of the fresh install's time); Python
+# compiles the modules a run imports as it imports them. A module that does not compile fails pip neither way.
+PIP_INSTALL = ["-m", "pip", "install", "--quiet", "--no-compile"]
+
+
 def run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False, **kwargs)  # type: ignore[call-overload]
     assert proc.returncode == 0, f"{' '.join(map(str, cmd))} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}"
@@ -82,10 +87,10 @@ def test_the_wheel_installs_into_an_empty_venv_and_runs(tmp_path: Path, pg_serve
         # an empty venv: only pip; the wheel's declared dependencies are resolved from scratch
         frozen = run([str(python), "-m", "pip", "freeze", "--all"], env=env).stdout.split()
         assert [p for p in frozen if not p.lower().startswith(("pip==", "setuptools=="))] == [], frozen
-        run([str(python), "-m", "pip", "install", "--quiet", f"{wheel}[postgres,duckdb]"], env=env)
+        run([str(python), *PIP_INSTALL, f"{wheel}[postgres,duckdb]"], env=env)
         stamp.write_text("\n".join(reqs))
     else:  # same dependency set: this wheel's code only
-        run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall", str(wheel)], env=env)
+        run([str(python), *PIP_INSTALL, "--no-deps", "--force-reinstall", str(wheel)], env=env)
     db = create_database(pg_admin)  # type: ignore[arg-type]
     try:
         work = tmp_path / "work"
@@ -126,7 +131,7 @@ def overlay(python: Path, folder: Path, packages: list[str], env: dict[str, str]
     stamp = folder / ".installed"
     if not stamp.exists() or stamp.read_text() != "\n".join(packages):
         shutil.rmtree(folder, ignore_errors=True)
-        run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(folder), *packages], env=env)
+        run([str(python), *PIP_INSTALL, "--no-deps", "--target", str(folder), *packages], env=env)
         stamp.write_text("\n".join(packages))
     return folder
 
@@ -159,9 +164,9 @@ def test_the_extras_run_at_their_floors_and_older_ones_are_refused(
     if not (venv / ".installed").exists():
         shutil.rmtree(venv, ignore_errors=True)
         run([sys.executable, "-m", "venv", str(venv)], env=env)
-        run([str(python), "-m", "pip", "install", "--quiet", *core, *pins], env=env)
+        run([str(python), *PIP_INSTALL, *core, *pins], env=env)
         (venv / ".installed").write_text("\n".join(pins))
-    run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall", str(wheel)], env=env)
+    run([str(python), *PIP_INSTALL, "--no-deps", "--force-reinstall", str(wheel)], env=env)
     gcs_floor = f"gcsfs=={floors['gcs']['gcsfs']}"
     at_floor = overlay(python, venv / "gcs-floor", [gcs_floor, gcs_floor.replace("gcsfs", "fsspec")], env)
     below = overlay(python, venv / "below", sorted(BELOW.values()), env)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import duckdb
 
 from pyspark_ducklake.catalog.types import Column, decimal_params
-from pyspark_ducklake.duckdb_attach import connect_duckdb
+from tests.support.duck import connect_duckdb
 
 _SIMPLE_TYPES: dict[str, str] = {
     "boolean": "BOOLEAN",

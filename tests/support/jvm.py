@@ -55,8 +55,16 @@ def driver_java_options(create: Callable[[str], subprocess.CompletedProcess[str]
 def existing_archive_options() -> str:
     """Java options for a short-lived driver that does not make the archive: the archive if another driver made it
     (``driver_java_options``), and C1 only."""
+    return f"{archive_option()} {FAST_START}".strip()
+
+
+def archive_option() -> str:
+    """The archive's Java option if another driver made it, else ``""``: for a JVM that lives long (the tests'
+    SparkSession, the docs' session, a cluster's driver), which starts about 5 s sooner with it and keeps the
+    optimising compiler. In ``make test`` the crash-recovery test makes it in the first minute (xdist hands out its
+    group, the fault tests', among the first work units)."""
     path = archive_path()
-    return f"-XX:SharedArchiveFile={path} -Xshare:auto {FAST_START}" if path.exists() else FAST_START
+    return f"-XX:SharedArchiveFile={path} -Xshare:auto" if path.exists() else ""
 
 
 def spark_submit_env(java_options: str) -> dict[str, str]:

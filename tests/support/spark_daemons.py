@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pyspark
 
+from tests.support.jvm import archive_option
 from tests.support.processes import stop_daemon
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
@@ -108,6 +109,8 @@ def _environment() -> dict[str, str]:
     env["PYSPARK_DRIVER_PYTHON"] = sys.executable
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
     env.setdefault("SPARK_LOCAL_HOSTNAME", "127.0.0.1")
+    if java_options := archive_option():  # the master's and worker's JVMs: the shared class archive when made
+        env["SPARK_DAEMON_JAVA_OPTS"] = java_options
     return env
 
 
@@ -186,6 +189,7 @@ def start_connect_server(
         "spark.sql.warehouse.dir": str(state_dir / "warehouse"),
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
+        **({"spark.driver.extraJavaOptions": archive_option()} if archive_option() else {}),  # start-up ~5 s shorter
         **(conf or {}),
     }
     args = [str(SPARK_HOME / "bin" / "spark-submit"), "--class", CONNECT_SERVER, "--master", master]
