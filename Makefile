@@ -18,7 +18,7 @@ define run_pytest
 	exit $$rc
 endef
 
-.PHONY: help install fuzz test-property soak bench-concurrency bench-batch bench-duckdb-tables bench-sink bench-upsert bench-cdc bench-kafka bench-feed bench-format bench-history demo demo-python kafka-start kafka-stop kafka-demo test-kafka test test-unit test-conformance duckdb-dev test-duckdb-dev test-integration lint format pg-start pg-stop clean
+.PHONY: help install fuzz test-property soak bench-concurrency bench-batch bench-duckdb-tables bench-sink bench-upsert bench-stream-upsert bench-cdc bench-kafka bench-feed bench-format bench-history demo demo-python kafka-start kafka-stop kafka-demo test-kafka test test-unit test-conformance duckdb-dev test-duckdb-dev test-integration lint format pg-start pg-stop clean
 
 help: ## List the targets
 	@echo "usage: make <target>"
@@ -116,6 +116,10 @@ bench-upsert: install ## Upsert micro-batches (1k and 100k keys) into a 10M-row 
 	bash bench/fetch_delta.sh --venv >/dev/null
 	$(PYTHON) bench/upsert_bench.py --rows 10000000 --small-table-rows 1000000 --keys 1000,100000 --batches 10 \
 		--out bench/results/upsert.json
+
+bench-stream-upsert: install ## 1M- and 10M-row upsert batches through writeStream.format("ducklake") vs Delta's MERGE: the driver side's peak memory (bench/README.md)
+	bash bench/fetch_delta.sh --venv >/dev/null
+	$(PYTHON) bench/stream_upsert_bench.py --rows 1000000,10000000 --out bench/results/stream_upsert.json
 
 bench-cdc: install ## CDC pipeline latency, PostgreSQL commit -> visible in the lake (Debezium, Kafka, upsert sink), ~10 min (bench/README.md)
 	$(PYTHON) bench/cdc_bench.py --triggers 0,1 --probes 300 --out bench/results/cdc.json

@@ -30,7 +30,7 @@ from pyspark_ducklake.io.deletion_vector import (
 )
 from pyspark_ducklake.io.encryption import encode_key, new_key
 from pyspark_ducklake.options import parse_bool
-from pyspark_ducklake.table.data_files import new_delete_file_name, write_delete_file
+from pyspark_ducklake.table.data_files import new_delete_file_name, unique_positions, write_delete_file
 from pyspark_ducklake.table.scan import (
     FILE_POSITION,
     ROWID,
@@ -153,7 +153,7 @@ def write_deletes(
         )
         merged = dict(zip(positions, snapshots, strict=True))
     # numpy, not Python lists: a file of millions of rows may lose most of them in one commit
-    wanted = np.unique(np.asarray(fresh, dtype=np.int64))
+    wanted = unique_positions(fresh)
     known = np.fromiter([*merged, *state.inlined_positions], dtype=np.int64)
     left = wanted[~np.isin(wanted, known)] if len(known) else wanted
     if len(left) < len(wanted):

@@ -39,7 +39,7 @@ from pyspark_ducklake.catalog.transaction import Plan
 from pyspark_ducklake.exceptions import CommitConflictError, CommitStateUnknownError, DuplicateKeyError, NullKeyError
 from pyspark_ducklake.io.fileio import delete_files
 from pyspark_ducklake.table import upsert as U
-from pyspark_ducklake.table.data_files import PendingFile, conform_to_table, write_data_files
+from pyspark_ducklake.table.data_files import PendingFile, conform_to_table, unique_positions, write_data_files
 from pyspark_ducklake.table.delete import DeletePlan, FileDeletes
 from pyspark_ducklake.table.key_buckets import BUCKETS, bucket_ranges, in_range, key_buckets
 from pyspark_ducklake.table.key_scan import KeyScan
@@ -235,7 +235,7 @@ class _FileEnds:
             ended = self._place.read(s)
             mine = ended.filter(pc.equal(ended.column(_FILE), self.file.data_file_id))
             parts.append(mine.column(_POS).to_numpy())
-        return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+        return unique_positions(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
 
 
 @dataclass

@@ -309,23 +309,25 @@ def _changes(
     for i, task in enumerate(scan.files):
         mine = np.sort(p[w == i])
         if len(mine):
-            files.append(FileDeletes(task.file, tuple(int(x) for x in mine)))
-    inlined = tuple(int(x) for x in np.sort(r[w == -1]))
+            files.append(FileDeletes(task.file, tuple(mine.tolist())))
+    inlined = tuple(np.sort(r[w == -1]).tolist())
     plan = DeletePlan(scan.table, scan.snapshot_id, tuple(files), inlined)
-    first: dict[int, int] = {}
-    for bi, ri in zip(b.tolist(), r.tolist(), strict=True):
-        if bi not in first or ri < first[bi]:
-            first[bi] = ri
-    keep = ~deletes
+    # the smallest matched row id of each batch row
+    order = np.lexsort((r, b))
+    b_sorted, r_sorted = b[order], r[order]
+    head = np.ones(len(order), dtype=bool)
+    head[1:] = b_sorted[1:] != b_sorted[:-1]
+    smallest = np.full(rows.num_rows, -1, dtype=np.int64)
+    smallest[b_sorted[head]] = r_sorted[head]
     matched = np.zeros(rows.num_rows, dtype=bool)
-    if first:
-        matched[np.fromiter(first.keys(), dtype=np.int64)] = True
+    matched[b_sorted[head]] = True
+    keep = ~deletes
     replaced_idx = np.flatnonzero(keep & matched)
     inserted_idx = np.flatnonzero(keep & ~matched)
     return RowChanges(
         plan,
         rows.take(pa.array(replaced_idx, pa.int64())),
-        tuple(first[int(i)] for i in replaced_idx),
+        tuple(smallest[replaced_idx].tolist()),
         rows.take(pa.array(inserted_idx, pa.int64())),
     )
 
