@@ -100,7 +100,9 @@ def worker(engine: str, inputs: Path, work: Path) -> None:
         import pyspark_ducklake as pdl
 
         url, data = f"sqlite:///{work / 'lake.sqlite'}", str(work / "data") + "/"
-        pdl.write_table(table, "main.t", catalog=url, data_path=data, mode="overwrite", options={"targetFileRows": FILE_ROWS})
+        pdl.write_table(
+            table, "main.t", catalog=url, data_path=data, mode="overwrite", options={"targetFileRows": FILE_ROWS}
+        )
     else:
         table.write.format("delta").mode("overwrite").save(str(work / "delta"))
     created = time.perf_counter() - t0

@@ -19,7 +19,7 @@ column (:data:`DELETE_FLAG`); everything here is Arrow and the catalog, as :meth
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,32 +121,39 @@ def write_upsert_task(task: UpsertTaskPlan, batches: Iterable[pa.RecordBatch]) -
         row_ids[joined.column("__i").to_numpy()] = joined.column(ROW_ID).to_numpy()
     replaced = np.flatnonzero(row_ids >= 0)
     inserted = np.flatnonzero(row_ids < 0)
-    files: list[PendingFile] = []
-    step = max(plan.target_file_rows, 1)
+    files = write_rows(plan, data.take(pa.array(replaced, pa.int64())), row_ids[replaced])
     try:
-        for start in range(0, len(replaced), step):
-            idx = replaced[start : start + step]
-            rows = U.with_row_ids(data.take(pa.array(idx)), row_ids[idx].tolist())
-            files += _write(rows, plan)
-        for start in range(0, len(inserted), step):
-            files += _write(data.take(pa.array(inserted[start : start + step])), plan)
+        files += write_rows(plan, data.take(pa.array(inserted, pa.int64())), None)
     except BaseException:
         delete_files([f.written.path for f in files], plan.storage_options)
         raise
     return TaskOutput(data.num_rows, None, tuple(files))
 
 
-def _write(rows: pa.Table, plan: BatchPlan) -> list[PendingFile]:
-    return write_data_files(
-        rows,
-        plan.table_dir,
-        plan.schema,
-        plan.keys,
-        storage_options=plan.storage_options,
-        job=plan.job,
-        encrypt=plan.encrypted,
-        table_name=plan.table_name,
-    )
+def write_rows(plan: BatchPlan, rows: pa.Table, row_ids: Sequence[int] | np.ndarray | None) -> list[PendingFile]:
+    """``rows`` as files of ``target_file_rows`` rows named for the batch's job, with the row ids they keep
+    (DuckDB's ``_ducklake_internal_row_id``) when ``row_ids`` is given; none left behind on failure."""
+    files: list[PendingFile] = []
+    step = max(plan.target_file_rows, 1)
+    try:
+        for start in range(0, rows.num_rows, step):
+            part = rows.slice(start, step)
+            if row_ids is not None:
+                part = U.with_row_ids(part, np.asarray(row_ids[start : start + step], dtype=np.int64).tolist())
+            files += write_data_files(
+                part,
+                plan.table_dir,
+                plan.schema,
+                plan.keys,
+                storage_options=plan.storage_options,
+                job=plan.job,
+                encrypt=plan.encrypted,
+                table_name=plan.table_name,
+            )
+    except BaseException:
+        delete_files([f.written.path for f in files], plan.storage_options)
+        raise
+    return files
 
 
 class UpsertCommitter:

@@ -39,12 +39,12 @@ from pyspark_ducklake.catalog.transaction import Plan
 from pyspark_ducklake.exceptions import CommitConflictError, CommitStateUnknownError, DuplicateKeyError, NullKeyError
 from pyspark_ducklake.io.fileio import delete_files
 from pyspark_ducklake.table import upsert as U
-from pyspark_ducklake.table.data_files import PendingFile, conform_to_table, unique_positions, write_data_files
+from pyspark_ducklake.table.data_files import PendingFile, conform_to_table, unique_positions
 from pyspark_ducklake.table.delete import DeletePlan, FileDeletes
 from pyspark_ducklake.table.key_buckets import BUCKETS, bucket_ranges, in_range, key_buckets
 from pyspark_ducklake.table.key_scan import KeyScan
 from pyspark_ducklake.table.microbatch import BatchMetrics, BatchPlan, TablePlan, TaskOutput, UpsertSpec, from_ipc
-from pyspark_ducklake.table.microbatch_upsert import DELETE_FLAG, UpsertCommitter
+from pyspark_ducklake.table.microbatch_upsert import DELETE_FLAG, UpsertCommitter, write_rows
 from pyspark_ducklake.table.scan import ROWID, FileTask, execute_file_task
 from pyspark_ducklake.table.scratch import Scratch, ScratchBuffer, ScratchPlace
 
@@ -169,31 +169,6 @@ def _ended(deletes: DeletePlan) -> tuple[pa.Table, tuple[int, ...]]:
         }
     )
     return table, tuple(f.file.data_file_id for f in deletes.files if len(f.positions))
-
-
-def write_rows(plan: BatchPlan, rows: pa.Table, row_ids: Sequence[int] | np.ndarray | None) -> list[PendingFile]:
-    """``rows`` as files of ``target_file_rows`` rows, with the row ids they keep when ``row_ids`` is given."""
-    files: list[PendingFile] = []
-    step = max(plan.target_file_rows, 1)
-    try:
-        for start in range(0, rows.num_rows, step):
-            part = rows.slice(start, step)
-            if row_ids is not None:
-                part = U.with_row_ids(part, np.asarray(row_ids[start : start + step], dtype=np.int64).tolist())
-            files += write_data_files(
-                part,
-                plan.table_dir,
-                plan.schema,
-                plan.keys,
-                storage_options=plan.storage_options,
-                job=plan.job,
-                encrypt=plan.encrypted,
-                table_name=plan.table_name,
-            )
-    except BaseException:
-        delete_files([f.written.path for f in files], plan.storage_options)
-        raise
-    return files
 
 
 def read_staged(f: PendingFile, plan: BatchPlan) -> tuple[pa.Table, np.ndarray]:

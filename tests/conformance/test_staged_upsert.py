@@ -23,8 +23,8 @@ import pyspark_ducklake as pdl
 from pyspark_ducklake.exceptions import DuplicateKeyError, NullKeyError
 from pyspark_ducklake.spark.lake_config import LakeConfig
 from pyspark_ducklake.streaming.write_stream import DuckLakeStreamWriter, StreamTaskMessage
-from pyspark_ducklake.table.microbatch import TaskOutput
 from pyspark_ducklake.table import scratch, staged_upsert
+from pyspark_ducklake.table.microbatch import TaskOutput
 from pyspark_ducklake.table.staged_upsert import StagedTask
 from tests.support.duck import open_duckdb
 
