@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import types as T
 
@@ -296,3 +297,31 @@ def test_commit_messages_do_not_grow_with_the_batch(sqlite_catalog: Any) -> None
     assert sizes[1] < sizes[0] * 1.2, sizes  # ten times the rows
     assert lake.scan("main.t").num_rows == 20_000 + 10_000
     assert lake.orphan_files(older_than=dt.timedelta(0)) == []  # the scratch files are gone too
+
+
+def test_an_encrypted_lake_encrypts_the_scratch_files_too(sqlite_catalog: Any, small_parts: None) -> None:
+    # the scratch files hold the table's keys: in an encrypted lake each has its own key, as the data files do
+    from tests.conformance.test_encrypted_lake import assert_every_file_encrypted, duck_encrypted
+
+    lake = pdl.connect(sqlite_catalog.url, sqlite_catalog.data_path, encrypted=True)
+    lake.create_table("main.t", TABLE_SCHEMA)
+    lake.append("main.t", pa.table({"id": list(range(10)), "g": [0] * 10, "v": ["old"] * 10}, schema=TABLE_SCHEMA))
+    tasks = [[(i, 0, f"a{i}", "u", 1) for i in range(5, 15)], [(3, 1, "", "d", 1), (5, 1, "b5", "u", 2)]]
+    w = writer(sqlite_catalog, "main.t", 1)
+    messages = run_tasks(w, tasks)
+    scratch_files = [s for m in messages if isinstance(m.output, StagedTask) for s in m.output.scratch]
+    assert scratch_files
+    for s in scratch_files:
+        assert s.key is not None and Path(s.path).read_bytes()[:4] == b"PARE"
+        with pytest.raises(OSError):
+            pq.read_table(s.path)
+    copy(w).commit(list(messages), 0)
+    want = {i: "old" for i in range(10) if i != 3} | {i: f"a{i}" for i in range(5, 15)} | {5: "b5"}
+    assert {i: v for _, i, _, v in rows_of(lake, "main.t")} == want
+    assert not any(Path(s.path).exists() for s in scratch_files)
+    assert_every_file_encrypted(sqlite_catalog)
+    con = duck_encrypted(sqlite_catalog)
+    try:
+        assert sorted(con.execute("SELECT rowid, id, g, v FROM lake.main.t").fetchall()) == rows_of(lake, "main.t")
+    finally:
+        con.close()
