@@ -55,6 +55,8 @@ DROP = -2
 _BUCKET = "__ducklake_bucket"
 _TASK = "__ducklake_task"
 _INDEX = "__ducklake_index"
+_KEY = "__ducklake_key{}"  # the report's key columns, by place: a key may be named like any other column
+_ORDER = "__ducklake_order{}"
 _FILE = "__ducklake_file"  # in the ended rows: the data file id (-1: an inlined row, its row id in _POS)
 _POS = "__ducklake_pos"
 
@@ -69,7 +71,7 @@ class StagedTask:
 
     files: tuple[PendingFile, ...]
     with_ids: tuple[bool, ...]  # per file: it carries the row ids of replaced rows
-    report: tuple[Scratch, ...]  # keys, __o<i> (orderBy), DELETE_FLAG, ROW_ID, _BUCKET; sorted by _BUCKET
+    report: tuple[Scratch, ...]  # _KEY<i>, _ORDER<i> (orderBy), DELETE_FLAG, ROW_ID, _BUCKET; sorted by _BUCKET
     buckets: bytes  # int32 per bucket: how many of the task's keys fall in it
     ended: tuple[Scratch, ...]  # _FILE, _POS: the rows its keys end, sorted by _FILE
     ended_files: tuple[int, ...]  # the data files it ends rows of
@@ -143,12 +145,16 @@ def stage_task(
     )
 
 
+def key_names(spec: UpsertSpec) -> list[str]:
+    return [_KEY.format(i) for i in range(len(spec.keys))]
+
+
 def _report(data: pa.Table, rows: pa.Table, flags: np.ndarray, row_ids: np.ndarray, spec: UpsertSpec) -> pa.Table:
     """The task's keys as the commit resolves them, sorted by bucket."""
-    names = [*spec.keys]
+    names = key_names(spec)
     columns = [data.column(k) for k in spec.keys]
     for i, c in enumerate(spec.order_by):
-        names.append(f"__o{i}")
+        names.append(_ORDER.format(i))
         columns.append(rows.column(c))
     report = pa.Table.from_arrays(columns, names=names)
     report = report.append_column(DELETE_FLAG, pa.array(flags)).append_column(ROW_ID, pa.array(row_ids))
@@ -266,14 +272,16 @@ class _Batch:
         n = every.num_rows
         every = every.append_column(_INDEX, pa.array(np.arange(n, dtype=np.int64)))
         flags = np.asarray(every.column(DELETE_FLAG).to_numpy(zero_copy_only=False), dtype=bool)
-        orders = [c for c in every.column_names if c.startswith("__o")]
-        order = every.select(orders) if orders else None
-        rows = every.select([*self.spec.keys, _TASK, ROW_ID, _INDEX])
+        keys = key_names(self.spec)
+        order = every.select([_ORDER.format(i) for i in range(len(self.spec.order_by))]) if self.spec.order_by else None
+        # the keys by their own names for prepare_rows' errors (a key named like _TASK would clash: none is)
+        rows = every.select([*keys, _TASK, ROW_ID, _INDEX]).rename_columns([*self.spec.keys, _TASK, ROW_ID, _INDEX])
         batch = U.prepare_rows(rows, flags, order, self.spec.keys)
         won = np.zeros(n, dtype=bool)
         won[batch.rows.column(_INDEX).to_numpy()] = True
-        losers = every.filter(pa.array(~flags & ~won)).select([*self.spec.keys, _TASK])
-        return batch.rows.drop_columns([_INDEX]), batch.deletes, losers
+        losers = every.filter(pa.array(~flags & ~won)).select([*keys, _TASK])
+        winners = batch.rows.drop_columns([_INDEX]).rename_columns([*keys, _TASK, ROW_ID])
+        return winners, batch.deletes, losers
 
     def add_fixes(self, rows: pa.Table, new_ids: np.ndarray) -> None:
         """Record that the rows (keys, _TASK) must carry ``new_ids`` (DROP: be removed) in their task's files."""
@@ -282,7 +290,7 @@ class _Batch:
         task_of = rows.column(_TASK).to_numpy()
         for t in np.unique(task_of):
             mine = np.flatnonzero(task_of == t)
-            fixes = rows.take(pa.array(mine, pa.int64())).select(list(self.spec.keys))
+            fixes = rows.take(pa.array(mine, pa.int64())).select(key_names(self.spec))
             self.tasks[int(t)].fixes.add(fixes.append_column(NEW_ID, pa.array(new_ids[mine], pa.int64())))
 
     def rewrite(self) -> None:
@@ -304,7 +312,7 @@ class _Batch:
                 new = np.full(rows.num_rows, np.iinfo(np.int64).min, dtype=np.int64)
                 for s in fixes:
                     fix = self.place.read(s)
-                    wanted = U.key_table(fix, self.spec.keys)
+                    wanted = U.key_table(fix, key_names(self.spec))
                     wanted = wanted.cast(at.select(names).schema).append_column(NEW_ID, fix.column(NEW_ID))
                     joined = at.join(wanted, keys=names, join_type="inner", use_threads=False)
                     new[joined.column("__i").to_numpy()] = joined.column(NEW_ID).to_numpy()
@@ -454,7 +462,8 @@ def _commit(
             winners, deletes, losers = resolved
             if not batch.losers_dropped:  # the tasks' pairing was never used: their losing rows go here
                 batch.add_fixes(losers, np.full(losers.num_rows, DROP, dtype=np.int64))
-            indexed = winners.append_column(_INDEX, pa.array(np.arange(winners.num_rows, dtype=np.int64)))
+            indexed = winners.select(key_names(spec)).rename_columns(list(spec.keys))
+            indexed = indexed.append_column(_INDEX, pa.array(np.arange(winners.num_rows, dtype=np.int64)))
             changes = upserts._plan(current, head, U.UpsertRows(indexed, deletes, spec.keys))
             right = np.full(winners.num_rows, -1, dtype=np.int64)
             right[changes.replaced.column(_INDEX).to_numpy()] = np.asarray(changes.replaced_row_ids, dtype=np.int64)

@@ -325,3 +325,38 @@ def test_an_encrypted_lake_encrypts_the_scratch_files_too(sqlite_catalog: Any, s
         assert sorted(con.execute("SELECT rowid, id, g, v FROM lake.main.t").fetchall()) == rows_of(lake, "main.t")
     finally:
         con.close()
+
+
+def test_columns_named_like_the_commits_own(sqlite_catalog: Any, small_parts: None) -> None:
+    # a key named like the order columns of the scratch files, a value like their keys, an orderBy named "k0"
+    stream = T.StructType(
+        [
+            T.StructField("__o0", T.LongType()),
+            T.StructField("__ducklake_key0", T.StringType()),
+            T.StructField("k0", T.LongType()),
+        ]
+    )
+    lake = pdl.connect(sqlite_catalog.url, sqlite_catalog.data_path)
+    schema = pa.schema([("__o0", pa.int64()), ("__ducklake_key0", pa.string())])
+    lake.create_table("main.odd", schema)
+    lake.append("main.odd", pa.table({"__o0": [1, 2, 3], "__ducklake_key0": ["a", "b", "c"]}, schema=schema))
+    options = {
+        "catalog": sqlite_catalog.url,
+        "dataPath": sqlite_catalog.data_path,
+        "upsertOn": "__o0",
+        "orderBy": "k0",
+        "app_id": "app",
+        "data_inlining_row_limit": "1",
+    }
+    w = DuckLakeStreamWriter(LakeConfig.resolve(options), "main.odd", options, stream)
+    tasks = [
+        pa.record_batch({"__o0": [2, 4, 5], "__ducklake_key0": ["x2", "x4", "x5"], "k0": [9, 1, 1]}),
+        pa.record_batch({"__o0": [2, 4], "__ducklake_key0": ["y2", "y4"], "k0": [1, 1]}),
+    ]
+    messages = [copy(w).write(iter([b])) for b in tasks]
+    assert staged(messages) == 2
+    copy(w).commit(messages, 0)
+    t = lake.scan("main.odd")
+    got = dict(zip(t.column("__o0").to_pylist(), t.column("__ducklake_key0").to_pylist(), strict=True))
+    assert got == {1: "a", 2: "x2", 3: "c", 4: "y4", 5: "x5"}  # 2: the higher k0; 4: a tie, the later task
+    assert lake.table("main.odd").table_schema.names() == ["__o0", "__ducklake_key0"]
