@@ -355,7 +355,7 @@ def test_columns_named_like_the_commits_own(sqlite_catalog: Any, small_parts: No
     ]
     messages = [copy(w).write(iter([b])) for b in tasks]
     assert staged(messages) == 2
-    copy(w).commit(messages, 0)
+    copy(w).commit(list[Any](messages), 0)
     t = lake.scan("main.odd")
     got = dict(zip(t.column("__o0").to_pylist(), t.column("__ducklake_key0").to_pylist(), strict=True))
     assert got == {1: "a", 2: "x2", 3: "c", 4: "y4", 5: "x5"}  # 2: the higher k0; 4: a tie, the later task
