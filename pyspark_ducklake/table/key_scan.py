@@ -10,13 +10,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pyarrow as pa
 
-from pyspark_ducklake.catalog import reader as R
 from pyspark_ducklake.catalog.db import Connection
 from pyspark_ducklake.catalog.entries import TableEntry
 from pyspark_ducklake.catalog.format_version import FormatVersion
 from pyspark_ducklake.catalog.types import Column
 from pyspark_ducklake.table import upsert as U
-from pyspark_ducklake.table.pruning import may_match
+from pyspark_ducklake.table.pruning import column_statistics, may_match
 from pyspark_ducklake.table.scan import ScanPlan, plan_scan
 
 
@@ -61,13 +60,10 @@ def plan_key_scan(
     scan = plan_scan(conn, entry, snapshot, data_path, fmt=fmt, columns=list(keys))
     key = scan.schema.by_name(keys[0])
     assert key is not None
-    ids = [f.file.data_file_id for f in scan.files]
-    stats = R.file_column_stats(conn, entry.table_id, [key.column_id], ids) if ids else {}
-    types = set(R.column_types_ever(conn, entry.table_id, [key.column_id]).get(key.column_id, set()))
-    if any(f.file.mapping_id is not None for f in scan.files):
-        types.add("float32")  # added files keep statistics in their own types (see table.pruning)
+    stats, history = column_statistics(conn, entry, [key.column_id], [f.file for f in scan.files])
     bounds = []
-    for i in ids:
-        row = stats.get(i, {}).get(key.column_id)
+    for f in scan.files:
+        row = stats.get(f.file.data_file_id, {}).get(key.column_id)
         bounds.append(None if row is None else KeyBounds(row.min_value, row.max_value, row.contains_nan))
+    types = history.get(key.column_id, set())
     return KeyScan(scan, key, tuple(bounds), frozenset(types))

@@ -191,7 +191,7 @@ class UpsertCommitter:
         state: dict[str, Any] = {}
 
         def plan_at(snapshot: int, current: TableEntry) -> Plan | None:
-            changes = self._plan(current, snapshot, batch)
+            changes = self.pair(current, snapshot, batch)
             state["changes"] = changes
             if changes.is_empty():
                 return None
@@ -210,21 +210,18 @@ class UpsertCommitter:
                 written.append([f.written.path for f in files[0] + files[1]])
             state["inline"] = inline
             state["files"] = 0 if files is None else len(files[0]) + len(files[1])
-            apply = self._apply(plan, tplan, changes, inline, files, app_id, batch_id, rows, state)
+            apply = self.apply_change(plan, tplan, changes, inline, files, app_id, batch_id, rows, state)
             return Plan(apply, snapshot)
 
         def replan() -> Plan | None:
-            with self.lake.engine.connect() as conn:
-                head = R.latest_snapshot(conn).snapshot_id
-                current = R.table_by_name(conn, self.committer.schema_name, self.committer.table_name, head)
-            if current.table_id != entry.table_id:
-                raise CommitConflictError(f"table {plan.table_name} was dropped and created again by another writer")
-            return plan_at(head, current)
+            return plan_at(*self.table_at_head(entry, plan.table_name))
 
         first = plan_at(tplan.snapshot_id, entry)
         if first is None:
             return self.record_unchanged(tplan, app_id, batch_id, data.num_rows, started)
-        return self._commit(first, replan, written, app_id, batch_id, data.num_rows, started, state, entry.table_id)
+        return self.commit_planned(
+            first, replan, written, app_id, batch_id, data.num_rows, started, state, entry.table_id
+        )
 
     # --- a large batch: keys on the driver, rows on the executors -------------------------------------------------
 
@@ -241,7 +238,7 @@ class UpsertCommitter:
         key_rows = _key_types(keys, plan, self.spec)
         batch = U.prepare_rows(key_rows, deletes, None, self.spec.keys)
         kept = int((~batch.deletes).sum())
-        changes = None if tplan.entry is None else self._plan(tplan.entry, tplan.snapshot_id, batch)
+        changes = None if tplan.entry is None else self.pair(tplan.entry, tplan.snapshot_id, batch)
         replaced = key_rows.slice(0, 0) if changes is None else changes.replaced
         row_ids = () if changes is None else changes.replaced_row_ids
         matches = U.key_table(replaced, self.spec.keys).append_column(ROW_ID, pa.array(list(row_ids), pa.int64()))
@@ -271,10 +268,10 @@ class UpsertCommitter:
         if planned.changes.deletes.rows == 0 and not files:
             return self.record_unchanged(tplan, app_id, batch_id, rows, started)
         state: dict[str, Any] = {"changes": planned.changes, "inline": False, "files": len(files)}
-        apply = self._apply(plan, tplan, planned.changes, False, ([], files), app_id, batch_id, None, state)
+        apply = self.apply_change(plan, tplan, planned.changes, False, ([], files), app_id, batch_id, None, state)
         written = [[f.written.path for f in files]]
         first = Plan(apply, tplan.snapshot_id)
-        return self._commit(first, None, written, app_id, batch_id, rows, started, state, tplan.entry.table_id)
+        return self.commit_planned(first, None, written, app_id, batch_id, rows, started, state, tplan.entry.table_id)
 
     def record_unchanged(self, tplan: TablePlan, app_id: str, batch_id: int, rows: int, started: float) -> BatchMetrics:
         """A batch that changes nothing: no snapshot, but its batch id is recorded (when the table exists), so a
@@ -288,7 +285,20 @@ class UpsertCommitter:
 
     # --- shared ---------------------------------------------------------------------------------------------------
 
-    def _plan(self, entry: TableEntry, snapshot: int, batch: U.UpsertRows) -> U.RowChanges:
+    def table_at_head(self, entry: TableEntry, table_name: str) -> tuple[int, TableEntry]:
+        """The newest snapshot and the table in it, for a re-plan after another writer's change.
+
+        Raises:
+            CommitConflictError: the table was dropped and created again meanwhile.
+        """
+        with self.lake.engine.connect() as conn:
+            head = R.latest_snapshot(conn).snapshot_id
+            current = R.table_by_name(conn, self.committer.schema_name, self.committer.table_name, head)
+        if current.table_id != entry.table_id:
+            raise CommitConflictError(f"table {table_name} was dropped and created again by another writer")
+        return head, current
+
+    def pair(self, entry: TableEntry, snapshot: int, batch: U.UpsertRows) -> U.RowChanges:
         """Pair the batch's keys with the table's live rows at ``snapshot``, reading only the key columns of the
         files whose statistics may hold them."""
         if batch.rows.num_rows == 0:
@@ -306,7 +316,7 @@ class UpsertCommitter:
             )
         return U.plan_upsert(scan, batch, self.lake.storage_options)
 
-    def _apply(
+    def apply_change(
         self,
         plan: BatchPlan,
         tplan: TablePlan,
@@ -347,7 +357,7 @@ class UpsertCommitter:
 
         return apply
 
-    def _commit(
+    def commit_planned(
         self,
         first: Plan,
         replan: Callable[[], Plan | None] | None,

@@ -87,12 +87,7 @@ def prune_files(
     if any(not a and not b for a, b in zip(usable, by_partition, strict=True)):
         return files, 0  # a branch with nothing to prune on may match any file
     ids = sorted({c.column_id for branch in usable for c, _, _ in branch})
-    stats = reader.file_column_stats(conn, table.table_id, ids, [f.data_file_id for f in files]) if ids else {}
-    history = reader.column_types_ever(conn, table.table_id, ids) if ids else {}
-    if any(f.mapping_id is not None for f in files):
-        # added files keep statistics in their own types: a FLOAT file in a DOUBLE column has FLOAT bounds
-        for cid in ids:
-            history.setdefault(cid, set()).add("float32")
+    stats, history = column_statistics(conn, table, ids, files)
     partitioned = any(f.partition_id is not None for f in files)
     pruner = PartitionPruner(conn, table.table_id, [c for b in by_partition for c, _, _ in b]) if partitioned else None
     keep = np.zeros(len(files), dtype=bool)
@@ -107,6 +102,22 @@ def prune_files(
         keep |= branch
     kept = [f for f, k in zip(files, keep, strict=True) if k]
     return kept, len(files) - len(kept)
+
+
+def column_statistics(
+    conn: Connection, table: TableEntry, column_ids: list[int], files: Sequence[DataFileEntry]
+) -> tuple[dict[int, dict[int, Any]], dict[int, set[str]]]:
+    """What :func:`may_match` reads for ``files``: ``{data_file_id: {column_id: stats row}}``, and the types each
+    column has had (statistics keep the type of their file)."""
+    if not column_ids:
+        return {}, {}
+    stats = reader.file_column_stats(conn, table.table_id, column_ids, [f.data_file_id for f in files])
+    history = reader.column_types_ever(conn, table.table_id, column_ids)
+    if any(f.mapping_id is not None for f in files):
+        # added files keep statistics in their own types: a FLOAT file in a DOUBLE column has FLOAT bounds
+        for cid in column_ids:
+            history.setdefault(cid, set()).add("float32")
+    return stats, history
 
 
 def may_match(column: Column, op: str, value: Any, rows: Sequence[Any], types: set[str]) -> np.ndarray:

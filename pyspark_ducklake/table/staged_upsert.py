@@ -33,10 +33,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pyspark_ducklake.catalog import reader as R
-from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
+from pyspark_ducklake.catalog.entries import DataFileEntry
 from pyspark_ducklake.catalog.transaction import Plan
-from pyspark_ducklake.exceptions import CommitConflictError, CommitStateUnknownError, DuplicateKeyError, NullKeyError
+from pyspark_ducklake.exceptions import CommitStateUnknownError, DuplicateKeyError, NullKeyError
 from pyspark_ducklake.io.fileio import delete_files
 from pyspark_ducklake.table import upsert as U
 from pyspark_ducklake.table.data_files import PendingFile, conform_to_table, unique_positions
@@ -107,29 +106,31 @@ def stage_task(
     except DuplicateKeyError as e:  # counted, never written: the commit refuses the whole batch
         return StagedTask((), (), (), none, (), (), rows.num_rows, duplicate=str(e))
     indexed = batch.rows.append_column(_INDEX, pa.array(np.arange(data.num_rows, dtype=np.int64)))
-    if keys is None:
-        kept = pa.array(np.flatnonzero(~flags), pa.int64())
-        changes = U.RowChanges(DeletePlan(cast(TableEntry, None), 0), indexed.slice(0, 0), (), indexed.take(kept))
+    row_ids = np.full(data.num_rows, -1, dtype=np.int64)
+    if keys is None:  # the batch creates the table: every kept row is new, nothing ends
+        replaced_rows, replaced_ids = indexed.slice(0, 0), tuple[int, ...]()
+        inserted_rows = indexed.take(pa.array(np.flatnonzero(~flags), pa.int64()))
+        ends, ended_ids = _ended([], ())
     else:
         changes = U.plan_upsert(
             keys.for_rows(batch.rows), U.UpsertRows(indexed, flags, spec.keys), plan.storage_options
         )
-    row_ids = np.full(data.num_rows, -1, dtype=np.int64)
-    if changes.replaced.num_rows:
-        row_ids[changes.replaced.column(_INDEX).to_numpy()] = np.asarray(changes.replaced_row_ids, dtype=np.int64)
+        replaced_rows, replaced_ids, inserted_rows = changes.replaced, changes.replaced_row_ids, changes.inserted
+        ends, ended_ids = _ended(changes.deletes.files, changes.deletes.inlined_row_ids)
+        if replaced_rows.num_rows:
+            row_ids[replaced_rows.column(_INDEX).to_numpy()] = np.asarray(replaced_ids, dtype=np.int64)
     place = scratch_place(plan)
     written: list[PendingFile] = []
     report_files: list[Scratch] = []
     ended_files: list[Scratch] = []
     try:
-        replaced = write_rows(plan, changes.replaced.drop_columns([_INDEX]), changes.replaced_row_ids)
+        replaced = write_rows(plan, replaced_rows.drop_columns([_INDEX]), replaced_ids)
         written += replaced
-        written += write_rows(plan, changes.inserted.drop_columns([_INDEX]), None)
+        written += write_rows(plan, inserted_rows.drop_columns([_INDEX]), None)
         report = _report(data, rows, flags, row_ids, spec)
         buckets = report.column(_BUCKET).to_numpy()
         report_files += place.write(report, _BUCKET)
-        ended, ended_ids = _ended(changes.deletes)
-        ended_files += place.write(ended, _FILE)
+        ended_files += place.write(ends, _FILE)
     except BaseException:
         delete_files([f.written.path for f in written], plan.storage_options)
         place.remove(report_files + ended_files)
@@ -163,18 +164,18 @@ def _report(data: pa.Table, rows: pa.Table, flags: np.ndarray, row_ids: np.ndarr
     return report.take(pa.array(np.argsort(buckets, kind="stable")))
 
 
-def _ended(deletes: DeletePlan) -> tuple[pa.Table, tuple[int, ...]]:
-    """The rows a plan ends, sorted by data file (inlined rows: -1 and their row id)."""
-    file_ids = [np.full(len(f.positions), f.file.data_file_id, dtype=np.int64) for f in deletes.files]
-    positions = [np.asarray(f.positions, dtype=np.int64) for f in deletes.files]
-    inlined = np.asarray(deletes.inlined_row_ids, dtype=np.int64)
+def _ended(files: Sequence[FileDeletes], inlined_row_ids: Sequence[int]) -> tuple[pa.Table, tuple[int, ...]]:
+    """The rows a delete plan ends, sorted by data file (inlined rows: -1 and their row id), and the data files."""
+    file_ids = [np.full(len(f.positions), f.file.data_file_id, dtype=np.int64) for f in files]
+    positions = [np.asarray(f.positions, dtype=np.int64) for f in files]
+    inlined = np.asarray(inlined_row_ids, dtype=np.int64)
     table = pa.table(
         {
             _FILE: np.concatenate([np.full(len(inlined), -1, dtype=np.int64), *file_ids]),
             _POS: np.concatenate([inlined, *positions]),
         }
     )
-    return table, tuple(f.file.data_file_id for f in deletes.files if len(f.positions))
+    return table, tuple(f.file.data_file_id for f in files if len(f.positions))
 
 
 def read_staged(f: PendingFile, plan: BatchPlan) -> tuple[pa.Table, np.ndarray]:
@@ -427,7 +428,7 @@ def _commit(
             return None
         state["files"] = len(files)
         changes = U.RowChanges(DeletePlan(entry, snapshot, tuple(deletes), inlined), pa.table({}), (), pa.table({}))
-        apply = upserts._apply(plan, tplan, changes, False, ([], files), app_id, batch_id, None, state)
+        apply = upserts.apply_change(plan, tplan, changes, False, ([], files), app_id, batch_id, None, state)
         return Plan(apply, snapshot)
 
     def first() -> Plan | None:
@@ -445,11 +446,7 @@ def _commit(
     def replan() -> Plan | None:
         """Another writer changed the table since the tasks paired their keys: pair them again here, at the newest
         snapshot, a bucket range at a time, and rewrite the files whose rows' row ids are no longer right."""
-        with upserts.lake.engine.connect() as conn:
-            head = R.latest_snapshot(conn).snapshot_id
-            current = R.table_by_name(conn, upserts.committer.schema_name, upserts.committer.table_name, head)
-        if current.table_id != entry.table_id:
-            raise CommitConflictError(f"table {plan.table_name} was dropped and created again by another writer")
+        head, current = upserts.table_at_head(entry, plan.table_name)
         batch.replans += 1
         everything = batch.replans > 1  # files may carry an earlier re-plan's row ids: set every row's
         ended = ScratchBuffer(batch.place, _FILE)
@@ -464,12 +461,12 @@ def _commit(
                 batch.add_fixes(losers, np.full(losers.num_rows, DROP, dtype=np.int64))
             indexed = winners.select(key_names(spec)).rename_columns(list(spec.keys))
             indexed = indexed.append_column(_INDEX, pa.array(np.arange(winners.num_rows, dtype=np.int64)))
-            changes = upserts._plan(current, head, U.UpsertRows(indexed, deletes, spec.keys))
+            changes = upserts.pair(current, head, U.UpsertRows(indexed, deletes, spec.keys))
             right = np.full(winners.num_rows, -1, dtype=np.int64)
             right[changes.replaced.column(_INDEX).to_numpy()] = np.asarray(changes.replaced_row_ids, dtype=np.int64)
             wrong = ~deletes & ((winners.column(ROW_ID).to_numpy() != right) | everything)
             batch.add_fixes(winners.filter(pa.array(wrong)), right[wrong])
-            part, _ = _ended(changes.deletes)
+            part, _ = _ended(changes.deletes.files, changes.deletes.inlined_row_ids)
             ended.add(part.filter(pc.greater_equal(part.column(_FILE), 0)))
             inlined += changes.deletes.inlined_row_ids
             by_id |= {f.file.data_file_id: f.file for f in changes.deletes.files}
@@ -483,7 +480,9 @@ def _commit(
     initial = first()
     if initial is None:
         return upserts.record_unchanged(tplan, app_id, batch_id, rows, started)
-    return upserts._commit(initial, replan, [batch.paths], app_id, batch_id, rows, started, state, entry.table_id)
+    return upserts.commit_planned(
+        initial, replan, [batch.paths], app_id, batch_id, rows, started, state, entry.table_id
+    )
 
 
 def _drop_losers(batch: _Batch) -> None:
