@@ -261,6 +261,14 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
             metrics.commit_latency_s * 1000,
         )
 
+    def _remove_replayed(self, lake: Lake, ours: list[StreamTaskMessage]) -> None:
+        """What the tasks of a batch already committed wrote: a replay writes new files, but a retry after a COMMIT
+        of unknown outcome may find its own files referenced by the snapshot that landed, so only unreferenced ones
+        go (scratch files are never referenced)."""
+        paths = [f.written.path for m in ours for f in m.output.files]
+        referenced = lake.referenced_files(paths) if paths else set()
+        delete_files([p for p in paths if p not in referenced] + scratch_paths(ours), self.config.storage_options)
+
     def _current_plan(self, plan: BatchPlan) -> None:
         """The table as this batch finds it must be the one the query started with.
 
@@ -284,11 +292,7 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
     ) -> BatchMetrics | None:
         """Commit the tasks' rows and files as one snapshot; None for a batch already committed."""
         if committer.committed_snapshot(app_id, batchId) is not None:
-            # A replay writes new files; a retry after a COMMIT of unknown outcome may find its own files
-            # referenced by the snapshot that landed: only unreferenced ones go.
-            paths = [f.written.path for m in ours for f in m.output.files]
-            referenced = lake.referenced_files(paths) if paths else set()
-            delete_files([p for p in paths if p not in referenced], self.config.storage_options)
+            self._remove_replayed(lake, ours)
             return None
         plan, tplan = committer.plan(self.incoming)
         self._current_plan(plan)
@@ -316,10 +320,7 @@ class DuckLakeStreamWriter(DataSourceStreamArrowWriter):
         files its tasks wrote removed)."""
         _, planned = committer.prepare(app_id, batchId, self.incoming)
         if planned is None:
-            paths = [f.written.path for m in ours for f in m.output.files]
-            referenced = lake.referenced_files(paths) if paths else set()
-            delete_files([p for p in paths if p not in referenced], self.config.storage_options)
-            delete_files(scratch_paths(ours), self.config.storage_options)
+            self._remove_replayed(lake, ours)
             return None
         plan, tplan = planned
         self._current_plan(plan)
