@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import pickle
 from pathlib import Path
 
 import pyarrow as pa
@@ -108,7 +109,7 @@ def _set_option(url: str, key: str, value: str, table_id: int) -> None:
 def python_history(lake: pdl.Lake) -> None:
     """Inlined and Parquet appends, deletes (Parquet delete files and, on one table, deletion vectors of several
     snapshots), updates and upserts, added, renamed and dropped columns, flush, merge, rewrite, epoch_* and bucket
-    partitions, a sorted table, dropped tables (the feed is compared over every range of a table's life, so tables
+    partitions, a sorted table, writeStream upserts written by their tasks, dropped tables (the feed is compared over every range of a table's life, so tables
     whose history is done are dropped: a range count grows with the square of the life)."""
     lake.create_table("main.srt", pa.schema([("row_id", pa.string()), ("k", pa.int32()), ("v", pa.float64())]))
     lake.set_sort_order("main.srt", ["k DESC NULLS FIRST", "v"])
@@ -158,6 +159,46 @@ def python_history(lake: pdl.Lake) -> None:
     lake.append("main.t", later.append_column("extra", pa.nulls(60, pa.string())))
     lake.merge_adjacent_files("main.t")
     lake.rewrite_data_files("main.t", delete_threshold=0)
+    staged_stream_upserts(lake)
+
+
+def staged_stream_upserts(lake: pdl.Lake) -> None:
+    """``writeStream`` upserts whose tasks write their own rows (``table/staged_upsert.py``): a key in both tasks
+    (the later ``lsn`` wins), deletes, new keys; the writer run as Spark runs it (pickled copies), without the JVM."""
+    from pyspark.sql import types as T
+
+    from pyspark_ducklake.spark.lake_config import LakeConfig
+    from pyspark_ducklake.streaming.write_stream import DuckLakeStreamWriter
+
+    schema = pa.schema([("id", pa.int64()), ("v", pa.string())])
+    lake.create_table("main.w", schema)
+    lake.append("main.w", pa.table({"id": list(range(30)), "v": [f"v{i}" for i in range(30)]}, schema=schema))
+    stream = T.StructType(
+        [T.StructField("id", T.LongType()), T.StructField("v", T.StringType()), T.StructField("lsn", T.LongType())]
+    )
+    options = {
+        "catalog": lake.location.url,
+        "dataPath": lake.data_path,
+        "upsertOn": "id",
+        "orderBy": "lsn",
+        "deleteWhen": "v IS NULL",
+        "app_id": "staged",
+        "data_inlining_row_limit": "2",
+    }
+    batches = [
+        [
+            {"id": [1, 2, 3, 40, 41], "v": ["a", "a", None, "a", "a"], "lsn": [1] * 5},
+            {"id": [2, 5, 42], "v": ["b", "b", "b"], "lsn": [2, 1, 1]},
+        ],
+        [
+            {"id": [5, 6, 40], "v": [None, "c", "c"], "lsn": [1, 1, 1]},
+            {"id": [7, 8, 9, 43], "v": ["d", "d", "d", "d"], "lsn": [1, 1, 1, 1]},
+        ],
+    ]
+    for batch_id, tasks in enumerate(batches):
+        writer = DuckLakeStreamWriter(LakeConfig.resolve(options), "main.w", options, stream)
+        messages = [pickle.loads(pickle.dumps(writer)).write(iter([pa.record_batch(t)])) for t in tasks]
+        pickle.loads(pickle.dumps(writer)).commit(list(messages), batch_id)
 
 
 def assert_build_reads_as_we_do(lake: pdl.Lake, catalog: Path, build: DevBuild, tmp_path: Path) -> None:
