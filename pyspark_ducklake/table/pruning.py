@@ -38,8 +38,10 @@ from pyspark_ducklake.exceptions import UnsupportedTypeError
 from pyspark_ducklake.table.filters import FLOAT_TYPES, term_expression
 from pyspark_ducklake.table.partition_pruning import PARTITION_OPERATORS, PartitionPruner
 
-# Comparisons whose result the bounds decide, and which bound each needs: "=" needs both.
-PRUNABLE_OPERATORS = ("=", "==", "<", "<=", ">", ">=")
+# Comparisons whose result the bounds decide, and which bound each needs: "=" needs both; "in" is an "=" per value.
+PRUNABLE_OPERATORS = ("=", "==", "<", "<=", ">", ">=", "in")
+# An "in" list longer than this is pruned by its smallest and largest value (one comparison, not one per value).
+IN_VALUES_COMPARED = 32
 # Types whose bounds are not compared (extension types pyarrow cannot order; no Parquet stats for the others).
 # TIMETZ statistics are ordered by instant, its Arrow values are times with the offset dropped: never compared.
 _NOT_COMPARED = frozenset({"uuid", "json", "interval", "int128", "uint128", "timetz", "time_ns", "geometry"})
@@ -133,7 +135,9 @@ def may_match(column: Column, op: str, value: Any, rows: Sequence[Any], types: s
     if lo is None or hi is None:
         return everything
     unknown = np.asarray(pc.or_(pc.is_null(lo), pc.is_null(hi)).to_numpy(zero_copy_only=False), dtype=bool)
-    try:
+    may_hold_nan = np.array([r is None or r.contains_nan is not False for r in rows], dtype=bool)
+
+    def term(op: str, value: Any) -> np.ndarray:
         if op in ("=", "=="):
             result = _passes(column, hi, ">=", value) & _passes(column, lo, "<=", value)
         elif op in ("<", "<="):
@@ -144,11 +148,40 @@ def may_match(column: Column, op: str, value: Any, rows: Sequence[Any], types: s
             # NaN lies outside min..max (DuckDB's statistics leave it out): a file that may hold NaN may match
             # whatever NaN itself passes, put through the same comparison
             nan = _passes(column, pa.array([math.nan], arrow_type(column)), op, value)[0]
-            may_hold_nan = np.array([r is None or r.contains_nan is not False for r in rows], dtype=bool)
             result = result | (may_hold_nan & nan)
-    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        return result
+
+    try:
+        result = _membership(term, value, n) if op == "in" else term(op, value)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError, ArithmeticError):
         return everything  # the row filter meets the same refusal
     return result | unknown
+
+
+def _membership(term: Any, value: Any, n: int) -> np.ndarray:
+    """``in``: a row passes when it equals one of the non-NULL values (:func:`filters.term_expression`), so a file
+    may hold one when one value may be in it; a long list is tested as the range of its values, NaN apart."""
+    if isinstance(value, (str, bytes)):
+        raise TypeError("'in' takes a list")  # the row filter refuses it the same way
+    values = [v for v in (value.to_pylist() if isinstance(value, pa.Array) else list(value)) if v is not None]
+    result = np.zeros(n, dtype=bool)
+    if len(values) <= IN_VALUES_COMPARED:
+        for v in values:
+            result |= term("=", v)
+        return result
+    numbers = [v for v in values if not _is_nan(v)]
+    if numbers:
+        result |= term(">=", min(numbers)) & term("<=", max(numbers))
+    if len(numbers) < len(values):
+        result |= term("=", math.nan)
+    return result
+
+
+def _is_nan(value: Any) -> bool:
+    try:
+        return value != value  # NaN (float, numpy or Decimal) is the only value not equal to itself
+    except (TypeError, ValueError, ArithmeticError):
+        return False
 
 
 def _passes(column: Column, bounds: pa.Array, op: str, value: Any) -> np.ndarray:

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import pyspark_ducklake as pdl
 from pyspark_ducklake.exceptions import DuckLakeError
+from pyspark_ducklake.table.pruning import IN_VALUES_COMPARED
 from pyspark_ducklake.table.scan import filter_expression
 
 UTC = dt.timezone.utc
@@ -106,6 +107,13 @@ def _filter_value(name: str, seen: list[Any]) -> st.SearchStrategy[Any]:
     return same
 
 
+def _in_lists(values: st.SearchStrategy[Any]) -> st.SearchStrategy[list[Any]]:
+    """An ``in`` list: short (pruned value by value) or longer than ``IN_VALUES_COMPARED`` (pruned as a range)."""
+    return st.lists(values, min_size=1, max_size=3) | st.lists(
+        values, min_size=IN_VALUES_COMPARED + 1, max_size=IN_VALUES_COMPARED + 4
+    )
+
+
 @st.composite
 def scan_filters(draw: Callable[..., Any], files: list[pa.Table]) -> list[Any]:
     """A DNF filter: one conjunction, sometimes two OR-ed."""
@@ -115,7 +123,7 @@ def scan_filters(draw: Callable[..., Any], files: list[pa.Table]) -> list[Any]:
         seen = [v for f in files for v in f.column(name).to_pylist() if v is not None]
         op = draw(st.sampled_from(["=", "<", "<=", ">", ">=", "!=", "in"]))
         if op == "in":
-            return name, op, draw(st.lists(_filter_value(name, seen), min_size=1, max_size=3))
+            return name, op, draw(_in_lists(_filter_value(name, seen)))
         return name, op, draw(_filter_value(name, seen))
 
     conjunction = [term() for _ in range(draw(st.integers(1, 2)))]
@@ -228,7 +236,7 @@ def float_filters(draw: Callable[..., Any], files: list[pa.Table]) -> tuple[list
         values = _FLOAT_FILTER_VALUES | (st.sampled_from(seen) if seen else st.nothing())
         op = draw(st.sampled_from(["=", "==", "!=", "<", "<=", ">", ">=", "in", "not in"]))
         if op in ("in", "not in"):
-            members = draw(st.lists(values | st.none(), min_size=1, max_size=3))
+            members = draw(_in_lists(values | st.none()))
             listed = ", ".join("NULL" if v is None else sql_literal(name, v) for v in members)
             return (name, op, members), f"{name} {op.upper()} ({listed})"
         value = draw(values)

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import pyspark_ducklake as pdl
 from pyspark_ducklake.exceptions import InvalidOptionError
 from pyspark_ducklake.table.identifiers import parse_identifier
+from pyspark_ducklake.table.pruning import IN_VALUES_COMPARED
 from pyspark_ducklake.table.scan import plan_scan
 from tests.support.bad_inputs import expect_bad_input
 from tests.support.hostile import examples
@@ -165,6 +166,10 @@ def test_files_are_pruned_by_their_statistics(tmp_path: Path) -> None:
         lake.append("main.t", pa.table({"id": [i], "s": ["z" * 300 + str(i)]}))
     assert pruned_files(lake, "main.t", [("id", ">=", 2)]) == 2
     assert pruned_files(lake, "main.t", [[("id", "=", 0)], [("id", "=", 3)]]) == 2
+    assert pruned_files(lake, "main.t", [("id", "in", [0, 3, None, 99])]) == 2  # an "=" per value
+    assert pruned_files(lake, "main.t", [("id", "in", [])]) == 4
+    assert pruned_files(lake, "main.t", [("id", "in", list(range(2, 2 + 2 * IN_VALUES_COMPARED)))]) == 2  # a range
+    assert lake.scan("main.t", filter=[("id", "in", [0, 3])]).column("id").to_pylist() == [0, 3]
     assert pruned_files(lake, "main.t", pc.field("id") == 0) == 0  # an Expression is not pruned on
     assert pruned_files(lake, "main.t", [("s", ">", "z" * 301)]) == 0  # truncated max 'zzz...{' keeps them all
     assert lake.scan("main.t", filter=[("s", ">", "z" * 300 + "2")]).column("id").to_pylist() == [3]
