@@ -115,3 +115,13 @@ class DataFileEntry:
         if self.row_group_count is None:
             return None
         return RecordedRowGroups(self.row_group_count, "ducklake_data_file", self.data_file_id)
+
+
+@dataclass(frozen=True)
+class FileTotals:
+    """A table's live data files and live delete files, counted and summed in the catalog."""
+
+    file_count: int = 0
+    file_size_bytes: int = 0
+    delete_file_count: int = 0
+    delete_file_size_bytes: int = 0

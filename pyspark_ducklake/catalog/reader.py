@@ -6,7 +6,20 @@ import datetime as dt
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, MetaData, Table, and_, func, or_, select, union
+from sqlalchemy import (
+    BigInteger,
+    CompoundSelect,
+    Connection,
+    MetaData,
+    Select,
+    Table,
+    and_,
+    cast,
+    func,
+    or_,
+    select,
+    union,
+)
 from sqlalchemy.sql.elements import ColumnElement
 
 from pyspark_ducklake.catalog import dialects
@@ -15,6 +28,7 @@ from pyspark_ducklake.catalog.corrupt import corrupt
 from pyspark_ducklake.catalog.entries import (
     DataFileEntry,
     DeleteFileEntry,
+    FileTotals,
     SchemaEntry,
     Snapshot,
     SnapshotInfo,
@@ -430,16 +444,26 @@ def table_schema_version(conn: Connection, table_id: int, snapshot_id: int) -> i
 
 
 def data_files(
-    conn: Connection, table: TableEntry, snapshot_id: int, data_path: str, fmt: FormatVersion
+    conn: Connection,
+    table: TableEntry,
+    snapshot_id: int,
+    data_path: str,
+    fmt: FormatVersion,
+    *,
+    among: Select[Any] | None = None,
 ) -> list[DataFileEntry]:
     """Data files of the table visible at the snapshot, each with its live delete file (with their
-    ``row_group_count`` on catalogs of format ``fmt`` that have one, for reads to check against the footers)."""
+    ``row_group_count`` on catalogs of format ``fmt`` that have one, for reads to check against the footers);
+    ``among``: only those whose id that subquery selects."""
     d, x = T.data_file_table(fmt), T.delete_file_table(fmt)
-    files = conn.execute(
-        select(d).where(d.c.table_id == table.table_id, visible(d, snapshot_id)).order_by(d.c.data_file_id)
-    ).all()
+    file_query = select(d).where(d.c.table_id == table.table_id, visible(d, snapshot_id)).order_by(d.c.data_file_id)
+    delete_query = select(x).where(x.c.table_id == table.table_id, visible(x, snapshot_id))
+    if among is not None:
+        file_query = file_query.where(d.c.data_file_id.in_(among))
+        delete_query = delete_query.where(x.c.data_file_id.in_(among))
+    files = conn.execute(file_query).all()
     deletes: dict[int, list[Any]] = {}
-    for dr in conn.execute(select(x).where(x.c.table_id == table.table_id, visible(x, snapshot_id))):
+    for dr in conn.execute(delete_query):
         deletes.setdefault(dr.data_file_id, []).append(dr)
     base = table_path(table, data_path)
     encrypted = lake_encrypted(conn) if files else False
@@ -486,6 +510,23 @@ def data_files(
             )
         )
     return with_mappings(conn, out)
+
+
+def file_totals(conn: Connection, snapshot_id: int, fmt: FormatVersion) -> dict[int, FileTotals]:
+    """Per table id: its data files and delete files visible at the snapshot, counted and summed in SQL, as
+    DuckDB's ``GetTableSizes`` counts them (every visible delete file); one row per table comes back."""
+    sums: dict[int, list[int]] = {}
+    for place, files in enumerate((T.data_file_table(fmt), T.delete_file_table(fmt))):
+        rows = conn.execute(
+            select(
+                files.c.table_id, func.count(), cast(func.coalesce(func.sum(files.c.file_size_bytes), 0), BigInteger)
+            )
+            .where(visible(files, snapshot_id))
+            .group_by(files.c.table_id)
+        )
+        for table_id, count, size in rows:
+            sums.setdefault(int(table_id), [0, 0, 0, 0])[2 * place : 2 * place + 2] = [int(count), int(size)]
+    return {table_id: FileTotals(*values) for table_id, values in sums.items()}
 
 
 def row_group_count(row: Any, fmt: FormatVersion) -> int | None:
@@ -768,10 +809,29 @@ def snapshot_changes_of(conn: Connection, snapshot_ids: Sequence[int]) -> list[t
     return out
 
 
-def files_with_delete_files(conn: Connection, table_id: int) -> set[int]:
-    """Data files of the table that ever had a delete file."""
-    x = T.ducklake_delete_file
-    return {int(r[0]) for r in conn.execute(select(x.c.data_file_id).where(x.c.table_id == table_id).distinct())}
+def merge_candidates(
+    table_id: int, deleted_from: Select[Any] | CompoundSelect, minimum: int, below: int
+) -> Select[Any]:
+    """The ids of the table's data files a merge may take, as a subquery: of ``minimum`` bytes or more and fewer
+    than ``below`` (no size counts as 0), not among ``deleted_from``'s, not registered with a name mapping."""
+    d = T.ducklake_data_file
+    size = func.coalesce(d.c.file_size_bytes, 0)
+    return select(d.c.data_file_id).where(
+        d.c.table_id == table_id,
+        size >= minimum,
+        size < below,
+        d.c.mapping_id.is_(None),
+        d.c.data_file_id.not_in(deleted_from),
+    )
+
+
+def any_among(conn: Connection, ids: Sequence[int], subquery: Select[Any] | CompoundSelect) -> bool:
+    """Whether ``subquery`` selects one of ``ids``."""
+    if not ids:
+        return False
+    chosen = select(subquery.subquery().c[0].label("id")).subquery()
+    found = conn.execute(select(chosen.c.id).where(chosen.c.id.in_(list(ids))).limit(1)).first()
+    return found is not None
 
 
 def schema_version_starts(conn: Connection, table_id: int) -> list[tuple[int, int]]:

@@ -12,11 +12,10 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import pyarrow as pa
 
-from pyspark_ducklake.catalog.entries import DataFileEntry, SnapshotInfo, TableEntry
+from pyspark_ducklake.catalog.entries import DataFileEntry, FileTotals, SnapshotInfo, TableEntry
 from pyspark_ducklake.catalog.snapshot_changes import ChangeSet
 
 SNAPSHOTS_SCHEMA = pa.schema(
@@ -118,31 +117,21 @@ def snapshots_table(snapshots: Sequence[SnapshotInfo]) -> pa.Table:
     )
 
 
-@dataclass(frozen=True)
-class TableFiles:
-    """A table and its data files (each with its live delete file) at one snapshot."""
-
-    table: TableEntry
-    files: Sequence[DataFileEntry]
-
-
-def table_info_table(tables: Sequence[TableFiles]) -> pa.Table:
+def table_info_table(tables: Sequence[tuple[TableEntry, FileTotals]]) -> pa.Table:
     """``ducklake_table_info()``: per table, its data files and delete files and their sizes."""
-    rows = []
-    for t in tables:
-        deletes = [f.delete_file for f in t.files if f.delete_file is not None]
-        rows.append(
-            {
-                "table_name": t.table.table_name,
-                "schema_id": t.table.schema.schema_id,
-                "table_id": t.table.table_id,
-                "table_uuid": t.table.table_uuid,
-                "file_count": len(t.files),
-                "file_size_bytes": sum(f.file_size_bytes or 0 for f in t.files),
-                "delete_file_count": len(deletes),
-                "delete_file_size_bytes": sum(d.file_size_bytes or 0 for d in deletes),
-            }
-        )
+    rows = [
+        {
+            "table_name": t.table_name,
+            "schema_id": t.schema.schema_id,
+            "table_id": t.table_id,
+            "table_uuid": t.table_uuid,
+            "file_count": totals.file_count,
+            "file_size_bytes": totals.file_size_bytes,
+            "delete_file_count": totals.delete_file_count,
+            "delete_file_size_bytes": totals.delete_file_size_bytes,
+        }
+        for t, totals in tables
+    ]
     return pa.Table.from_pylist(rows, schema=TABLE_INFO_SCHEMA)
 
 
@@ -175,7 +164,6 @@ __all__ = [
     "KINDS",
     "SNAPSHOTS_SCHEMA",
     "TABLE_INFO_SCHEMA",
-    "TableFiles",
     "changes_map",
     "files_table",
     "snapshots_table",

@@ -34,7 +34,7 @@ from pyspark_ducklake.catalog.db import Connection
 from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
 from pyspark_ducklake.catalog.file_stats import stats_function
 from pyspark_ducklake.catalog.format_version import FormatVersion
-from pyspark_ducklake.catalog.inlined_tables import files_with_inlined_deletes
+from pyspark_ducklake.catalog.inlined_tables import files_deleted_from
 from pyspark_ducklake.catalog.paths import is_inside
 from pyspark_ducklake.catalog.sort_order import sort_order
 from pyspark_ducklake.catalog.time_types import check_parquet_writable, utc_time_field_ids
@@ -289,21 +289,19 @@ def plan_table(
         target = parse_size(configured, name="target_file_size") if configured else DEFAULT_TARGET_FILE_SIZE
     limit = options.max_file_size if options.max_file_size is not None else target
     minimum = options.min_file_size or 0
-    files = [
-        f
-        for f in reader.data_files(conn, table, snapshot_id, data_path, fmt)
-        if minimum <= (f.file_size_bytes or 0) < limit
-    ]
+    # the candidates are chosen in SQL: the table's files that ever had deletes stay in the database
+    deleted_from = files_deleted_from(conn, table.table_id, snapshot_id)
+    mergeable = reader.merge_candidates(table.table_id, deleted_from, minimum, limit)
+    files = reader.data_files(conn, table, snapshot_id, data_path, fmt, among=mergeable)
     if len(files) < 2:
         return []
     files.sort(key=file_order)
-    with_deletes = _files_with_deletes(conn, table.table_id, snapshot_id)
     grouping = FileGrouping.read(conn, table, data_path, "merge_adjacent_files")
     if grouping is None:
         return []
     groups: dict[tuple[Any, ...], list[DataFileEntry]] = {}
     for f in files:
-        if (f.file_size_bytes or 0) >= target or f.data_file_id in with_deletes or f.mapping_id is not None:
+        if (f.file_size_bytes or 0) >= target:
             continue
         groups.setdefault(grouping.key(f), []).append(f)
     out: list[MergeGroup] = []
@@ -329,11 +327,6 @@ def plan_table(
             if max_files is not None and processed >= max_files:
                 return out
     return out
-
-
-def _files_with_deletes(conn: Connection, table_id: int, snapshot_id: int) -> set[int]:
-    """Data files that ever had a delete file, or have inlined file deletes (merging skips them)."""
-    return reader.files_with_delete_files(conn, table_id) | files_with_inlined_deletes(conn, table_id, snapshot_id)
 
 
 def _version_at(ranges: list[tuple[int, int]], snapshot_id: int) -> int | None:
@@ -446,7 +439,9 @@ def apply_merge(
 def _check_unchanged(ctx: CommitContext, group: MergeGroup) -> None:
     ids = [f.data_file_id for f in group.sources]
     live = reader.count_live_files(ctx.conn, ids)
-    changed = live != len(ids) or bool(set(ids) & _files_with_deletes(ctx.conn, group.table_id, ctx.snapshot_id))
+    changed = live != len(ids) or reader.any_among(
+        ctx.conn, ids, files_deleted_from(ctx.conn, group.table_id, ctx.snapshot_id)
+    )
     if changed:
         raise StalePlanError(
             f"transaction conflict: files of {group.table_name} being merged were deleted from or compacted by "
