@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 from sqlalchemy import Column as SAColumn
-from sqlalchemy import CompoundSelect, Connection, MetaData, Select, Table, and_, delete, or_, select, union
+from sqlalchemy import Connection, MetaData, Table, and_, delete, or_, select
 from sqlalchemy.schema import DropTable
 
 from pyspark_ducklake.catalog import dialects, reader
@@ -177,15 +177,3 @@ def inlined_file_deletes(
         for r in conn.execute(chunk):
             out.setdefault(int(r.file_id), []).append((int(r.row_id), int(r.begin_snapshot)))
     return out
-
-
-def files_deleted_from(conn: Connection, table_id: int, snapshot_id: int) -> Select[Any] | CompoundSelect:
-    """The ids of the table's data files that ever had a delete file, or a deletion in
-    ``ducklake_inlined_delete_<table_id>`` begun by ``snapshot_id`` (merging skips them), as a subquery: the
-    database keeps the set, however long the history."""
-    x = T.ducklake_delete_file
-    query = select(x.c.data_file_id).where(x.c.table_id == table_id, x.c.data_file_id.is_not(None))
-    if not reader.has_table(conn, T.inlined_delete_table_name(table_id)):
-        return query
-    t = T.inlined_delete_table(table_id)
-    return union(query, select(t.c.file_id).where(t.c.begin_snapshot <= snapshot_id, t.c.file_id.is_not(None)))

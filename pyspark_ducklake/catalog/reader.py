@@ -8,7 +8,6 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
-    CompoundSelect,
     Connection,
     MetaData,
     Select,
@@ -807,31 +806,6 @@ def snapshot_changes_of(conn: Connection, snapshot_ids: Sequence[int]) -> list[t
         )
         out += [(int(r.snapshot_id), r.changes_id is not None, r.changes_made) for r in rows]
     return out
-
-
-def merge_candidates(
-    table_id: int, deleted_from: Select[Any] | CompoundSelect, minimum: int, below: int
-) -> Select[Any]:
-    """The ids of the table's data files a merge may take, as a subquery: of ``minimum`` bytes or more and fewer
-    than ``below`` (no size counts as 0), not among ``deleted_from``'s, not registered with a name mapping."""
-    d = T.ducklake_data_file
-    size = func.coalesce(d.c.file_size_bytes, 0)
-    return select(d.c.data_file_id).where(
-        d.c.table_id == table_id,
-        size >= minimum,
-        size < below,
-        d.c.mapping_id.is_(None),
-        d.c.data_file_id.not_in(deleted_from),
-    )
-
-
-def any_among(conn: Connection, ids: Sequence[int], subquery: Select[Any] | CompoundSelect) -> bool:
-    """Whether ``subquery`` selects one of ``ids``."""
-    if not ids:
-        return False
-    chosen = select(subquery.subquery().c[0].label("id")).subquery()
-    found = conn.execute(select(chosen.c.id).where(chosen.c.id.in_(list(ids))).limit(1)).first()
-    return found is not None
 
 
 def schema_version_starts(conn: Connection, table_id: int) -> list[tuple[int, int]]:

@@ -322,3 +322,29 @@ def test_merge_conflicts_with_a_concurrent_delete(sqlite_catalog: Any) -> None:
     assert lake.merge_adjacent_files("main.c").files_processed == 2
     assert lake.scan("main.c").sort_by("id") == before.filter(pa.compute.field("id") != 5).sort_by("id")
     lake.close()
+
+
+def test_merge_leaves_files_that_ever_had_deletes_delete_files_or_inlined(duck: Any, catalog: Any) -> None:
+    """DuckDB 1.5.5 never merges a file that had deletes: a delete file (live or ended with its rows flushed) or
+    a deletion still inlined in ``ducklake_inlined_delete_<table_id>``; the candidates are picked in SQL."""
+    lake = pdl.connect(catalog.url, catalog.data_path, data_inlining_row_limit=5)
+    lake.create_table("main.d", SMALL)
+    for start in range(0, 80, 20):
+        lake.append("main.d", small_rows(start, 20))  # over the limit: four Parquet files
+    with attached(duck, catalog, inlining_row_limit=5):
+        duck.execute("DELETE FROM lake.main.d WHERE id = 3")  # DuckDB inlines a one-row delete from the first file
+    lake.delete("main.d", [("id", "in", list(range(20, 30)))])  # a delete file on the second
+    files = {f["data_file"]: f["delete_file"] for f in lake.list_files("main.d").to_pylist()}
+    assert len(files) == 4 and sum(d is not None for d in files.values()) == 1
+    with lake.engine.connect() as conn:
+        inlined = conn.exec_driver_sql(f"SELECT count(*) FROM ducklake_inlined_delete_{lake.table('main.d').table_id}")
+        assert inlined.scalar_one() == 1
+    report = lake.merge_adjacent_files("main.d")
+    assert report.files_processed == 2 and report.files_created == 1  # the third and fourth files only
+    assert sorted(report.groups[0].sources) == sorted(list(files)[2:])
+    assert lake.merge_adjacent_files("main.d").files_created == 0
+    expected = sorted(i for i in range(80) if i != 3 and not 20 <= i < 30)
+    assert sorted(lake.scan("main.d").column("id").to_pylist()) == expected
+    with attached(duck, catalog):
+        assert sorted(r[0] for r in duck.execute("SELECT id FROM lake.main.d").fetchall()) == expected
+    lake.close()

@@ -34,7 +34,7 @@ from pyspark_ducklake.catalog.db import Connection
 from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
 from pyspark_ducklake.catalog.file_stats import stats_function
 from pyspark_ducklake.catalog.format_version import FormatVersion
-from pyspark_ducklake.catalog.inlined_tables import files_deleted_from
+from pyspark_ducklake.catalog.merge_candidates import any_deleted_from, merge_candidates
 from pyspark_ducklake.catalog.paths import is_inside
 from pyspark_ducklake.catalog.sort_order import sort_order
 from pyspark_ducklake.catalog.time_types import check_parquet_writable, utc_time_field_ids
@@ -290,8 +290,7 @@ def plan_table(
     limit = options.max_file_size if options.max_file_size is not None else target
     minimum = options.min_file_size or 0
     # the candidates are chosen in SQL: the table's files that ever had deletes stay in the database
-    deleted_from = files_deleted_from(conn, table.table_id, snapshot_id)
-    mergeable = reader.merge_candidates(table.table_id, deleted_from, minimum, limit)
+    mergeable = merge_candidates(conn, table.table_id, snapshot_id, minimum, limit)
     files = reader.data_files(conn, table, snapshot_id, data_path, fmt, among=mergeable)
     if len(files) < 2:
         return []
@@ -439,9 +438,7 @@ def apply_merge(
 def _check_unchanged(ctx: CommitContext, group: MergeGroup) -> None:
     ids = [f.data_file_id for f in group.sources]
     live = reader.count_live_files(ctx.conn, ids)
-    changed = live != len(ids) or reader.any_among(
-        ctx.conn, ids, files_deleted_from(ctx.conn, group.table_id, ctx.snapshot_id)
-    )
+    changed = live != len(ids) or any_deleted_from(ctx.conn, group.table_id, ctx.snapshot_id, ids)
     if changed:
         raise StalePlanError(
             f"transaction conflict: files of {group.table_name} being merged were deleted from or compacted by "
