@@ -62,8 +62,8 @@ def table_lives(catalog_url: str) -> list[TableLife]:
 
 def questions(lives: list[TableLife], *, feed: bool = True) -> dict[str, str]:
     """The build's questions: ``read_<id>_<name index>_<snapshot>`` and ``changes_<...>_<end>`` (all starts, in
-    ``_start``)."""
-    out: dict[str, str] = {}
+    ``_start``), and ``table_info`` (``ducklake_table_info``: each table's files and delete files, counted)."""
+    out: dict[str, str] = {"table_info": "SELECT * FROM ducklake_table_info('lake')"}
     for n, life in enumerate(lives):
         for s in life.snapshots:
             out[f"read_{n}_{s}"] = f"SELECT rowid, snapshot_id, * FROM {life.sql_name} AT (VERSION => {s})"
@@ -203,6 +203,10 @@ def differences(
 ) -> list[str]:
     """Where this library's reads differ from the build's answers (empty: none)."""
     out: list[str] = []
+    theirs_info = answers.execute("SELECT * FROM table_info").to_arrow_table()
+    ours_info = _rows(lake.table_info().select(theirs_info.column_names))
+    if ours_info != _rows(theirs_info):
+        out.append(f"table_info: {_diff(ours_info, _rows(theirs_info))}")
     rewrites = rewrite_snapshots(lake) if feed else {}
     for n, life in enumerate(lives):
         ident = (life.schema, life.name)
