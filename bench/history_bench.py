@@ -212,6 +212,7 @@ def run_backend(args: argparse.Namespace, backend: str, catalogs: Catalogs, spar
     ops = operations(spark)
     times: dict[str, dict[int, list[float]]] = {name: {s.size: [] for s, _ in subjects} for name in ops}
     commits: dict[int, list[float]] = {s.size: [] for s, _ in subjects}
+    merge_input: dict[int, list[dict[str, int]]] = {s.size: [] for s, _ in subjects}
     load = ForeignLoad()
     foreign: list[float] = []
     for s, _ in subjects:  # warm-up round, untimed: imports, compiled statements, the sink's first batch
@@ -225,6 +226,9 @@ def run_backend(args: argparse.Namespace, backend: str, catalogs: Catalogs, spar
             for _ in range(args.batches):
                 commits[s.size].append(_timed(s.sink_commit))
             for name, op in ops.items():
+                if name == "merge":  # untimed: the files the merge is about to rewrite
+                    dry = s.lake.merge_adjacent_files(STREAM, dry_run=True)
+                    merge_input[s.size].append({"files": dry.files_processed, "bytes": dry.bytes_before})
                 times[name][s.size].append(_timed(lambda s=s, op=op: op(s)))
         foreign.append((load.now() - f0) / ((os.cpu_count() or 1) * (time.perf_counter() - t0)))
         say(f"{backend}: round {rnd + 1}/{args.repeat} done (foreign CPU {foreign[-1]:.0%})")
@@ -236,6 +240,7 @@ def run_backend(args: argparse.Namespace, backend: str, catalogs: Catalogs, spar
             "snapshots": s.head(),
             "build_s": seconds,
             "catalog_bytes": s.catalog_bytes(),
+            "merge_input": merge_input[s.size],  # what each timed merge rewrote: its time grows with these bytes
         }
     sink_p50 = {size: pct(v, 50) for size, v in commits.items()}
     out["operations"]["sink commit p50"] = _row(sink_p50, base)

@@ -16,7 +16,7 @@ from pyspark_ducklake.catalog import commit_rows as W
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog.catalog import CatalogInfo, open_catalog
 from pyspark_ducklake.catalog.db import Connection
-from pyspark_ducklake.catalog.entries import FileTotals, SnapshotInfo, TableEntry
+from pyspark_ducklake.catalog.entries import SnapshotInfo, TableEntry
 from pyspark_ducklake.catalog.format_version import FormatVersion
 from pyspark_ducklake.catalog.indexes import IndexState, create_indexes, index_states
 from pyspark_ducklake.catalog.indexes import supported as indexes_supported
@@ -262,8 +262,9 @@ class Lake:
         """Every table with its data and delete files' counts and sizes, as DuckDB's ``ducklake_table_info()``."""
         with self.engine.connect() as conn:
             snap = reader.latest_snapshot(conn).snapshot_id
-            totals = reader.file_totals(conn, snap, self.info.format)
-            tables = [(t, totals.get(t.table_id, FileTotals())) for t in reader.tables(conn, snap)]
+            entries = reader.tables(conn, snap)
+            totals = reader.file_totals(conn, [t.table_id for t in entries], snap, self.info.format)
+            tables = [(t, totals[t.table_id]) for t in entries]
         return M.table_info_table(tables)
 
     def list_files(self, identifier: str | Sequence[str], *, snapshot: int | None = None) -> pa.Table:

@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Select, exists, func, select
+from sqlalchemy import CompoundSelect, Connection, Select, exists, func, select
 
 from pyspark_ducklake.catalog import reader
 from pyspark_ducklake.catalog import tables as T
 
 
-def merge_candidates(conn: Connection, table_id: int, snapshot_id: int, minimum: int, below: int) -> Select[Any]:
+def merge_candidates(conn: Connection, table_id: int, snapshot_id: int, minimum: int, below: int) -> CompoundSelect:
     """The ids of the table's data files visible at the snapshot that a merge may take, as a subquery: of
     ``minimum`` bytes or more and fewer than ``below`` (no size counts as 0), never deleted from, not registered
     with a name mapping."""
@@ -25,14 +25,15 @@ def merge_candidates(conn: Connection, table_id: int, snapshot_id: int, minimum:
     size = func.coalesce(d.c.file_size_bytes, 0)
     query = select(d.c.data_file_id).where(
         d.c.table_id == table_id,
-        reader.visible(d, snapshot_id),
         size >= minimum,
         size < below,
         d.c.mapping_id.is_(None),
         ~exists().where(x.c.data_file_id == d.c.data_file_id),
     )
     inlined = _inlined_deletes(conn, table_id, snapshot_id)
-    return query if inlined is None else query.where(d.c.data_file_id.not_in(inlined))
+    if inlined is not None:
+        query = query.where(d.c.data_file_id.not_in(inlined))
+    return reader.visible_parts(query, d, snapshot_id)
 
 
 def any_deleted_from(conn: Connection, table_id: int, snapshot_id: int, data_file_ids: Sequence[int]) -> bool:

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    CompoundSelect,
     Connection,
     MetaData,
     Select,
@@ -18,6 +19,7 @@ from sqlalchemy import (
     or_,
     select,
     union,
+    union_all,
 )
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -54,6 +56,16 @@ def visible(table: Table, snapshot_id: int) -> ColumnElement[bool]:
     return and_(
         table.c.begin_snapshot <= snapshot_id,
         or_(table.c.end_snapshot.is_(None), table.c.end_snapshot > snapshot_id),
+    )
+
+
+def visible_parts(query: Select[Any], table: Table, snapshot_id: int) -> CompoundSelect:
+    """``query`` (over ``table``, filtered by table id) restricted to the rows visible at the snapshot, as the union
+    of two index ranges on ``(table_id, end_snapshot)``: live rows (``end_snapshot IS NULL``) and rows ended after
+    it, each begun by it. With the OR of :func:`visible` SQLite walked every row the table ever had."""
+    begun = table.c.begin_snapshot <= snapshot_id
+    return union_all(
+        query.where(begun, table.c.end_snapshot.is_(None)), query.where(begun, table.c.end_snapshot > snapshot_id)
     )
 
 
@@ -449,20 +461,21 @@ def data_files(
     data_path: str,
     fmt: FormatVersion,
     *,
-    among: Select[Any] | None = None,
+    among: Select[Any] | CompoundSelect | None = None,
 ) -> list[DataFileEntry]:
     """Data files of the table visible at the snapshot, each with its live delete file (with their
     ``row_group_count`` on catalogs of format ``fmt`` that have one, for reads to check against the footers);
     ``among``: only those whose id that subquery selects."""
     d, x = T.data_file_table(fmt), T.delete_file_table(fmt)
-    file_query = select(d).where(d.c.table_id == table.table_id, visible(d, snapshot_id)).order_by(d.c.data_file_id)
-    delete_query = select(x).where(x.c.table_id == table.table_id, visible(x, snapshot_id))
+    file_query = select(d).where(d.c.table_id == table.table_id)
+    delete_query = select(x).where(x.c.table_id == table.table_id)
     if among is not None:
         file_query = file_query.where(d.c.data_file_id.in_(among))
         delete_query = delete_query.where(x.c.data_file_id.in_(among))
-    files = conn.execute(file_query).all()
+    # sorted here: an ORDER BY makes SQLite walk the (table_id, data_file_id) index over every file ever
+    files = sorted(conn.execute(visible_parts(file_query, d, snapshot_id)).all(), key=lambda r: int(r.data_file_id))
     deletes: dict[int, list[Any]] = {}
-    for dr in conn.execute(delete_query):
+    for dr in conn.execute(visible_parts(delete_query, x, snapshot_id)):
         deletes.setdefault(dr.data_file_id, []).append(dr)
     base = table_path(table, data_path)
     encrypted = lake_encrypted(conn) if files else False
@@ -511,21 +524,26 @@ def data_files(
     return with_mappings(conn, out)
 
 
-def file_totals(conn: Connection, snapshot_id: int, fmt: FormatVersion) -> dict[int, FileTotals]:
+def file_totals(
+    conn: Connection, table_ids: Sequence[int], snapshot_id: int, fmt: FormatVersion
+) -> dict[int, FileTotals]:
     """Per table id: its data files and delete files visible at the snapshot, counted and summed in SQL, as
-    DuckDB's ``GetTableSizes`` counts them (every visible delete file); one row per table comes back."""
-    sums: dict[int, list[int]] = {}
-    for place, files in enumerate((T.data_file_table(fmt), T.delete_file_table(fmt))):
-        rows = conn.execute(
-            select(
-                files.c.table_id, func.count(), cast(func.coalesce(func.sum(files.c.file_size_bytes), 0), BigInteger)
+    DuckDB's ``GetTableSizes`` counts them (every visible delete file); one row per table and kind comes back (a
+    sum is cast back to BIGINT: PostgreSQL sums a BIGINT as NUMERIC)."""
+    out: dict[int, FileTotals] = {}
+    for table_id in table_ids:
+        values: list[int] = []
+        for files in (T.data_file_table(fmt), T.delete_file_table(fmt)):
+            rows = visible_parts(
+                select(files.c.file_size_bytes).where(files.c.table_id == table_id), files, snapshot_id
             )
-            .where(visible(files, snapshot_id))
-            .group_by(files.c.table_id)
-        )
-        for table_id, count, size in rows:
-            sums.setdefault(int(table_id), [0, 0, 0, 0])[2 * place : 2 * place + 2] = [int(count), int(size)]
-    return {table_id: FileTotals(*values) for table_id, values in sums.items()}
+            sizes = rows.subquery()
+            count, size = conn.execute(
+                select(func.count(), cast(func.coalesce(func.sum(sizes.c.file_size_bytes), 0), BigInteger))
+            ).one()
+            values += [int(count), int(size)]
+        out[table_id] = FileTotals(*values)
+    return out
 
 
 def row_group_count(row: Any, fmt: FormatVersion) -> int | None:
