@@ -21,7 +21,7 @@ def merge_candidates(conn: Connection, table_id: int, snapshot_id: int, minimum:
     """The ids of the table's data files visible at the snapshot that a merge may take, as a subquery: of
     ``minimum`` bytes or more and fewer than ``below`` (no size counts as 0), never deleted from, not registered
     with a name mapping."""
-    d, x = T.ducklake_data_file, T.ducklake_delete_file
+    d, x = T.ducklake_data_file, T.ducklake_delete_file.alias("ever_deleted")  # never correlated to a caller's
     size = func.coalesce(d.c.file_size_bytes, 0)
     query = select(d.c.data_file_id).where(
         d.c.table_id == table_id,

@@ -104,14 +104,14 @@ def term_expression(column: str, op: str, value: Any, column_type: str | None) -
     if op not in FILTER_OPERATORS:
         raise ValueError(f'"{op}" is not a valid operator in predicates.')
     if column_type in FLOAT_TYPES:
-        if _is_nan(value):
+        if is_nan(value):
             nan = pc.is_nan(field)
             return {"=": nan, "==": nan, ">=": nan, ">": _nothing(field), "<": ~nan, "!=": ~nan}.get(
                 op, field.is_valid()
             )
         plain = _compare(field, op, value)
         return plain | pc.is_nan(field) if op in (">", ">=") else plain
-    if _is_nan(value) and column_type is not None and column_type.startswith(_NUMERIC_PREFIXES):
+    if is_nan(value) and column_type is not None and column_type.startswith(_NUMERIC_PREFIXES):
         return _nothing(field) if op in ("=", "==", ">", ">=") else field.is_valid()
     return _compare(field, op, value)
 
@@ -141,7 +141,7 @@ def _membership(field: pc.Expression, negated: bool, value: Any, floats: bool) -
         # is_in hashes bit patterns: -0.0 + 0.0 is 0.0, and every NaN (a sign or payload bit set) becomes one NaN
         plus_zero = pc.add(field, pa.scalar(0.0))
         field = pc.if_else(pc.is_nan(field), pa.scalar(math.nan), plus_zero)
-        values = [math.nan if _is_nan(v) else 0.0 if v == 0 else v for v in values]
+        values = [math.nan if is_nan(v) else 0.0 if v == 0 else v for v in values]
     hit = field.isin(pa.array(values, pa.float64()) if floats else values)
     if not negated:
         return hit
@@ -154,10 +154,10 @@ def _nothing(field: pc.Expression) -> pc.Expression:
     return field.is_valid() & pc.scalar(False)
 
 
-def _is_nan(value: Any) -> bool:
+def is_nan(value: Any) -> bool:
     if isinstance(value, (float, np.floating)):
         return math.isnan(value)
     return isinstance(value, Decimal) and value.is_nan()
 
 
-__all__ = ["FILTER_OPERATORS", "dnf_branches", "filter_expression", "term_expression"]
+__all__ = ["FILTER_OPERATORS", "dnf_branches", "filter_expression", "is_nan", "term_expression"]

@@ -35,7 +35,7 @@ from pyspark_ducklake.catalog.entries import DataFileEntry, TableEntry
 from pyspark_ducklake.catalog.stats_values import parse_duckdb_text, round_float32
 from pyspark_ducklake.catalog.types import Column, TableSchema, arrow_type
 from pyspark_ducklake.exceptions import UnsupportedTypeError
-from pyspark_ducklake.table.filters import FLOAT_TYPES, term_expression
+from pyspark_ducklake.table.filters import FLOAT_TYPES, is_nan, term_expression
 from pyspark_ducklake.table.partition_pruning import PARTITION_OPERATORS, PartitionPruner
 
 # Comparisons whose result the bounds decide, and which bound each needs: "=" needs both; "in" is an "=" per value.
@@ -169,19 +169,12 @@ def _membership(term: Any, value: Any, n: int) -> np.ndarray:
         for v in values:
             result |= term("=", v)
         return result
-    numbers = [v for v in values if not _is_nan(v)]
+    numbers = [v for v in values if not is_nan(v)]
     if numbers:
         result |= term(">=", min(numbers)) & term("<=", max(numbers))
     if len(numbers) < len(values):
         result |= term("=", math.nan)
     return result
-
-
-def _is_nan(value: Any) -> bool:
-    try:
-        return value != value  # NaN (float, numpy or Decimal) is the only value not equal to itself
-    except (TypeError, ValueError, ArithmeticError):
-        return False
 
 
 def _passes(column: Column, bounds: pa.Array, op: str, value: Any) -> np.ndarray:
