@@ -19,12 +19,18 @@ from round to round), in wall-clock seconds on this process:
   and the task's work of one micro-batch of ``spark.readStream.format("ducklake")``, without the Spark engine);
 - ``snapshots (limit 100)``, ``snapshots_table (limit 100)``, ``table_info``, and the CLI's
   ``snapshots --limit 20 --json`` (in this process);
-- ``flush`` of ten appends, ``merge`` of the stream's small files;
+- ``flush`` of ten appends; ``merge, new small files``: five one-append files made (untimed), then merged with
+  ``max_file_size`` 16 KB, so only the round's new files are (those and the flush's: six files of the same rows at
+  every size, recorded); ``merge``: the default merge, which
+  rewrites the stream's oldest mergeable file too, a file that grows with the table (DuckDB's rule; the bytes each
+  timed merge rewrote are recorded);
 - with ``--spark`` (the Makefile's run): ``spark.read.format("ducklake").load`` of the unchanged table collected
   (the data source's planning) and ``pdl.read_table`` of it.
 
 Each operation's median over the rounds is divided by the smallest lake's: the target is <= 1.1 at every size. The
-catalog work of each operation (statements, rows returned) is counted once per size beside it. Last, once per lake,
+catalog work of each operation (statements, rows returned) is counted once per size beside it, and for the
+operations that only read the catalog, the floor under them: the database's own time for the same statements, each
+run again alone with its parameters on a raw connection (``catalog_own_s``). Last, once per lake,
 expiry of 90% of the history (``expire_snapshots``, batches of 1,000) and ``cleanup_old_files``: their times, the
 snapshots expired, the batches, and the peak of Python memory while expiring (``tracemalloc``); also each
 catalog's size and the process's peak RSS.
@@ -125,6 +131,17 @@ def _flush(subject: Subject) -> Callable[[], object]:
     return lambda: subject.lake.flush_inlined_data(STREAM)
 
 
+SMALL_FILES = 5  # the fixed-size merge's input: this many new files of one append each
+SMALL = "16KB"  # under it: the new files; over it: every file the history left (its merged files, its flushes)
+
+
+def _merge_small(subject: Subject) -> Callable[[], object]:
+    for _ in range(SMALL_FILES):
+        subject.lake.append(STREAM, subject.history.batch())
+        subject.lake.flush_inlined_data(STREAM)
+    return lambda: subject.lake.merge_adjacent_files(STREAM, max_file_size=SMALL)
+
+
 def operations(spark: Any) -> dict[str, Callable[[Subject], Any]]:
     """name -> a call on a lake; a call may return a function, which is then what is timed (its setup is not)."""
     ops: dict[str, Callable[[Subject], Any]] = {
@@ -140,6 +157,7 @@ def operations(spark: Any) -> dict[str, Callable[[Subject], Any]]:
         "table_info": lambda s: s.lake.table_info(),
         "CLI snapshots --limit 20": _cli_snapshots,
         "flush": _flush,
+        "merge, new small files": _merge_small,
         "merge": lambda s: s.lake.merge_adjacent_files(STREAM),
     }
     if spark is not None:
@@ -169,13 +187,46 @@ def _counted(subject: Subject, op: Callable[[Subject], Any]) -> dict[str, Any]:
     with counting() as queries:  # every engine: a stream reader opens its own
         result = op(subject)
         if callable(result):
-            result()
-    return {
+            result = result()
+    work = {
         "statements": queries.statements,
         "rows": queries.rows,
         "rows_by_table": queries.by_table(),
         "sqlite_steps": queries.steps * STEP,
     }
+    if hasattr(result, "files_processed"):  # a merge: the files it rewrote
+        work["files_merged"] = result.files_processed
+    return work
+
+
+def _catalog_own_time(subject: Subject, op: Callable[[Subject], Any], repeat: int = 7) -> float | None:
+    """The database's own time for the catalog reads of one timed call of ``op``: each statement run again alone,
+    with its parameters, on one raw connection, fetched whole (median over ``repeat`` runs of them all); the floor
+    under that operation. None when the call writes (a write cannot be run twice the same)."""
+    with counting() as queries:
+        call = op(subject)
+        if callable(call):  # it was the setup: only what it handed back is timed
+            queries.all.clear()
+            call()
+    if not queries.all or any(q.rows < 0 for q in queries.all):
+        return None
+    raw = subject.lake.engine.raw_connection()
+    try:
+        runs = []
+        for _ in range(repeat):
+            total = 0.0
+            for q in queries.all:
+                cursor = raw.cursor()
+                started = time.perf_counter()
+                cursor.execute(q.statement, q.parameters)
+                cursor.fetchall()
+                total += time.perf_counter() - started
+                cursor.close()
+            raw.rollback()
+            runs.append(total)
+    finally:
+        raw.close()
+    return statistics.median(runs)
 
 
 def _expire_90(subject: Subject) -> dict[str, Any]:
@@ -252,6 +303,12 @@ def run_backend(args: argparse.Namespace, backend: str, catalogs: Catalogs, spar
         counts[s.size] = {name: _counted(s, op) for name, op in ops.items()}
         counts[s.size]["sink commit"] = _counted(s, lambda s: s.sink_commit())
     out["catalog_work"] = counts
+    for name, op in ops.items():  # the floor: the same reads, the database alone
+        measured = {s.size: _catalog_own_time(s, op) for s, _ in subjects}
+        own = {size: v for size, v in measured.items() if v is not None}
+        if len(own) == len(measured):
+            out["operations"][name]["catalog_own_s"] = own
+            out["operations"][name]["catalog_own_ratio"] = {size: v / own[base] for size, v in own.items()}
     for s, _ in subjects:
         out["sizes"][s.size]["expire_90"] = _expire_90(s)
         say(f"{backend}: {s.label}: expired {out['sizes'][s.size]['expire_90']['expired']:,} snapshots")
@@ -283,6 +340,19 @@ def report_table(results: dict[str, Any], sizes: list[int]) -> str:
             worst = max(v for k, v in row["ratio"].items() if k != sizes[0] and v is not None) if len(sizes) > 1 else 1
             flag = "" if worst <= TARGET else " **over 1.1x**"
             lines.append(f"| {name} | {' | '.join(cells)} | {worst:.2f}{flag} |")
+        own_rows = [(name, row) for name, row in r["operations"].items() if "catalog_own_s" in row]
+        if own_rows:  # the floor under each read: its catalog statements, the database alone
+            lines.append("")
+            lines.append(f"| catalog's own time (reads run again alone) | {head} | worst ratio |")
+            lines.append("|---|" + "---|" * len(sizes) + "---|")
+            for name, row in own_rows:
+                cells = [
+                    f"{row['catalog_own_s'][size] * 1000:.2f} ms"
+                    + ("" if size == sizes[0] else f" ({row['catalog_own_ratio'][size]:.2f}x)")
+                    for size in sizes
+                ]
+                worst = max(v for k, v in row["catalog_own_ratio"].items() if k != sizes[0]) if len(sizes) > 1 else 1
+                lines.append(f"| {name} | {' | '.join(cells)} | {worst:.2f} |")
         lines.append("")
         lines.append("| lake | snapshots | build | catalog | expire 90% | batches | expire peak (Python) | cleanup |")
         lines.append("|---|---|---|---|---|---|---|---|")
@@ -305,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batches", type=int, default=20, help="sink micro-batches timed per lake and round")
     p.add_argument("--spark", action="store_true", help="also time the Spark reads of the unchanged table")
     p.add_argument("--work", help="scratch folder (default: a new temporary one, removed unless --keep)")
-    p.add_argument("--keep", action="store_true")
+    p.add_argument("--keep", action="store_true", help="keep the lakes (PostgreSQL catalogs too) for a look after")
     p.add_argument("--out", default="bench/results/history.json")
     args = p.parse_args(argv)
     args.sizes = sorted(int(s) for s in args.sizes.split(","))
@@ -326,7 +396,8 @@ def main(argv: list[str] | None = None) -> int:
         for backend in args.backends.split(","):
             results[backend] = run_backend(args, backend, catalogs, spark, say)
     finally:
-        catalogs.drop_all()
+        if not args.keep:
+            catalogs.drop_all()
         if spark is not None:
             spark.stop()
         if not args.keep and not args.work:

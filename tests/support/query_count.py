@@ -27,6 +27,8 @@ class Query:
     sql: str
     rows: int
     steps: int = 0  # SQLite steps from its start until the next statement (its fetches included)
+    statement: str = ""  # as sent to the database, with its parameters: a read can be run again (replay)
+    parameters: Any = None
 
     def table(self) -> str:
         """The first table the statement names (after FROM, INTO or UPDATE)."""
@@ -104,7 +106,7 @@ def counting(engine: Engine | None = None) -> Iterator[Queries]:
             dbapi.set_progress_handler(tick, STEP)
             hooked.append(dbapi)
         sql = " ".join(statement.split())
-        current[0] = None if sql.upper().startswith(_CONTROL) else Query(sql, -1)
+        current[0] = None if sql.upper().startswith(_CONTROL) else Query(sql, -1, 0, statement, parameters)
 
     def after(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
         query = current[0]
