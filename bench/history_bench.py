@@ -371,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", default="1000,100000,1000000", help="snapshots of each lake, smallest first")
     p.add_argument("--backends", default="sqlite,postgres")
-    p.add_argument("--repeat", type=int, default=5, help="rounds over every lake (medians)")
+    p.add_argument("--repeat", type=int, default=25, help="rounds over every lake (medians; a round takes seconds)")
     p.add_argument("--batches", type=int, default=20, help="sink micro-batches timed per lake and round")
     p.add_argument("--spark", action="store_true", help="also time the Spark reads of the unchanged table")
     p.add_argument("--work", help="scratch folder (default: a new temporary one, removed unless --keep)")
