@@ -21,9 +21,8 @@ from round to round), in wall-clock seconds on this process:
   ``snapshots --limit 20 --json`` (in this process);
 - ``flush`` of ten appends; ``merge, new small files``: five one-append files made (untimed), then merged with
   ``max_file_size`` 16 KB, so only the round's new files are (those and the flush's: six files of the same rows at
-  every size, recorded); ``merge``: the default merge, which
-  rewrites the stream's oldest mergeable file too, a file that grows with the table (DuckDB's rule; the bytes each
-  timed merge rewrote are recorded);
+  every size, recorded); ``merge``: the default merge, which rewrites the stream's oldest mergeable file too, a file
+  that grows with the table (DuckDB's rule; the bytes each timed merge rewrote are recorded);
 - with ``--spark`` (the Makefile's run): ``spark.read.format("ducklake").load`` of the unchanged table collected
   (the data source's planning) and ``pdl.read_table`` of it.
 

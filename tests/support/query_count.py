@@ -106,7 +106,9 @@ def counting(engine: Engine | None = None) -> Iterator[Queries]:
             dbapi.set_progress_handler(tick, STEP)
             hooked.append(dbapi)
         sql = " ".join(statement.split())
-        current[0] = None if sql.upper().startswith(_CONTROL) else Query(sql, -1, 0, statement, parameters)
+        current[0] = (
+            None if sql.upper().startswith(_CONTROL) else Query(sql, -1, statement=statement, parameters=parameters)
+        )
 
     def after(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
         query = current[0]
