@@ -132,7 +132,7 @@ bench-format: install ## DuckLake 1.1 vs 1.0 catalogs in one run: sink, batch wr
 	$(PYTHON) bench/format_bench.py --rows 1000000 --repeat 7 --backends sqlite,postgres --out bench/results/format.json
 
 bench-history: install ## A stream's history: lakes of 1k, 100k and 1M snapshots, every per-commit/read/micro-batch cost vs the 1k lake, expiry of 90%, both catalogs; hours, on a quiet machine (bench/README.md)
-	$(PYTHON) bench/history_bench.py --sizes 1000,100000,1000000 --backends sqlite,postgres --repeat 25 --spark \
+	$(PYTHON) bench/history_bench.py --sizes 1000,100000,1000000 --backends sqlite,postgres --repeat 100 --spark \
 		--out bench/results/history.json
 
 bench-kafka: install ## Kafka -> Spark -> DuckLake vs Delta Lake: end-to-end throughput and latency (bench/README.md)

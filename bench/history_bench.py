@@ -52,6 +52,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,7 @@ class Subject:
         self.lake = Lake(catalog["url"], catalog["data_path"])
         self.history = History(self.lake, CHURN)
         self.committer: MicroBatchCommitter | None = None
+        self.app_id = f"history-bench-{uuid.uuid4().hex[:8]}"  # a reused lake's earlier runs are not replays
         self.batch_id = 0
 
     def build(self) -> float:
@@ -91,7 +93,7 @@ class Subject:
         return self.committer
 
     def sink_commit(self) -> None:
-        sink_batch(self.sink(), "history-bench", self.batch_id, self.history.batch())
+        sink_batch(self.sink(), self.app_id, self.batch_id, self.history.batch())
         self.batch_id += 1
 
     def head(self) -> int:
@@ -254,7 +256,12 @@ def _expire_90(subject: Subject) -> dict[str, Any]:
 
 def run_backend(args: argparse.Namespace, backend: str, catalogs: Catalogs, spark: Any, say: Any) -> dict[str, Any]:
     subjects = []
-    for size in args.sizes:
+    for i, size in enumerate(args.sizes):
+        if args.reuse:  # a kept lake: its catalog names its data path
+            subject = Subject(f"{size:,}", {"url": args.reuse[i], "backend": backend, "data_path": None}, size)
+            say(f"{backend}: reusing {subject.head():,} snapshots")
+            subjects.append((subject, 0.0))
+            continue
         subject = Subject(f"{size:,}", catalogs.new(backend, f"h{size}"), size)
         seconds = subject.build()
         say(f"{backend}: built {subject.head():,} snapshots in {seconds:.0f} s")
@@ -309,8 +316,9 @@ def run_backend(args: argparse.Namespace, backend: str, catalogs: Catalogs, spar
             out["operations"][name]["catalog_own_s"] = own
             out["operations"][name]["catalog_own_ratio"] = {size: v / own[base] for size, v in own.items()}
     for s, _ in subjects:
-        out["sizes"][s.size]["expire_90"] = _expire_90(s)
-        say(f"{backend}: {s.label}: expired {out['sizes'][s.size]['expire_90']['expired']:,} snapshots")
+        if not (args.reuse or args.no_expire):  # else the lakes stay whole, to be reused
+            out["sizes"][s.size]["expire_90"] = _expire_90(s)
+            say(f"{backend}: {s.label}: expired {out['sizes'][s.size]['expire_90']['expired']:,} snapshots")
         s.history.close()
         s.lake.close()
     return out
@@ -352,6 +360,8 @@ def report_table(results: dict[str, Any], sizes: list[int]) -> str:
                 ]
                 worst = max(v for k, v in row["catalog_own_ratio"].items() if k != sizes[0]) if len(sizes) > 1 else 1
                 lines.append(f"| {name} | {' | '.join(cells)} | {worst:.2f} |")
+        if not all("expire_90" in r["sizes"][size] for size in sizes):  # reused lakes or --no-expire
+            continue
         lines.append("")
         lines.append("| lake | snapshots | build | catalog | expire 90% | batches | expire peak (Python) | cleanup |")
         lines.append("|---|---|---|---|---|---|---|---|")
@@ -370,14 +380,25 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", default="1000,100000,1000000", help="snapshots of each lake, smallest first")
     p.add_argument("--backends", default="sqlite,postgres")
-    p.add_argument("--repeat", type=int, default=25, help="rounds over every lake (medians; a round takes seconds)")
+    p.add_argument("--repeat", type=int, default=100, help="rounds over every lake (medians; a round takes seconds)")
     p.add_argument("--batches", type=int, default=20, help="sink micro-batches timed per lake and round")
     p.add_argument("--spark", action="store_true", help="also time the Spark reads of the unchanged table")
     p.add_argument("--work", help="scratch folder (default: a new temporary one, removed unless --keep)")
     p.add_argument("--keep", action="store_true", help="keep the lakes (PostgreSQL catalogs too) for a look after")
+    p.add_argument("--no-expire", action="store_true", help="skip the expiry of 90%% (with --keep: lakes to --reuse)")
+    p.add_argument(
+        "--reuse",
+        help="catalog URLs of lakes kept by an earlier run (--keep), one per size in --sizes' order, of one backend:"
+        " time them again without building or expiring them",
+    )
     p.add_argument("--out", default="bench/results/history.json")
     args = p.parse_args(argv)
     args.sizes = sorted(int(s) for s in args.sizes.split(","))
+    if args.reuse:
+        args.reuse = args.reuse.split(",")
+        if len(args.reuse) != len(args.sizes) or "," in args.backends:
+            p.error("--reuse takes one catalog URL per size in --sizes, and one backend in --backends")
+        args.keep = True
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="history-bench-"))
     work.mkdir(parents=True, exist_ok=True)
 
