@@ -254,6 +254,11 @@ def _expire_90(subject: Subject) -> dict[str, Any]:
     }
 
 
+def backend_of(url: str) -> str:
+    """The catalog backend of a kept lake's URL: ``sqlite`` or ``postgres``."""
+    return "sqlite" if url.startswith("sqlite") else "postgres"
+
+
 def run_backend(args: argparse.Namespace, backend: str, catalogs: Catalogs, spark: Any, say: Any) -> dict[str, Any]:
     subjects = []
     for i, size in enumerate(args.sizes):
@@ -388,16 +393,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-expire", action="store_true", help="skip the expiry of 90%% (with --keep: lakes to --reuse)")
     p.add_argument(
         "--reuse",
-        help="catalog URLs of lakes kept by an earlier run (--keep), one per size in --sizes' order, of one backend:"
-        " time them again without building or expiring them",
+        help="catalog URLs of lakes kept by an earlier run (--keep --no-expire), one per size in --sizes' order, of one"
+        " backend (it sets --backends): time them again without building or expiring them",
     )
     p.add_argument("--out", default="bench/results/history.json")
     args = p.parse_args(argv)
-    args.sizes = sorted(int(s) for s in args.sizes.split(","))
+    sizes = [int(s) for s in args.sizes.split(",")]
+    args.sizes = sorted(sizes)
     if args.reuse:
-        args.reuse = args.reuse.split(",")
-        if len(args.reuse) != len(args.sizes) or "," in args.backends:
-            p.error("--reuse takes one catalog URL per size in --sizes, and one backend in --backends")
+        urls = args.reuse.split(",")
+        backends = {backend_of(url) for url in urls}
+        if len(urls) != len(sizes) or len(backends) != 1:
+            p.error("--reuse takes one catalog URL per size in --sizes, all of one backend (sqlite or postgres)")
+        by_size = dict(zip(sizes, urls, strict=True))  # paired as given
+        args.reuse = [by_size[size] for size in args.sizes]  # then smallest first
+        args.backends = backends.pop()
         args.keep = True
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="history-bench-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -6,11 +6,10 @@ and statement by statement on the client (SQLAlchemy events), then prints the me
 time changed most between the first catalog and the second. ``--after-merge`` runs the lake's default merge
 (untimed) before each setup, as the benchmark's round does before the lake's next round::
 
-    python bench/history_bench.py --sizes 1000,1000000 --backends postgres --work /tmp/hb --keep
+    python bench/history_bench.py --sizes 1000,1000000 --backends postgres --work /tmp/hb --keep --no-expire
     python bench/history_write_profile.py flush URL_OF_1K URL_OF_1M
 
-Use lakes the benchmark kept before it expired them (the run expires 90% at its end), or grown alone with
-``tests/support/history.py``.
+The setups and the timed calls are the benchmark's own (``history_bench.operations``).
 """
 
 from __future__ import annotations
@@ -25,13 +24,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the builder lives in tests/support
 
+from history_bench import Subject, backend_of, operations
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
-from pyspark_ducklake.lake import Lake
-from tests.support.history import STREAM, Churn, History
+from tests.support.history import STREAM
 
-CHURN = Churn(delete_every=250, upsert_every=500, alter_every=50_000)  # as history_bench.py
+OPS = {"flush": "flush", "merge-small": "merge, new small files"}  # history_bench.py's operations, by name
 
 
 class Timed:
@@ -39,8 +38,8 @@ class Timed:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.lake = Lake(url)
-        self.history = History(self.lake, CHURN)
+        self.subject = Subject(url, {"url": url, "backend": backend_of(url), "data_path": None}, 0)
+        self.lake = self.subject.lake
         self.on = False
         self.statements: list[tuple[str, float]] = []
         self.totals: list[float] = []
@@ -56,17 +55,11 @@ class Timed:
             self.statements.append((" ".join(statement.split()), time.perf_counter() - conn.info["profile_started"]))
 
     def setup(self, op: str, after_merge: bool) -> Callable[[], object]:
-        lake = self.lake
         if after_merge:
-            lake.merge_adjacent_files(STREAM)
-        if op == "flush":
-            for _ in range(10):
-                lake.append(STREAM, self.history.batch())
-            return lambda: lake.flush_inlined_data(STREAM)
-        for _ in range(5):  # "merge, new small files"
-            lake.append(STREAM, self.history.batch())
-            lake.flush_inlined_data(STREAM)
-        return lambda: lake.merge_adjacent_files(STREAM, max_file_size="16KB")
+            self.lake.merge_adjacent_files(STREAM)
+        call = operations(None)[OPS[op]](self.subject)  # the benchmark's own setup; it hands back the timed call
+        assert callable(call)
+        return call
 
     def run(self, call: Callable[[], object], keep: bool) -> None:
         self.statements, self.on = [], True
@@ -81,7 +74,7 @@ class Timed:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("op", choices=["flush", "merge-small"])
+    p.add_argument("op", choices=sorted(OPS))
     p.add_argument("urls", nargs="+", help="catalog URLs of kept lakes, the baseline first")
     p.add_argument("--rounds", type=int, default=40)
     p.add_argument("--after-merge", action="store_true", help="run the lake's default merge before each setup")
@@ -111,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         for delta, a, b, text in sorted(rows, reverse=True)[:10]:
             print(f"{delta * 1e3:+7.2f} ms  {a * 1e3:6.2f} -> {b * 1e3:6.2f}  {text[:110]}")
     for lake in lakes:
-        lake.history.close()
+        lake.subject.history.close()
         lake.lake.close()
     return 0
 
