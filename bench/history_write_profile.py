@@ -9,7 +9,8 @@ time changed most between the first catalog and the second. ``--after-merge`` ru
     python bench/history_bench.py --sizes 1000,1000000 --backends postgres --work /tmp/hb --keep --no-expire
     python bench/history_write_profile.py flush URL_OF_1K URL_OF_1M
 
-The setups and the timed calls are the benchmark's own (``history_bench.operations``).
+The setups and the timed calls are the benchmark's own (``history_bench.operations``), after its upkeep of each
+lake (``Subject.upkeep``: ``VACUUM ANALYZE`` of a PostgreSQL catalog).
 """
 
 from __future__ import annotations
